@@ -1,0 +1,171 @@
+/**
+ * The fixtures the official conformance suite (`@modelcontextprotocol/conformance`) expects.
+ * `npm run conformance:server` (env PORT, HOST); `npm run conformance` starts it and runs the suite.
+ */
+import Fastify from 'fastify'
+import { Type } from '@sinclair/typebox'
+import mcp from '../lib/index.js'
+
+// 1×1 PNG and a tiny WAV, base64.
+const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=='
+const WAV = 'UklGRiQAAABXQVZFZm10IBAAAAABAAEARKwAAIhYAQACABAAZGF0YQAAAAA='
+
+const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(resolve, ms))
+
+export async function buildConformanceServer (): Promise<ReturnType<typeof Fastify>> {
+  const app = Fastify({ logger: { level: process.env.LOG_LEVEL ?? 'warn' } })
+  await app.register(mcp, { path: '/mcp', serverInfo: { name: 'fastify-mcp-http-conformance', version: '1.0.0' } })
+  const m = app.mcp
+
+  m.tool({ name: 'test_simple_text', description: 'Returns simple text' },
+    async () => 'This is a simple text response for testing.')
+  m.tool({ name: 'test_image_content', description: 'Returns an image' },
+    async () => [{ type: 'image', data: PNG, mimeType: 'image/png' }])
+  m.tool({ name: 'test_audio_content', description: 'Returns audio' },
+    async () => [{ type: 'audio', data: WAV, mimeType: 'audio/wav' }])
+  m.tool({ name: 'test_embedded_resource', description: 'Returns an embedded resource' },
+    async () => [{ type: 'resource', resource: { uri: 'test://embedded-resource', mimeType: 'text/plain', text: 'This is an embedded resource content.' } }])
+  m.tool({ name: 'test_multiple_content_types', description: 'Returns mixed content' }, async () => [
+    { type: 'text', text: 'Multiple content types test:' },
+    { type: 'image', data: PNG, mimeType: 'image/png' },
+    { type: 'resource', resource: { uri: 'test://mixed-content-resource', mimeType: 'application/json', text: JSON.stringify({ test: 'data', value: 123 }) } }
+  ])
+  m.tool({ name: 'test_error_handling', description: 'Always fails' },
+    async () => ({ content: [{ type: 'text', text: 'This tool intentionally returns an error for testing' }], isError: true }))
+  m.tool({ name: 'test_tool_with_progress', description: 'Reports progress' }, async (_a, ctx) => {
+    for (const progress of [0, 50, 100]) {
+      await ctx.progress({ progress, total: 100, message: `Progress ${progress}%` })
+      if (progress < 100) await sleep(50)
+    }
+    return 'Progress complete'
+  })
+  m.tool({ name: 'test_tool_with_logging', description: 'Logs three messages' }, async (_a, ctx) => {
+    await ctx.log('info', 'Tool execution started')
+    await sleep(50)
+    await ctx.log('info', 'Tool processing data')
+    await sleep(50)
+    await ctx.log('info', 'Tool execution completed')
+    return 'Logging complete'
+  })
+  m.tool({ name: 'test_sampling', description: 'Asks the client LLM', input: Type.Object({ prompt: Type.String() }) }, async ({ prompt }, ctx) => {
+    const r = await ctx.sample('sample', { messages: [{ role: 'user', content: { type: 'text', text: prompt } }], maxTokens: 100 })
+    const content = r.content as { type?: string, text?: string }
+    return `LLM response: ${content?.type === 'text' ? content.text ?? '' : JSON.stringify(r.content)}`
+  })
+  m.tool({ name: 'test_elicitation', description: 'Asks the user', input: Type.Object({ message: Type.String() }) }, async ({ message }, ctx) => {
+    const r = await ctx.elicit('user', {
+      message,
+      requestedSchema: {
+        type: 'object',
+        properties: { username: { type: 'string', description: 'User name' }, email: { type: 'string', description: 'Email address' } },
+        required: ['username', 'email']
+      }
+    })
+    return `User response: action=${r.action}, content=${JSON.stringify(r.content ?? {})}`
+  })
+  m.tool({ name: 'test_elicitation_sep1034_defaults', description: 'Elicitation with defaults' }, async (_a, ctx) => {
+    const r = await ctx.elicit('defaults', {
+      message: 'Please review and update the form fields with defaults',
+      requestedSchema: {
+        type: 'object',
+        properties: {
+          name: { type: 'string', description: 'User name', default: 'John Doe' },
+          age: { type: 'integer', description: 'User age', default: 30 },
+          score: { type: 'number', description: 'User score', default: 95.5 },
+          status: { type: 'string', description: 'User status', enum: ['active', 'inactive', 'pending'], default: 'active' },
+          verified: { type: 'boolean', description: 'Verification status', default: true }
+        }
+      }
+    })
+    return `Elicitation completed: action=${r.action}, content=${JSON.stringify(r.content ?? {})}`
+  })
+  m.tool({ name: 'test_elicitation_sep1330_enums', description: 'Elicitation with enums' }, async (_a, ctx) => {
+    const r = await ctx.elicit('enums', {
+      message: 'Please select options from the enum fields',
+      requestedSchema: {
+        type: 'object',
+        properties: {
+          untitledSingle: { type: 'string', description: 'Select one option', enum: ['option1', 'option2', 'option3'] },
+          titledSingle: {
+            type: 'string',
+            description: 'Select one option with titles',
+            oneOf: [{ const: 'value1', title: 'First Option' }, { const: 'value2', title: 'Second Option' }, { const: 'value3', title: 'Third Option' }]
+          },
+          legacyEnum: { type: 'string', description: 'Select one option (legacy)', enum: ['opt1', 'opt2', 'opt3'], enumNames: ['Option One', 'Option Two', 'Option Three'] },
+          untitledMulti: { type: 'array', description: 'Select multiple options', minItems: 1, maxItems: 3, items: { type: 'string', enum: ['option1', 'option2', 'option3'] } },
+          titledMulti: {
+            type: 'array',
+            description: 'Select multiple options with titles',
+            minItems: 1,
+            maxItems: 3,
+            items: { anyOf: [{ const: 'value1', title: 'First Choice' }, { const: 'value2', title: 'Second Choice' }, { const: 'value3', title: 'Third Choice' }] }
+          }
+        },
+        required: []
+      }
+    })
+    return `Elicitation completed: action=${r.action}, content=${JSON.stringify(r.content ?? {})}`
+  })
+  m.tool({ name: 'test_reconnection', description: 'Closes the SSE stream mid-call; the result arrives after the client reconnects' }, async (_a, ctx) => {
+    await sleep(100)
+    ctx.closeSSEStream(500)
+    await sleep(1000)
+    return 'Reconnection test completed successfully'
+  })
+  m.tool({
+    name: 'json_schema_2020_12_tool',
+    description: 'Keeps JSON Schema 2020-12 keywords',
+    input: {
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      type: 'object',
+      $defs: { address: { type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
+      properties: { name: { type: 'string' }, address: { $ref: '#/$defs/address' } },
+      additionalProperties: false
+    }
+  }, async (args) => `ok ${JSON.stringify(args)}`)
+
+  m.resource({ uri: 'test://static-text', name: 'static-text', description: 'A static text resource', mimeType: 'text/plain' },
+    async (uri) => ({ uri, mimeType: 'text/plain', text: 'This is the content of the static text resource.' }))
+  m.resource({ uri: 'test://static-binary', name: 'static-binary', description: 'A static binary resource', mimeType: 'image/png' },
+    async (uri) => ({ uri, mimeType: 'image/png', blob: PNG }))
+  m.resource({ uri: 'test://watched-resource', name: 'watched-resource', description: 'A resource that changes', mimeType: 'text/plain' },
+    async (uri) => ({ uri, mimeType: 'text/plain', text: `Watched resource content at ${new Date().toISOString()}` }))
+  m.resourceTemplate({ uriTemplate: 'test://template/{id}/data', name: 'template', description: 'A resource template', mimeType: 'application/json' },
+    async (uri, { id }) => ({ uri, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }))
+  const watched = setInterval(() => m.resourceUpdated('test://watched-resource'), 3000)
+  watched.unref()
+  app.addHook('onClose', async () => clearInterval(watched))
+
+  m.prompt({ name: 'test_simple_prompt', description: 'A simple prompt' },
+    async () => [{ role: 'user', content: { type: 'text', text: 'This is a simple prompt for testing.' } }])
+  m.prompt({
+    name: 'test_prompt_with_arguments',
+    description: 'A prompt with arguments',
+    arguments: [{ name: 'arg1', description: 'First argument', required: true }, { name: 'arg2', description: 'Second argument', required: true }],
+    complete: { arg1: (value) => ['paris', 'park', 'party'].filter(v => v.startsWith(value)) }
+  }, async ({ arg1, arg2 }) => [{ role: 'user', content: { type: 'text', text: `Prompt with arguments: arg1='${arg1}', arg2='${arg2}'` } }])
+  m.prompt({
+    name: 'test_prompt_with_embedded_resource',
+    description: 'A prompt with an embedded resource',
+    arguments: [{ name: 'resourceUri', description: 'URI of the resource', required: true }]
+  }, async ({ resourceUri }) => [
+    { role: 'user', content: { type: 'resource', resource: { uri: resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' } } },
+    { role: 'user', content: { type: 'text', text: 'Please process the embedded resource above.' } }
+  ])
+  m.prompt({ name: 'test_prompt_with_image', description: 'A prompt with an image' }, async () => [
+    { role: 'user', content: { type: 'image', data: PNG, mimeType: 'image/png' } },
+    { role: 'user', content: { type: 'text', text: 'Please analyze the image above.' } }
+  ])
+  return app
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const app = await buildConformanceServer()
+  const port = Number(process.env.PORT ?? 3000)
+  const host = process.env.HOST ?? '127.0.0.1'
+  await app.listen({ port, host })
+  console.log(`conformance server listening on http://${host}:${port}/mcp`)
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => { app.close().then(() => process.exit(0), () => process.exit(1)) })
+  }
+}

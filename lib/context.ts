@@ -1,0 +1,108 @@
+/**
+ * The `ctx` a tool, resource or prompt handler receives. One handler serves every request; the
+ * methods that talk to the client (`elicit`, `sample`, `roots`) send a request on the POST's SSE
+ * stream and await the client's answer.
+ */
+import type { FastifyRequest } from 'fastify'
+import type { SessionHandle } from './sessions/session-handle.js'
+
+/** RFC 5424 levels used by MCP logging, least severe first. */
+export const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'] as const
+export type LogLevel = typeof LOG_LEVELS[number]
+
+/** Who made the request, as returned by the `authenticate` option. */
+export interface McpPrincipal {
+  /** Stable identifier; sessions are bound to it. */
+  id: string
+  [key: string]: unknown
+}
+
+/** Parameters of a form-mode elicitation (`elicitation/create`). */
+export interface FormElicitParams {
+  mode?: 'form'
+  message: string
+  requestedSchema: Record<string, unknown>
+  _meta?: Record<string, unknown>
+}
+
+/** Parameters of a URL-mode elicitation (2025-11-25). */
+export interface UrlElicitParams {
+  mode: 'url'
+  message: string
+  url: string
+  /** Generated when omitted. */
+  elicitationId?: string
+  _meta?: Record<string, unknown>
+}
+
+export interface ElicitResult {
+  action: 'accept' | 'decline' | 'cancel'
+  content?: Record<string, unknown>
+  [key: string]: unknown
+}
+
+export interface SamplingParams {
+  messages: Array<{ role: 'user' | 'assistant', content: unknown }>
+  maxTokens: number
+  systemPrompt?: string
+  modelPreferences?: Record<string, unknown>
+  includeContext?: 'none' | 'thisServer' | 'allServers'
+  temperature?: number
+  stopSequences?: string[]
+  tools?: unknown[]
+  toolChoice?: Record<string, unknown>
+  metadata?: Record<string, unknown>
+  [key: string]: unknown
+}
+
+export interface SamplingResult {
+  role: 'assistant'
+  content: unknown
+  model: string
+  stopReason?: string
+  [key: string]: unknown
+}
+
+export interface Root { uri: string, name?: string, [key: string]: unknown }
+
+export interface ProgressUpdate {
+  progress: number
+  total?: number
+  message?: string
+}
+
+/** The context of one handler run. */
+export interface McpContext {
+  /** Aborted when the client cancels the request (or the session lock is lost). */
+  readonly signal: AbortSignal
+  /** The Fastify request that carried the MCP request. */
+  readonly request: FastifyRequest
+  /** The session handle (handshake-era requests), or `null`. */
+  readonly session: SessionHandle | null
+  /** The authenticated principal, or `null`. */
+  readonly principal: McpPrincipal | null
+  /** The JSON-RPC id of the request being handled. */
+  readonly requestId: string | number
+  /** The request's `_meta`, if any. */
+  readonly meta: Record<string, unknown> | undefined
+  /** The client's declared capabilities. */
+  readonly clientCapabilities: Record<string, unknown>
+  /**
+   * Reports progress. Does nothing when the request carried no progress token; values must
+   * increase (a non-increasing value is dropped with a debug log); never sent after the response.
+   */
+  progress (update: ProgressUpdate): Promise<void>
+  /** Sends `notifications/message` on this request's stream when `level` passes the client's filter. */
+  log (level: LogLevel, data: unknown, logger?: string): Promise<void>
+  /** Asks the user (form or URL mode) through the client. Throws when the client did not declare the mode. */
+  elicit (key: string, params: FormElicitParams | UrlElicitParams): Promise<ElicitResult>
+  /** Asks the client's LLM. Throws when the client did not declare `sampling`. */
+  sample (key: string, params: SamplingParams): Promise<SamplingResult>
+  /** Lists the client's roots. Throws when the client did not declare `roots`. */
+  roots (key: string): Promise<Root[]>
+  /**
+   * Closes the current SSE connection (sending `retry` first) without ending the request: the
+   * client reconnects with GET + `Last-Event-ID` and receives the rest (2025-11-25 SSE polling).
+   */
+  closeSSEStream (retryMs?: number): void
+}

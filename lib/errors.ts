@@ -1,0 +1,33 @@
+/**
+ * Fastify-level errors (misuse at register time or through the registry API). Wire errors are
+ * JSON-RPC errors (lib/jsonrpc) and never use these.
+ */
+import createError from '@fastify/error'
+
+/** An option passed to `register(mcp, opts)` is invalid; the message names it. */
+export const FST_ERR_MCP_INVALID_OPTION = createError<[string, string]>(
+  'FST_ERR_MCP_INVALID_OPTION', 'Invalid option "%s": %s', 500, TypeError)
+
+/** A tool, resource or prompt definition is invalid (bad name, bad schema, duplicate). */
+export const FST_ERR_MCP_INVALID_DEFINITION = createError<[string, string]>(
+  'FST_ERR_MCP_INVALID_DEFINITION', 'Invalid %s definition: %s', 500, TypeError)
+
+/** A handler asked the client for something its declared capabilities do not allow. */
+export const FST_ERR_MCP_CAPABILITY = createError<[string]>(
+  'FST_ERR_MCP_CAPABILITY', 'The client did not declare the "%s" capability', 500)
+
+/** A request to the client was not answered in time. */
+export const FST_ERR_MCP_CLIENT_TIMEOUT = createError<[string, number]>(
+  'FST_ERR_MCP_CLIENT_TIMEOUT', 'The client did not answer %s within %d ms', 504)
+
+/** A request to the client could not be sent or was answered with an error. */
+export const FST_ERR_MCP_CLIENT_REQUEST = createError<[string, string]>(
+  'FST_ERR_MCP_CLIENT_REQUEST', 'Request %s to the client failed: %s', 502)
+
+/** `ctx.elicit`/`sample`/`roots` was called where it cannot work (no stream, notification…). */
+export const FST_ERR_MCP_NO_STREAM = createError<[string]>(
+  'FST_ERR_MCP_NO_STREAM', 'Cannot send %s to the client: this request has no stream', 500)
+
+/** The session lock was lost or could not be taken back after waiting for the client. */
+export const FST_ERR_MCP_SESSION_BUSY = createError<[string]>(
+  'FST_ERR_MCP_SESSION_BUSY', 'Session lock unavailable: %s', 503)

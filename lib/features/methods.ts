@@ -1,0 +1,146 @@
+/**
+ * The MCP methods that read the registry (tools, resources, prompts, completion). They do not know
+ * which era or transport carries them: each takes the params and a handler context and returns the
+ * result object, or throws an `McpError`.
+ */
+import type { McpContext } from '../context.js'
+import { ErrorCode, McpError } from '../jsonrpc/messages.js'
+import { paginate } from './pagination.js'
+import type { CallToolResult, ContentBlock, PromptMessage, Registry, ResourceContents, ResourceReturn, ToolReturn } from './registry.js'
+
+type Params = Record<string, unknown>
+
+function invalid (message: string, data?: unknown): McpError {
+  return new McpError(ErrorCode.InvalidParams, `Invalid params: ${message}`, data)
+}
+
+export function listTools (registry: Registry, params: Params, pageSize: number): Record<string, unknown> {
+  const { page, nextCursor } = paginate('tools', [...registry.tools.values()], params.cursor, pageSize)
+  return withCursor({ tools: page.map(t => t.descriptor) }, nextCursor)
+}
+
+export function listResources (registry: Registry, params: Params, pageSize: number): Record<string, unknown> {
+  const { page, nextCursor } = paginate('resources', [...registry.resources.values()], params.cursor, pageSize)
+  return withCursor({ resources: page.map(r => r.descriptor) }, nextCursor)
+}
+
+export function listResourceTemplates (registry: Registry, params: Params, pageSize: number): Record<string, unknown> {
+  const { page, nextCursor } = paginate('templates', [...registry.templates.values()], params.cursor, pageSize)
+  return withCursor({ resourceTemplates: page.map(r => r.descriptor) }, nextCursor)
+}
+
+export function listPrompts (registry: Registry, params: Params, pageSize: number): Record<string, unknown> {
+  const { page, nextCursor } = paginate('prompts', [...registry.prompts.values()], params.cursor, pageSize)
+  return withCursor({ prompts: page.map(p => p.descriptor) }, nextCursor)
+}
+
+function withCursor (result: Record<string, unknown>, nextCursor: string | undefined): Record<string, unknown> {
+  if (nextCursor !== undefined) result.nextCursor = nextCursor
+  return result
+}
+
+function toolResult (value: ToolReturn): CallToolResult {
+  if (typeof value === 'string') return { content: [{ type: 'text', text: value }] }
+  if (Array.isArray(value)) return { content: value }
+  if (typeof value !== 'object' || value === null) throw new TypeError('a tool handler must return a result object, a string or content blocks')
+  return value
+}
+
+function errorResult (text: string): Record<string, unknown> {
+  return { content: [{ type: 'text', text }], isError: true }
+}
+
+/**
+ * `tools/call`. Unknown tool → -32602. Invalid arguments and handler failures are tool results
+ * with `isError: true` (2025-11-25, SEP-1303), so the model can see and correct them.
+ */
+export async function callTool (registry: Registry, params: Params, ctx: McpContext, onError: (err: unknown) => void): Promise<Record<string, unknown>> {
+  if (typeof params.name !== 'string') throw invalid('name must be a string')
+  const tool = registry.tools.get(params.name)
+  if (tool === undefined) throw invalid(`unknown tool "${params.name}"`)
+  const args = params.arguments ?? {}
+  if (typeof args !== 'object' || args === null || Array.isArray(args)) throw invalid('arguments must be an object')
+  const problem = tool.validateInput(args)
+  if (problem !== null) return errorResult(`Invalid arguments for tool "${params.name}": ${problem}`)
+  let result: CallToolResult
+  try {
+    result = toolResult(await tool.handler(args as Record<string, unknown>, ctx))
+  } catch (err) {
+    if (err instanceof McpError || ctx.signal.aborted) throw err
+    onError(err)
+    return errorResult(err instanceof Error && err.message !== '' ? err.message : 'Tool execution failed')
+  }
+  if (tool.validateOutput !== null && result.isError !== true) {
+    if (result.structuredContent === undefined) {
+      onError(new Error(`tool "${params.name}" declares an outputSchema but returned no structuredContent`))
+      return errorResult('Tool returned no structured content')
+    }
+    const outProblem = tool.validateOutput(result.structuredContent)
+    if (outProblem !== null) {
+      onError(new Error(`tool "${params.name}" returned structuredContent that does not match its outputSchema: ${outProblem}`))
+      return errorResult('Tool returned structured content that does not match its output schema')
+    }
+  }
+  const out: Record<string, unknown> = { ...result }
+  // With structured content, also send it serialized as text for clients that only read content.
+  if (out.content === undefined) {
+    out.content = result.structuredContent === undefined ? [] : [{ type: 'text', text: JSON.stringify(result.structuredContent) } satisfies ContentBlock]
+  }
+  return out
+}
+
+function toContents (uri: string, value: ResourceReturn): ResourceContents[] {
+  const list = Array.isArray(value) ? value : ('contents' in value ? value.contents : [value])
+  return list.map(c => ({ ...c, uri: c.uri ?? uri }))
+}
+
+/** `resources/read`. Unknown URI → `notFound(uri)`. */
+export async function readResource (registry: Registry, params: Params, ctx: McpContext, notFound: (uri: string) => McpError): Promise<Record<string, unknown>> {
+  if (typeof params.uri !== 'string') throw invalid('uri must be a string')
+  const found = registry.findResource(params.uri)
+  if (found === null) throw notFound(params.uri)
+  return { contents: toContents(params.uri, await found.handler(ctx)) }
+}
+
+/** `prompts/get`. Unknown prompt or missing required arguments → -32602. */
+export async function getPrompt (registry: Registry, params: Params, ctx: McpContext): Promise<Record<string, unknown>> {
+  if (typeof params.name !== 'string') throw invalid('name must be a string')
+  const prompt = registry.prompts.get(params.name)
+  if (prompt === undefined) throw invalid(`unknown prompt "${params.name}"`)
+  const args = params.arguments ?? {}
+  if (typeof args !== 'object' || args === null || Array.isArray(args)) throw invalid('arguments must be an object')
+  const a = args as Record<string, unknown>
+  for (const [k, v] of Object.entries(a)) if (typeof v !== 'string') throw invalid(`argument "${k}" must be a string`)
+  const missing = (prompt.def.arguments ?? []).filter(x => x.required === true && a[x.name] === undefined).map(x => x.name)
+  if (missing.length > 0) throw invalid(`missing required arguments: ${missing.join(', ')}`)
+  const value = await prompt.handler(a as Record<string, string>, ctx)
+  const result: { description?: string, messages: PromptMessage[] } = Array.isArray(value) ? { messages: value } : value
+  if (result.description === undefined && prompt.def.description !== '') result.description = prompt.def.description
+  return result as unknown as Record<string, unknown>
+}
+
+/** `completion/complete` for prompt arguments and template variables; at most 100 values. */
+export async function complete (registry: Registry, params: Params): Promise<Record<string, unknown>> {
+  const ref = params.ref as Record<string, unknown> | undefined
+  const argument = params.argument as Record<string, unknown> | undefined
+  if (typeof ref !== 'object' || ref === null) throw invalid('ref must be an object')
+  if (typeof argument !== 'object' || argument === null || typeof argument.name !== 'string' || typeof argument.value !== 'string') {
+    throw invalid('argument must be { name, value }')
+  }
+  let completer
+  if (ref.type === 'ref/prompt') {
+    const prompt = registry.prompts.get(String(ref.name))
+    if (prompt === undefined) throw invalid(`unknown prompt "${String(ref.name)}"`)
+    completer = prompt.def.complete?.[argument.name]
+  } else if (ref.type === 'ref/resource') {
+    const template = registry.templates.get(String(ref.uri))
+    if (template === undefined) throw invalid(`unknown resource template "${String(ref.uri)}"`)
+    completer = template.complete[argument.name]
+  } else {
+    throw invalid('ref.type must be "ref/prompt" or "ref/resource"')
+  }
+  const context = (params.context as { arguments?: Record<string, string> } | undefined)?.arguments ?? {}
+  const values = completer === undefined ? [] : await completer(argument.value, { arguments: context })
+  const all = values.filter(v => typeof v === 'string')
+  return { completion: { values: all.slice(0, 100), total: all.length, hasMore: all.length > 100 } }
+}

@@ -1,0 +1,97 @@
+/**
+ * How one POST answers: `application/json` unless the handler sends a message first (progress, a
+ * log message, a request to the client) or the client accepts only SSE; then `text/event-stream`,
+ * starting with the priming event on 2025-11-25 sessions.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { EventLog } from '../bus/event-log.js'
+import type { Hub } from '../protocol/hub.js'
+import { SSE_HEADERS, ServerStream } from './sse.js'
+
+export interface ChannelOptions {
+  sessionId: string | null
+  /** Send the priming event and `retry` (2025-11-25 and later). */
+  polling: boolean
+  /** The client's Accept does not include application/json. */
+  sseOnly: boolean
+  log: EventLog
+  hub: Hub | null
+  extraHeaders?: Record<string, string>
+}
+
+/** @internal The response of one POST (see module doc). */
+export class ResponseChannel {
+  #request: FastifyRequest
+  #reply: FastifyReply
+  #opts: ChannelOptions
+  #stream: ServerStream | null = null
+  #untrack: (() => void) | null = null
+  #done = false
+
+  constructor (request: FastifyRequest, reply: FastifyReply, opts: ChannelOptions) {
+    this.#request = request
+    this.#reply = reply
+    this.#opts = opts
+    if (opts.sseOnly) this.#openSse()
+  }
+
+  get isSse (): boolean { return this.#stream !== null }
+  get done (): boolean { return this.#done }
+
+  #openSse (): ServerStream {
+    if (this.#stream !== null) return this.#stream
+    const reply = this.#reply
+    const headers: Record<string, string | number | string[]> = {}
+    for (const [k, v] of Object.entries(reply.getHeaders())) if (v !== undefined) headers[k] = v as string
+    Object.assign(headers, SSE_HEADERS, this.#opts.extraHeaders)
+    reply.hijack()
+    reply.raw.writeHead(200, headers)
+    const stream = new ServerStream({
+      sessionId: this.#opts.sessionId ?? '',
+      log: this.#opts.log,
+      logger: this.#request.log,
+      keepAlive: 0,
+      resumable: this.#opts.sessionId !== null && this.#opts.polling
+    })
+    stream.attach(reply.raw)
+    if (this.#opts.polling && this.#opts.sessionId !== null) stream.prime()
+    if (this.#opts.hub !== null && this.#opts.sessionId !== null) this.#untrack = this.#opts.hub.trackStream(stream)
+    this.#stream = stream
+    return stream
+  }
+
+  /** Sends a message related to the request before its response (switches to SSE). */
+  emit (message: unknown): void {
+    if (this.#done) return
+    this.#openSse().send(message)
+  }
+
+  /** Closes the SSE connection (switching to SSE first) without ending the stream. */
+  disconnect (retryMs: number): void {
+    if (this.#done) return
+    this.#openSse().disconnect(retryMs)
+  }
+
+  /**
+   * Sends the responses and ends the POST. `single` answers with one object, else an array (batch).
+   * With no responses (notifications only, or all cancelled) the answer is 202.
+   */
+  finish (responses: unknown[], single: boolean, status = 200): void {
+    if (this.#done) return
+    this.#done = true
+    const stream = this.#stream
+    if (stream !== null) {
+      for (const r of responses) stream.send(r)
+      stream.end()
+      this.#untrack?.()
+      return
+    }
+    const reply = this.#reply
+    if (this.#opts.extraHeaders !== undefined) reply.headers(this.#opts.extraHeaders)
+    if (responses.length === 0) {
+      reply.code(202).send()
+      return
+    }
+    reply.code(status).type('application/json').send(JSON.stringify(single ? responses[0] : responses))
+  }
+}

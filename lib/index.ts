@@ -1,0 +1,189 @@
+/**
+ * fastify-mcp-http: serves the Model Context Protocol over Streamable HTTP inside a Fastify app.
+ *
+ *   await app.register(mcp, { path: '/mcp' })
+ *   app.mcp.tool({ name: 'echo', description: 'Echoes', input: Type.Object({ text: Type.String() }) },
+ *     async ({ text }) => text)
+ */
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { MemoryBus } from './bus/bus.js'
+import { MemoryEventLog } from './bus/event-log.js'
+import type { McpPrincipal } from './context.js'
+import { Registry } from './features/registry.js'
+import { checkContentType, checkGetAccept, checkOrigin, checkPostAccept } from './http/checks.js'
+import { ErrorCode, errorResponse, parseBody } from './jsonrpc/messages.js'
+import { resolveOptions, type McpPluginOptions } from './options.js'
+import { HttpRefusal, LegacyWire } from './protocol/legacy.js'
+import { MemorySessionStore } from './sessions/memory-store.js'
+import type { SessionHandle } from './sessions/session-handle.js'
+
+const VERSION = '0.1.0'
+
+/** `fastify.mcp`: the registry of tools, resources and prompts, and helpers. */
+export class McpDecorator extends Registry {
+  /** @internal */ wire: LegacyWire | null = null
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The MCP registry (tools, resources, prompts) and helpers. */
+    mcp: McpDecorator
+  }
+  interface FastifyRequest {
+    /** The MCP session of this request (handshake-era requests), or `null`. */
+    mcpSession: SessionHandle | null
+    /** The principal `authenticate` returned, or `null`. */
+    mcpPrincipal: McpPrincipal | null
+  }
+}
+
+function sendRefusal (reply: FastifyReply, err: HttpRefusal): void {
+  if (err.headers !== undefined) reply.headers(err.headers)
+  sendError(reply, err.status, err.body)
+}
+
+function sendError (reply: FastifyReply, status: number, body: unknown): void {
+  reply.code(status).type('application/json').send(JSON.stringify(body))
+}
+
+async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): Promise<void> {
+  const opts = resolveOptions(options ?? {}, VERSION)
+  const sessions = options?.sessions ?? {}
+  const store = sessions.store ?? new MemorySessionStore()
+  const ownStore = sessions.store === undefined
+  const lock = sessions.lock ?? null
+  const bus = options?.bus ?? new MemoryBus()
+  const ownBus = options?.bus === undefined
+  const eventLog = options?.eventLog ?? new MemoryEventLog()
+
+  const registry = new McpDecorator()
+  const capabilities = (): Record<string, unknown> => {
+    const caps: Record<string, unknown> = { logging: {}, completions: {} }
+    if (registry.tools.size > 0) caps.tools = { listChanged: true }
+    if (registry.resources.size > 0 || registry.templates.size > 0) caps.resources = { subscribe: true, listChanged: true }
+    if (registry.prompts.size > 0) caps.prompts = { listChanged: true }
+    return caps
+  }
+  const gcOdds = opts.gcProbability / opts.gcDivisor
+  const maybeGc = (log: FastifyBaseLogger): void => {
+    if (gcOdds <= 0 || Math.random() >= gcOdds) return
+    store.gc().then(
+      (ids) => { if (ids.length > 0) log.debug({ count: ids.length }, 'expired MCP sessions collected') },
+      (err: unknown) => log.warn({ err }, 'session gc failed'))
+  }
+  const wire = new LegacyWire({ opts, registry, store, lock, bus, eventLog, logger: fastify.log, capabilities, maybeGc })
+  registry.wire = wire
+
+  registry.on('changed', (kind) => {
+    wire.broadcast({ jsonrpc: '2.0', method: `notifications/${kind}/list_changed` })
+  })
+  registry.on('resourceUpdated', (uri) => {
+    wire.resourceUpdated(uri).catch((err: unknown) => fastify.log.warn({ err, uri }, 'resource update notification failed'))
+  })
+
+  fastify.decorate('mcp', registry)
+  fastify.decorateRequest('mcpSession', null)
+  fastify.decorateRequest('mcpPrincipal', null)
+
+  async function authenticate (request: FastifyRequest): Promise<McpPrincipal | null> {
+    if (opts.authenticate === undefined) return null
+    const principal = await opts.authenticate(request)
+    if (principal === null && opts.requireAuth) {
+      throw new HttpRefusal(401, null, ErrorCode.InvalidRequest, 'Unauthorized', { 'www-authenticate': opts.wwwAuthenticate })
+    }
+    if (principal !== null && (typeof principal !== 'object' || typeof principal.id !== 'string')) {
+      throw new TypeError('authenticate must return { id: string } or null')
+    }
+    request.mcpPrincipal = principal
+    return principal
+  }
+
+  // Routes live in an encapsulated child so our body parser does not touch the user's routes.
+  await fastify.register(async (child) => {
+    child.removeAllContentTypeParsers()
+    child.addContentTypeParser('*', { parseAs: 'string', bodyLimit: opts.bodyLimit }, (_req, body, done) => { done(null, body) })
+
+    child.setErrorHandler((err: Error & { statusCode?: number, code?: string }, request, reply) => {
+      if (err instanceof HttpRefusal) { sendRefusal(reply, err); return }
+      if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+        sendRefusal(reply, new HttpRefusal(413, null, ErrorCode.InvalidRequest, 'Payload Too Large'))
+        return
+      }
+      if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
+        sendRefusal(reply, new HttpRefusal(err.statusCode, null, ErrorCode.InvalidRequest, `Bad Request: ${err.message}`))
+        return
+      }
+      request.log.error({ err }, 'MCP request failed')
+      sendRefusal(reply, new HttpRefusal(500, null, ErrorCode.InternalError, 'Internal error'))
+    })
+
+    child.post(opts.path, async (request, reply) => {
+      checkOrigin(request, opts)
+      checkContentType(request)
+      const principal = await authenticate(request)
+      const parsed = parseBody(typeof request.body === 'string' ? request.body : '')
+      if (!parsed.ok) { sendError(reply, 400, parsed.error); return reply }
+      const first = parsed.messages[0]
+      const id = first.kind === 'request' ? first.message.id : first.kind === 'invalid' ? first.id : null
+      const { sseOnly } = checkPostAccept(request, id)
+      if (!parsed.batch && first.kind === 'invalid') {
+        sendError(reply, 400, errorResponse(first.id, first.error.code, first.error.message))
+        return reply
+      }
+      await wire.post(request, reply, parsed, principal, sseOnly)
+      return reply
+    })
+
+    child.get(opts.path, async (request, reply) => {
+      checkOrigin(request, opts)
+      checkGetAccept(request)
+      const principal = await authenticate(request)
+      await wire.get(request, reply, principal)
+      return reply
+    })
+
+    child.delete(opts.path, async (request, reply) => {
+      checkOrigin(request, opts)
+      const principal = await authenticate(request)
+      await wire.delete(request, reply, principal)
+      return reply
+    })
+  })
+
+  fastify.addHook('onReady', async () => { registry.start() })
+
+  fastify.addHook('preClose', async () => {
+    await wire.hub.close(opts.retryInterval)
+  })
+  fastify.addHook('onClose', async () => {
+    // Close only what we created; each step bounded and never throwing.
+    const steps: Array<Promise<unknown> | undefined> = []
+    if (ownStore) steps.push(store.close?.())
+    if (ownBus) steps.push(bus.close())
+    await Promise.race([
+      Promise.allSettled(steps),
+      new Promise(resolve => setTimeout(resolve, 5000).unref())
+    ])
+  })
+}
+
+/** The plugin: `fastify.register(fastifyMcp, options)`. */
+export const fastifyMcp = fp(mcpPlugin, { fastify: '5.x', name: 'fastify-mcp-http' })
+export default fastifyMcp
+
+export type { McpPluginOptions, SessionOptions, Implementation } from './options.js'
+export type * from './context.js'
+export type * from './features/registry.js'
+export { Registry } from './features/registry.js'
+export { McpError, ErrorCode } from './jsonrpc/messages.js'
+export * from './errors.js'
+export { SessionHandle } from './sessions/session-handle.js'
+export type * from './sessions/session-store.js'
+export type * from './locks/session-lock.js'
+export { SessionLockError, SessionLockTimeoutError } from './locks/errors.js'
+export { MemorySessionStore } from './sessions/memory-store.js'
+export { MemoryBus } from './bus/bus.js'
+export type { Bus, BusMessage } from './bus/bus.js'
+export { MemoryEventLog } from './bus/event-log.js'
+export type { EventLog } from './bus/event-log.js'

@@ -1,0 +1,161 @@
+/**
+ * JSON-RPC 2.0 message types, the error codes MCP uses, and the parsing that turns a request body
+ * into classified messages (or a precise error) without ever throwing.
+ */
+
+export type RequestId = string | number
+
+export interface JsonRpcRequest {
+  jsonrpc: '2.0'
+  id: RequestId
+  method: string
+  params?: Record<string, unknown>
+}
+
+export interface JsonRpcNotification {
+  jsonrpc: '2.0'
+  method: string
+  params?: Record<string, unknown>
+}
+
+export interface JsonRpcErrorObject {
+  code: number
+  message: string
+  data?: unknown
+}
+
+export interface JsonRpcResultResponse {
+  jsonrpc: '2.0'
+  id: RequestId
+  result: Record<string, unknown>
+}
+
+export interface JsonRpcErrorResponse {
+  jsonrpc: '2.0'
+  id: RequestId | null
+  error: JsonRpcErrorObject
+}
+
+export type JsonRpcResponse = JsonRpcResultResponse | JsonRpcErrorResponse
+export type JsonRpcMessage = JsonRpcRequest | JsonRpcNotification | JsonRpcResponse
+
+/** Error codes (JSON-RPC 2.0 and the MCP specification). */
+export const ErrorCode = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+  /** Implementation-defined server error (used for busy / unavailable sessions). */
+  ServerError: -32000,
+  /** Legacy (≤ 2025-11-25) resource not found. */
+  ResourceNotFound: -32002,
+  /** 2025-11-25: URL elicitation required. */
+  UrlElicitationRequired: -32042,
+  /** 2026-07-28: a header disagrees with the body. */
+  HeaderMismatch: -32020,
+  /** 2026-07-28: the request needs a client capability that was not declared. */
+  MissingRequiredClientCapability: -32021,
+  /** 2026-07-28: unsupported protocol version. */
+  UnsupportedProtocolVersion: -32022
+} as const
+
+/** An error that a handler (or the protocol layer) raises to answer with a JSON-RPC error. */
+export class McpError extends Error {
+  readonly code: number
+  readonly data: unknown
+  /** HTTP status for the response when this is the only message (defaults by code). */
+  readonly status: number | undefined
+  constructor (code: number, message: string, data?: unknown, status?: number) {
+    super(message)
+    this.name = 'McpError'
+    this.code = code
+    this.data = data
+    this.status = status
+  }
+
+  toJSON (): JsonRpcErrorObject {
+    return this.data === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, data: this.data }
+  }
+}
+
+export function errorResponse (id: RequestId | null, code: number, message: string, data?: unknown): JsonRpcErrorResponse {
+  const error: JsonRpcErrorObject = data === undefined ? { code, message } : { code, message, data }
+  return { jsonrpc: '2.0', id, error }
+}
+
+export function resultResponse (id: RequestId, result: Record<string, unknown>): JsonRpcResultResponse {
+  return { jsonrpc: '2.0', id, result }
+}
+
+/** One classified message of a body. */
+export type Parsed =
+  | { kind: 'request', message: JsonRpcRequest }
+  | { kind: 'notification', message: JsonRpcNotification }
+  | { kind: 'response', message: JsonRpcResponse }
+  | { kind: 'invalid', id: RequestId | null, error: JsonRpcErrorObject }
+
+function isId (v: unknown): v is RequestId {
+  return (typeof v === 'string') || (typeof v === 'number' && Number.isFinite(v))
+}
+
+function isPlainObject (v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+/** The id of a malformed message, when it can be read (so an error can echo it). */
+function readableId (v: Record<string, unknown>): RequestId | null {
+  return isId(v.id) ? v.id : null
+}
+
+/** Classifies one JSON value as a JSON-RPC message; never throws. */
+export function classify (value: unknown): Parsed {
+  if (!isPlainObject(value)) {
+    return { kind: 'invalid', id: null, error: { code: ErrorCode.InvalidRequest, message: 'Invalid Request: a JSON-RPC message must be an object' } }
+  }
+  const id = readableId(value)
+  const invalid = (message: string): Parsed => ({ kind: 'invalid', id, error: { code: ErrorCode.InvalidRequest, message: `Invalid Request: ${message}` } })
+  if (value.jsonrpc !== '2.0') return invalid('jsonrpc must be "2.0"')
+  if ('method' in value) {
+    if (typeof value.method !== 'string' || value.method.length === 0) return invalid('method must be a non-empty string')
+    if (value.params !== undefined && !isPlainObject(value.params)) return invalid('params must be an object')
+    if ('result' in value || 'error' in value) return invalid('a request cannot carry result or error')
+    if (!('id' in value)) return { kind: 'notification', message: value as unknown as JsonRpcNotification }
+    if (value.id === null) return invalid('id must not be null')
+    if (!isId(value.id)) return invalid('id must be a string or an integer')
+    return { kind: 'request', message: value as unknown as JsonRpcRequest }
+  }
+  if ('result' in value || 'error' in value) {
+    if ('result' in value && 'error' in value) return invalid('a response carries result or error, not both')
+    if (!isId(value.id) && !(value.id === null && 'error' in value)) return invalid('response id must be a string or an integer')
+    if ('result' in value && !isPlainObject(value.result)) return invalid('result must be an object')
+    if ('error' in value) {
+      const e = value.error
+      if (!isPlainObject(e) || typeof e.code !== 'number' || typeof e.message !== 'string') return invalid('error must be {code, message}')
+    }
+    return { kind: 'response', message: value as unknown as JsonRpcResponse }
+  }
+  return invalid('not a request, notification or response')
+}
+
+/** Result of parsing a whole body. */
+export type ParsedBody =
+  | { ok: true, batch: boolean, messages: Parsed[] }
+  | { ok: false, error: JsonRpcErrorResponse }
+
+/** Parses a body text into classified messages. Parse failures answer -32700 with no id. */
+export function parseBody (text: string): ParsedBody {
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    return { ok: false, error: errorResponse(null, ErrorCode.ParseError, 'Parse error: the body is not valid JSON') }
+  }
+  if (Array.isArray(value)) {
+    if (value.length === 0) return { ok: false, error: errorResponse(null, ErrorCode.InvalidRequest, 'Invalid Request: empty batch') }
+    return { ok: true, batch: true, messages: value.map(classify) }
+  }
+  return { ok: true, batch: false, messages: [classify(value)] }
+}

@@ -1,0 +1,48 @@
+/**
+ * The per-session lock contract. A lock serializes the requests of one session: a request holds a
+ * lease from before it reads the session until it has saved it. Implementations:
+ * `MemorySessionLock` (one process), `FileSessionLock` (workers of one machine),
+ * `RedisSessionLock` (many machines). One contract test suite runs against all of them.
+ */
+import type { LeaseFence } from '../sessions/session-store.js'
+
+/** Options of {@link SessionLock.acquire}. */
+export interface AcquireOptions {
+  /** Milliseconds to wait for the lock; `0` tries once. Defaults to the lock's `timeout`. */
+  timeout?: number
+  /** Aborting it stops the wait with the signal's reason. */
+  signal?: AbortSignal
+  /**
+   * Who asks (e.g. the request). Acquiring a session lock its owner already holds is an error
+   * ("already held") instead of a deadlock.
+   */
+  owner?: object
+}
+
+/** One acquisition of a session's lock. */
+export interface SessionLease {
+  /** The session id. */
+  readonly id: string
+  /** Aborted when the lease is lost (a Redis lease that could not be renewed). */
+  readonly signal: AbortSignal
+  /** Proof of this acquisition for fenced saves, when the backend supports it. */
+  readonly fence?: LeaseFence
+  /** Releases the lease. Releasing twice rejects with a `SessionLockError` ("not held"). */
+  release (): Promise<void>
+}
+
+/** The lock contract. */
+export interface SessionLock {
+  /** Default acquire timeout in milliseconds. */
+  readonly timeout: number
+  /**
+   * Waits for the session's lock. Rejects with `SessionLockTimeoutError` after the timeout, with
+   * `SessionLockError` when the backend fails (at once, not after the timeout), or with the
+   * signal's reason when aborted.
+   */
+  acquire (id: string, options?: AcquireOptions): Promise<SessionLease>
+  /** Takes the lock if it is free right now; `null` when busy. Never waits. */
+  tryAcquire (id: string, options?: Pick<AcquireOptions, 'owner'>): Promise<SessionLease | null>
+  /** Releases resources the lock created (timers, connections it opened); held leases are released. */
+  close? (): Promise<void>
+}

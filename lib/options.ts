@@ -1,0 +1,188 @@
+/**
+ * Plugin options: the public type, register-time validation (fail fast with
+ * `FST_ERR_MCP_INVALID_OPTION` naming the option) and the frozen resolved form used at run time.
+ */
+import type { FastifyRequest } from 'fastify'
+import type { McpPrincipal } from './context.js'
+import type { SessionStore } from './sessions/session-store.js'
+import type { SessionLock } from './locks/session-lock.js'
+import type { Bus } from './bus/bus.js'
+import type { EventLog } from './bus/event-log.js'
+import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
+
+/** Identity of this server (`serverInfo`). */
+export interface Implementation {
+  name: string
+  version: string
+  title?: string
+  description?: string
+  websiteUrl?: string
+  icons?: Array<{ src: string, mimeType?: string, sizes?: string[] }>
+}
+
+/** Session options (handshake-era clients). */
+export interface SessionOptions {
+  /** Where sessions live. Default: a new bounded `MemorySessionStore` (one process only). */
+  store?: SessionStore
+  /** Opt-in per-session lock. Default: none (requests of one session run concurrently). */
+  lock?: SessionLock
+  /** Probability numerator of running `store.gc()` on a request. Default 1; 0 disables. */
+  gcProbability?: number
+  /** Probability denominator. Default 100; must be ≥ 1. */
+  gcDivisor?: number
+}
+
+/** Options of `fastify.register(mcp, opts)`. */
+export interface McpPluginOptions {
+  /** Endpoint path. Default `/mcp`. */
+  path?: string
+  /** `serverInfo` sent to clients. Default `{ name: 'fastify-mcp-http', version: <package version> }`. */
+  serverInfo?: Implementation
+  /** Instructions returned by `initialize`. */
+  instructions?: string
+  sessions?: SessionOptions
+  /**
+   * Origins allowed to call the endpoint (a request without `Origin` is always allowed; a present,
+   * disallowed one gets 403). Default: loopback origins only (`http(s)://localhost|127.0.0.1|[::1]`).
+   * A function decides per origin.
+   */
+  allowedOrigins?: string[] | ((origin: string) => boolean)
+  /**
+   * Host header values accepted on connections that arrived on a loopback address (protection
+   * against DNS rebinding). Default: `localhost`, `127.0.0.1`, `[::1]`, any port. Requests on
+   * non-loopback addresses are not restricted by Host.
+   */
+  allowedHosts?: string[]
+  /** Authenticates a request: a principal, or `null` when anonymous. */
+  authenticate?: (request: FastifyRequest) => McpPrincipal | null | Promise<McpPrincipal | null>
+  /** Reject anonymous requests with 401 when `authenticate` returns null. Default true when `authenticate` is set. */
+  requireAuth?: boolean
+  /** `WWW-Authenticate` value sent with 401. Default `Bearer`. */
+  wwwAuthenticate?: string
+  /** Largest accepted body in bytes (413 beyond). Default 4 MiB. */
+  bodyLimit?: number
+  /** Milliseconds a request to the client (elicitation, sampling, roots) may wait. Default 60,000. */
+  clientRequestTimeout?: number
+  /** Milliseconds between SSE keep-alive comments on GET streams. Default 15,000; 0 disables. */
+  keepAliveInterval?: number
+  /** `retry` (ms) sent before the server closes an SSE connection deliberately. Default 1,000. */
+  retryInterval?: number
+  /** Items per page of the list methods. Default 100. */
+  pageSize?: number
+  /** Pending requests to the client allowed per session. Default 32. */
+  maxPendingClientRequests?: number
+  /** The bus (default: in-process). */
+  bus?: Bus
+  /** The event log for resumable streams (default: in-process, bounded). */
+  eventLog?: EventLog
+}
+
+export interface ResolvedOptions {
+  path: string
+  serverInfo: Implementation
+  instructions: string | undefined
+  gcProbability: number
+  gcDivisor: number
+  allowedOrigins: (origin: string) => boolean
+  allowedHosts: (host: string) => boolean
+  authenticate: McpPluginOptions['authenticate']
+  requireAuth: boolean
+  wwwAuthenticate: string
+  bodyLimit: number
+  clientRequestTimeout: number
+  keepAliveInterval: number
+  retryInterval: number
+  pageSize: number
+  maxPendingClientRequests: number
+}
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1'])
+
+/** Host name of a `Host` header value or an origin, without port; lowercased. */
+export function hostName (value: string): string {
+  const v = value.trim().toLowerCase()
+  if (v.startsWith('[')) return v.slice(0, v.indexOf(']') + 1)
+  const colon = v.indexOf(':')
+  return colon === -1 ? v : v.slice(0, colon)
+}
+
+function isLoopbackOrigin (origin: string): boolean {
+  try {
+    const u = new URL(origin)
+    return (u.protocol === 'http:' || u.protocol === 'https:') && LOOPBACK_HOSTS.has(u.hostname)
+  } catch {
+    return false
+  }
+}
+
+function fail (name: string, why: string): never {
+  throw new FST_ERR_MCP_INVALID_OPTION(name, why)
+}
+
+function nonNegativeInt (opts: Record<string, unknown>, name: string, def: number, min = 0): number {
+  const v = opts[name]
+  if (v === undefined) return def
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) fail(name, `must be an integer ≥ ${min}, got ${JSON.stringify(v)}`)
+  return v
+}
+
+/** Validates options at register time and returns the frozen resolved form. */
+export function resolveOptions (opts: McpPluginOptions, defaultVersion: string): ResolvedOptions {
+  if (typeof opts !== 'object' || opts === null) fail('options', 'must be an object')
+  const o = opts as Record<string, unknown>
+  const path = opts.path ?? '/mcp'
+  if (typeof path !== 'string' || !path.startsWith('/')) fail('path', 'must be a string starting with "/"')
+  const serverInfo = opts.serverInfo ?? { name: 'fastify-mcp-http', version: defaultVersion }
+  if (typeof serverInfo !== 'object' || typeof serverInfo.name !== 'string' || typeof serverInfo.version !== 'string') {
+    fail('serverInfo', 'must be { name: string, version: string }')
+  }
+  if (opts.instructions !== undefined && typeof opts.instructions !== 'string') fail('instructions', 'must be a string')
+  const s = (opts.sessions ?? {}) as SessionOptions
+  if (typeof s !== 'object' || s === null) fail('sessions', 'must be an object')
+  const gcProbability = s.gcProbability ?? 1
+  const gcDivisor = s.gcDivisor ?? 100
+  if (typeof gcProbability !== 'number' || !(gcProbability >= 0)) fail('sessions.gcProbability', 'gcProbability must be greater than or equal to 0.')
+  if (typeof gcDivisor !== 'number' || !(gcDivisor >= 1)) fail('sessions.gcDivisor', 'gcDivisor must be greater than or equal to 1.')
+  if (s.store !== undefined && (typeof s.store !== 'object' || typeof s.store.load !== 'function' || typeof s.store.save !== 'function')) {
+    fail('sessions.store', 'must implement the SessionStore contract')
+  }
+  if (s.lock !== undefined && (typeof s.lock !== 'object' || typeof s.lock.acquire !== 'function' || typeof s.lock.tryAcquire !== 'function')) {
+    fail('sessions.lock', 'must implement the SessionLock contract')
+  }
+  let allowedOrigins: (origin: string) => boolean
+  if (opts.allowedOrigins === undefined) allowedOrigins = isLoopbackOrigin
+  else if (typeof opts.allowedOrigins === 'function') allowedOrigins = opts.allowedOrigins
+  else if (Array.isArray(opts.allowedOrigins) && opts.allowedOrigins.every(x => typeof x === 'string')) {
+    const set = new Set(opts.allowedOrigins.map(x => x.toLowerCase().replace(/\/$/, '')))
+    allowedOrigins = (origin) => set.has('*') || set.has(origin.toLowerCase())
+  } else fail('allowedOrigins', 'must be an array of origins or a function')
+  let allowedHosts: (host: string) => boolean
+  if (opts.allowedHosts === undefined) allowedHosts = (h) => LOOPBACK_HOSTS.has(hostName(h))
+  else if (Array.isArray(opts.allowedHosts) && opts.allowedHosts.every(x => typeof x === 'string')) {
+    const set = new Set(opts.allowedHosts.map(x => hostName(x)))
+    allowedHosts = (h) => set.has(hostName(h)) || LOOPBACK_HOSTS.has(hostName(h))
+  } else fail('allowedHosts', 'must be an array of host names')
+  if (opts.authenticate !== undefined && typeof opts.authenticate !== 'function') fail('authenticate', 'must be a function')
+  if (opts.requireAuth !== undefined && typeof opts.requireAuth !== 'boolean') fail('requireAuth', 'must be a boolean')
+  if (opts.wwwAuthenticate !== undefined && typeof opts.wwwAuthenticate !== 'string') fail('wwwAuthenticate', 'must be a string')
+  if (opts.bus !== undefined && (typeof opts.bus !== 'object' || typeof opts.bus.publish !== 'function')) fail('bus', 'must implement the Bus contract')
+  if (opts.eventLog !== undefined && (typeof opts.eventLog !== 'object' || typeof opts.eventLog.append !== 'function')) fail('eventLog', 'must implement the EventLog contract')
+  return Object.freeze({
+    path,
+    serverInfo: { ...serverInfo },
+    instructions: opts.instructions,
+    gcProbability,
+    gcDivisor,
+    allowedOrigins,
+    allowedHosts,
+    authenticate: opts.authenticate,
+    requireAuth: opts.requireAuth ?? opts.authenticate !== undefined,
+    wwwAuthenticate: opts.wwwAuthenticate ?? 'Bearer',
+    bodyLimit: nonNegativeInt(o, 'bodyLimit', 4 * 1024 * 1024, 1),
+    clientRequestTimeout: nonNegativeInt(o, 'clientRequestTimeout', 60_000, 1),
+    keepAliveInterval: nonNegativeInt(o, 'keepAliveInterval', 15_000),
+    retryInterval: nonNegativeInt(o, 'retryInterval', 1000),
+    pageSize: nonNegativeInt(o, 'pageSize', 100, 1),
+    maxPendingClientRequests: nonNegativeInt(o, 'maxPendingClientRequests', 32, 1)
+  })
+}

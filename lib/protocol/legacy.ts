@@ -1,0 +1,552 @@
+/**
+ * The handshake-era wire (2025-03-26 … 2025-11-25): `initialize` mints a session; every later
+ * request names it in `Mcp-Session-Id`; the session is read once per request (under the session
+ * lock when one is configured), the handler runs, and the keys it changed are written back.
+ */
+import { randomBytes } from 'node:crypto'
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
+import type { Bus } from '../bus/bus.js'
+import type { EventLog } from '../bus/event-log.js'
+import { LOG_LEVELS, type LogLevel, type McpContext, type McpPrincipal } from '../context.js'
+import { FST_ERR_MCP_CAPABILITY, FST_ERR_MCP_CLIENT_REQUEST, FST_ERR_MCP_CLIENT_TIMEOUT, FST_ERR_MCP_SESSION_BUSY } from '../errors.js'
+import { callTool, complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from '../features/methods.js'
+import type { Registry } from '../features/registry.js'
+import { ResponseChannel } from '../http/response.js'
+import { SSE_HEADERS, ServerStream } from '../http/sse.js'
+import { ErrorCode, errorResponse, McpError, resultResponse, type JsonRpcRequest, type ParsedBody, type RequestId } from '../jsonrpc/messages.js'
+import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
+import type { SessionLease, SessionLock } from '../locks/session-lock.js'
+import type { ResolvedOptions } from '../options.js'
+import { K, SessionHandle } from '../sessions/session-handle.js'
+import type { SessionStore } from '../sessions/session-store.js'
+import { parseEventId } from '../bus/event-log.js'
+import { Hub } from './hub.js'
+import { allowsBatches, isLegacyVersion, negotiateLegacyVersion, supportsSsePolling } from './versions.js'
+
+/** Visible ASCII, as the spec requires of session ids; bounded length. */
+const SESSION_ID = /^[\x21-\x7E]{1,128}$/
+
+/** An HTTP-level refusal: status + JSON-RPC error body. */
+export class HttpRefusal extends Error {
+  readonly status: number
+  readonly body: ReturnType<typeof errorResponse>
+  readonly headers: Record<string, string> | undefined
+  constructor (status: number, id: RequestId | null, code: number, message: string, headers?: Record<string, string>) {
+    super(message)
+    this.status = status
+    this.body = errorResponse(id, code, message)
+    this.headers = headers
+  }
+}
+
+export interface LegacyDeps {
+  opts: ResolvedOptions
+  registry: Registry
+  store: SessionStore
+  lock: SessionLock | null
+  bus: Bus
+  eventLog: EventLog
+  logger: FastifyBaseLogger
+  capabilities: () => Record<string, unknown>
+  maybeGc: (log: FastifyBaseLogger) => void
+}
+
+/** A session opened for one request: handle + lease (when locked). */
+interface OpenSession {
+  handle: SessionHandle
+  lease: SessionLease | null
+  /** Set once the request's changes were written back (or given up). */
+  closed: boolean
+}
+
+function levelIndex (level: unknown): number {
+  return LOG_LEVELS.indexOf(level as LogLevel)
+}
+
+/** Whether the client declared the elicitation mode. `{}` means form only. */
+function elicitationAllows (caps: Record<string, unknown>, mode: 'form' | 'url'): boolean {
+  const e = caps.elicitation
+  if (typeof e !== 'object' || e === null) return false
+  const keys = Object.keys(e)
+  if (mode === 'form') return keys.length === 0 || 'form' in e || !('url' in e)
+  return 'url' in e
+}
+
+/** @internal The legacy engine. */
+export class LegacyWire {
+  readonly hub: Hub
+  #d: LegacyDeps
+
+  constructor (deps: LegacyDeps) {
+    this.#d = deps
+    this.hub = new Hub(deps.bus, deps.logger)
+  }
+
+  // ─── sessions ────────────────────────────────────────────────────────────────────────────────
+
+  #sessionId (request: FastifyRequest, id: RequestId | null): string {
+    const sid = request.headers['mcp-session-id']
+    if (sid === undefined) throw new HttpRefusal(400, id, ErrorCode.InvalidRequest, 'Bad Request: Mcp-Session-Id header is required')
+    if (typeof sid !== 'string' || !SESSION_ID.test(sid)) throw new HttpRefusal(400, id, ErrorCode.InvalidRequest, 'Bad Request: malformed Mcp-Session-Id header')
+    return sid
+  }
+
+  #notFound (id: RequestId | null): HttpRefusal {
+    return new HttpRefusal(404, id, -32001, 'Session not found')
+  }
+
+  /** Maps a store or lock failure to the 503 the client should retry after (never a 404). */
+  #unavailable (err: unknown, id: RequestId | null, log: FastifyBaseLogger, sid: string): HttpRefusal {
+    if (err instanceof HttpRefusal) return err
+    if (err instanceof SessionLockTimeoutError) {
+      log.warn({ sessionId: sid }, 'session busy: lock wait timed out')
+      return new HttpRefusal(503, id, ErrorCode.ServerError, 'Another request of this session is still being processed.')
+    }
+    if (err instanceof SessionLockError) {
+      log.error({ err, sessionId: sid }, 'session lock unavailable')
+      return new HttpRefusal(503, id, ErrorCode.ServerError, 'Session lock is unavailable.')
+    }
+    log.error({ err, sessionId: sid }, 'session store unavailable')
+    return new HttpRefusal(503, id, ErrorCode.ServerError, 'Session store is unavailable.')
+  }
+
+  /** Checks that the session may be used by this principal; 404 otherwise (never tell others it exists). */
+  #checkPrincipal (handle: SessionHandle, principal: McpPrincipal | null, id: RequestId | null): void {
+    const owner = handle.getProtocol<string | null>(K.principal) ?? null
+    if (owner !== (principal?.id ?? null)) throw this.#notFound(id)
+  }
+
+  /** Reads the session, taking the lock first when one is configured. */
+  async #open (request: FastifyRequest, sid: string, principal: McpPrincipal | null, id: RequestId | null, lock: boolean): Promise<OpenSession> {
+    const { store } = this.#d
+    const useLock = lock && this.#d.lock !== null
+    let lease: SessionLease | null = null
+    try {
+      if (useLock) {
+        // Unknown ids never create lock keys or files: check existence first.
+        if (!await store.exists(sid)) throw this.#notFound(id)
+        lease = await this.#d.lock!.acquire(sid, { owner: request })
+      }
+      const record = await store.load(sid)
+      if (record === null) throw this.#notFound(id)
+      const handle = new SessionHandle(sid, record)
+      this.#checkPrincipal(handle, principal, id)
+      return { handle, lease, closed: false }
+    } catch (err) {
+      if (lease !== null) await lease.release().catch(() => {})
+      throw this.#unavailable(err, id, request.log, sid)
+    }
+  }
+
+  /** Writes back what the request changed and releases the lease. Never throws. */
+  async #close (request: FastifyRequest, s: OpenSession): Promise<void> {
+    if (s.closed) return
+    s.closed = true
+    try {
+      if (s.handle.dirty) {
+        const result = await this.#d.store.save(s.handle.id, s.handle.changes(), { version: s.handle.version, fence: s.lease?.fence })
+        if (result === 'ok') s.handle.markSaved()
+        else request.log.warn({ sessionId: s.handle.id, result }, 'session changes not saved')
+      }
+    } catch (err) {
+      request.log.error({ err, sessionId: s.handle.id }, 'session save failed')
+    } finally {
+      const lease = s.lease
+      s.lease = null
+      if (lease !== null) await lease.release().catch((err: unknown) => request.log.warn({ err, sessionId: s.handle.id }, 'lease release failed'))
+    }
+  }
+
+  // ─── POST ────────────────────────────────────────────────────────────────────────────────────
+
+  /** Handles a legacy POST whose body parsed. */
+  async post (request: FastifyRequest, reply: FastifyReply, body: ParsedBody & { ok: true }, principal: McpPrincipal | null, sseOnly: boolean): Promise<void> {
+    const { messages, batch } = body
+    const first = messages[0]
+    const firstId = first.kind === 'request' ? first.message.id : first.kind === 'invalid' ? first.id : null
+    const isInit = first.kind === 'request' && first.message.method === 'initialize'
+    if (isInit && !batch) {
+      await this.#initialize(request, reply, first.message, principal, sseOnly)
+      return
+    }
+    if (batch && messages.some(m => m.kind === 'request' && m.message.method === 'initialize')) {
+      throw new HttpRefusal(400, null, ErrorCode.InvalidRequest, 'Invalid Request: initialize cannot be part of a batch')
+    }
+    const sid = this.#sessionId(request, batch ? null : firstId)
+    const hasRequests = messages.some(m => m.kind === 'request')
+    // Answers and notifications never wait behind a running handler (that handler may be waiting for them).
+    const session = await this.#open(request, sid, principal, batch ? null : firstId, hasRequests)
+    try {
+      const version = session.handle.getProtocol<string>(K.version) ?? '2025-03-26'
+      this.#checkVersionHeader(request, batch ? null : firstId)
+      if (batch && !allowsBatches(version)) {
+        throw new HttpRefusal(400, null, ErrorCode.InvalidRequest, 'Invalid Request: batches are only allowed with protocol version 2025-03-26')
+      }
+      this.#d.maybeGc(request.log)
+      const channel = new ResponseChannel(request, reply, {
+        sessionId: sid,
+        polling: supportsSsePolling(version),
+        sseOnly,
+        log: this.#d.eventLog,
+        hub: this.hub
+      })
+      const responses: unknown[] = []
+      const runs: Array<Promise<void>> = []
+      for (const m of messages) {
+        switch (m.kind) {
+          case 'invalid':
+            responses.push(errorResponse(m.id, m.error.code, m.error.message))
+            break
+          case 'response':
+            await this.hub.publish(sid, { t: 'answer', sid, msg: m.message as unknown as Record<string, unknown> })
+            break
+          case 'notification':
+            await this.#notification(sid, m.message.method, m.message.params ?? {})
+            break
+          case 'request':
+            runs.push(this.#run(request, session, channel, m.message, principal).then(r => { if (r !== null) responses.push(r) }))
+        }
+      }
+      await Promise.all(runs)
+      // Saved before answering: the client's next request must see what this one changed.
+      await this.#close(request, session)
+      const status = !batch && messages.length === 1 && messages[0].kind === 'invalid' ? 400 : 200
+      channel.finish(responses, !batch, status)
+    } finally {
+      await this.#close(request, session)
+    }
+  }
+
+  #checkVersionHeader (request: FastifyRequest, id: RequestId | null): void {
+    const v = request.headers['mcp-protocol-version']
+    if (v !== undefined && !isLegacyVersion(v)) {
+      throw new HttpRefusal(400, id, ErrorCode.InvalidRequest, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(v)}`)
+    }
+  }
+
+  async #notification (sid: string, method: string, params: Record<string, unknown>): Promise<void> {
+    if (method === 'notifications/cancelled') {
+      const requestId = params.requestId
+      if (typeof requestId === 'string' || typeof requestId === 'number') {
+        await this.hub.publish(sid, { t: 'cancel', sid, requestId })
+      }
+    }
+    // notifications/initialized, roots/list_changed, progress…: accepted, nothing to do.
+  }
+
+  async #initialize (request: FastifyRequest, reply: FastifyReply, msg: JsonRpcRequest, principal: McpPrincipal | null, sseOnly: boolean): Promise<void> {
+    if (request.headers['mcp-session-id'] !== undefined) {
+      throw new HttpRefusal(400, msg.id, ErrorCode.InvalidRequest, 'Invalid Request: the session is already initialized')
+    }
+    const p = msg.params ?? {}
+    if (typeof p.protocolVersion !== 'string') throw new HttpRefusal(400, msg.id, ErrorCode.InvalidParams, 'Invalid params: protocolVersion must be a string')
+    const caps = p.capabilities ?? {}
+    if (typeof caps !== 'object' || caps === null || Array.isArray(caps)) throw new HttpRefusal(400, msg.id, ErrorCode.InvalidParams, 'Invalid params: capabilities must be an object')
+    const clientInfo = p.clientInfo ?? null
+    if (clientInfo !== null && (typeof clientInfo !== 'object' || Array.isArray(clientInfo))) throw new HttpRefusal(400, msg.id, ErrorCode.InvalidParams, 'Invalid params: clientInfo must be an object')
+    const version = negotiateLegacyVersion(p.protocolVersion)
+    const sid = randomBytes(24).toString('base64url')
+    try {
+      await this.#d.store.create(sid, {
+        [K.version]: version,
+        [K.capabilities]: JSON.parse(JSON.stringify(caps)),
+        [K.clientInfo]: clientInfo === null ? null : JSON.parse(JSON.stringify(clientInfo)),
+        [K.principal]: principal?.id ?? null
+      })
+    } catch (err) {
+      request.log.error({ err }, 'session store unavailable')
+      throw new HttpRefusal(503, msg.id, ErrorCode.ServerError, 'Session store is unavailable.')
+    }
+    const result: Record<string, unknown> = {
+      protocolVersion: version,
+      capabilities: this.#d.capabilities(),
+      serverInfo: this.#d.opts.serverInfo
+    }
+    if (this.#d.opts.instructions !== undefined) result.instructions = this.#d.opts.instructions
+    const channel = new ResponseChannel(request, reply, {
+      sessionId: null,
+      polling: false,
+      sseOnly,
+      log: this.#d.eventLog,
+      hub: null,
+      extraHeaders: { 'mcp-session-id': sid }
+    })
+    channel.finish([resultResponse(msg.id, result)], true)
+  }
+
+  // ─── running one request ─────────────────────────────────────────────────────────────────────
+
+  /** Runs one request; resolves its response, or `null` when it was cancelled. */
+  async #run (request: FastifyRequest, session: OpenSession, channel: ResponseChannel, msg: JsonRpcRequest, principal: McpPrincipal | null): Promise<unknown> {
+    const sid = session.handle.id
+    const controller = new AbortController()
+    const untrack = this.hub.trackRequest(sid, msg.id, controller)
+    const leaseSignal = session.lease?.signal
+    const onLeaseLost = (): void => controller.abort(new Error('session lock lost'))
+    leaseSignal?.addEventListener('abort', onLeaseLost, { once: true })
+    let finished = false
+    const ctx = this.#context(request, session, channel, msg, principal, controller.signal, () => finished)
+    try {
+      const result = await this.#dispatch(session.handle, msg, ctx, request.log)
+      if (controller.signal.aborted) return null
+      return resultResponse(msg.id, result)
+    } catch (err) {
+      if (controller.signal.aborted) return null
+      if (err instanceof McpError) return errorResponse(msg.id, err.code, err.message, err.data)
+      if (err instanceof HttpRefusal) return { ...err.body, id: msg.id }
+      request.log.error({ err, method: msg.method }, 'MCP handler failed')
+      return errorResponse(msg.id, ErrorCode.InternalError, 'Internal error')
+    } finally {
+      finished = true
+      leaseSignal?.removeEventListener('abort', onLeaseLost)
+      untrack()
+    }
+  }
+
+  async #dispatch (handle: SessionHandle, msg: JsonRpcRequest, ctx: McpContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> {
+    const { registry, opts } = this.#d
+    const params = msg.params ?? {}
+    const caps = this.#d.capabilities()
+    const need = (cap: string): void => {
+      if (caps[cap] === undefined) throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${msg.method}`)
+    }
+    switch (msg.method) {
+      case 'ping': return {}
+      case 'initialize': throw new McpError(ErrorCode.InvalidRequest, 'Invalid Request: the session is already initialized')
+      case 'tools/list': need('tools'); return listTools(registry, params, opts.pageSize)
+      case 'tools/call': need('tools'); return await callTool(registry, params, ctx, (err) => log.error({ err, tool: params.name }, 'tool handler failed'))
+      case 'resources/list': need('resources'); return listResources(registry, params, opts.pageSize)
+      case 'resources/templates/list': need('resources'); return listResourceTemplates(registry, params, opts.pageSize)
+      case 'resources/read': need('resources'); return await readResource(registry, params, ctx, (uri) => new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri }))
+      case 'resources/subscribe':
+      case 'resources/unsubscribe': {
+        need('resources')
+        if (typeof params.uri !== 'string') throw new McpError(ErrorCode.InvalidParams, 'Invalid params: uri must be a string')
+        const subs = new Set(handle.getProtocol<string[]>(K.subscriptions) ?? [])
+        if (msg.method === 'resources/subscribe') subs.add(params.uri)
+        else subs.delete(params.uri)
+        handle.setProtocol(K.subscriptions, [...subs])
+        this.#subscriptionIndex(handle.id, params.uri, msg.method === 'resources/subscribe')
+        return {}
+      }
+      case 'prompts/list': need('prompts'); return listPrompts(registry, params, opts.pageSize)
+      case 'prompts/get': need('prompts'); return await getPrompt(registry, params, ctx)
+      case 'completion/complete': need('completions'); return await complete(registry, params)
+      case 'logging/setLevel': {
+        if (levelIndex(params.level) === -1) throw new McpError(ErrorCode.InvalidParams, `Invalid params: level must be one of ${LOG_LEVELS.join(', ')}`)
+        handle.setProtocol(K.logLevel, params.level)
+        return {}
+      }
+      default: throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${msg.method}`)
+    }
+  }
+
+  // ─── resource subscriptions (this process's index of subscribed sessions) ──────────────────
+
+  #subscribers = new Map<string, Set<string>>()
+
+  #subscriptionIndex (sid: string, uri: string, on: boolean): void {
+    let set = this.#subscribers.get(uri)
+    if (on) {
+      if (set === undefined) this.#subscribers.set(uri, set = new Set())
+      set.add(sid)
+    } else if (set !== undefined) {
+      set.delete(sid)
+      if (set.size === 0) this.#subscribers.delete(uri)
+    }
+  }
+
+  /** Sends `notifications/resources/updated` to the sessions subscribed to `uri`. */
+  async resourceUpdated (uri: string): Promise<void> {
+    const sids = this.#subscribers.get(uri)
+    if (sids === undefined) return
+    const msg = { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri } }
+    await Promise.all([...sids].map(sid => this.hub.publish(sid, { t: 'notify', sid, msg })))
+  }
+
+  /** Sends a list-changed notification to every GET stream of this process. */
+  broadcast (msg: Record<string, unknown>): void {
+    for (const s of this.hub.getStreams()) s.send(msg)
+  }
+
+  // ─── handler context ─────────────────────────────────────────────────────────────────────────
+
+  #context (request: FastifyRequest, session: OpenSession, channel: ResponseChannel, msg: JsonRpcRequest, principal: McpPrincipal | null,
+    signal: AbortSignal, finished: () => boolean): McpContext {
+    const handle = session.handle
+    const meta = msg.params?._meta as Record<string, unknown> | undefined
+    const progressToken = meta?.progressToken
+    const caps = handle.getProtocol<Record<string, unknown>>(K.capabilities) ?? {}
+    let lastProgress = -Infinity
+    const wire = this
+    const clientRequest = async (method: string, params: Record<string, unknown>): Promise<Record<string, unknown>> => {
+      return await wire.#clientRequest(request, session, channel, method, params, signal)
+    }
+    return {
+      signal,
+      request,
+      session: handle,
+      principal,
+      requestId: msg.id,
+      meta,
+      clientCapabilities: caps,
+      async progress (update) {
+        if (progressToken === undefined || finished() || signal.aborted) return
+        if (!(update.progress > lastProgress)) {
+          request.log.debug({ progress: update.progress }, 'progress must increase; dropped')
+          return
+        }
+        lastProgress = update.progress
+        channel.emit({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken, ...update } })
+      },
+      async log (level, data, logger) {
+        if (finished() || signal.aborted) return
+        const min = handle.getProtocol<string>(K.logLevel)
+        if (levelIndex(level) < (min === undefined ? 0 : levelIndex(min))) return
+        const params: Record<string, unknown> = { level, data }
+        if (logger !== undefined) params.logger = logger
+        channel.emit({ jsonrpc: '2.0', method: 'notifications/message', params })
+      },
+      async elicit (_key, params) {
+        const mode = params.mode === 'url' ? 'url' : 'form'
+        if (!elicitationAllows(caps, mode)) throw new FST_ERR_MCP_CAPABILITY(mode === 'url' ? 'elicitation.url' : 'elicitation')
+        const p: Record<string, unknown> = { ...params }
+        if (mode === 'url' && p.elicitationId === undefined) p.elicitationId = randomBytes(12).toString('base64url')
+        return await clientRequest('elicitation/create', p) as Awaited<ReturnType<McpContext['elicit']>>
+      },
+      async sample (_key, params) {
+        if (typeof caps.sampling !== 'object' || caps.sampling === null) throw new FST_ERR_MCP_CAPABILITY('sampling')
+        if (params.tools !== undefined && typeof (caps.sampling as Record<string, unknown>).tools !== 'object') throw new FST_ERR_MCP_CAPABILITY('sampling.tools')
+        return await clientRequest('sampling/createMessage', params) as Awaited<ReturnType<McpContext['sample']>>
+      },
+      async roots (_key) {
+        if (typeof caps.roots !== 'object' || caps.roots === null) throw new FST_ERR_MCP_CAPABILITY('roots')
+        const r = await clientRequest('roots/list', {})
+        return Array.isArray(r.roots) ? r.roots : []
+      },
+      closeSSEStream (retryMs) {
+        channel.disconnect(retryMs ?? wire.#d.opts.retryInterval)
+      }
+    }
+  }
+
+  /**
+   * Sends a request to the client on the POST's stream and waits for the answer, which arrives in
+   * a separate POST (on any process, through the bus). With a lock, the session is saved and the
+   * lease released while waiting, then taken back and re-read before the handler goes on.
+   */
+  async #clientRequest (request: FastifyRequest, session: OpenSession, channel: ResponseChannel, method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<Record<string, unknown>> {
+    const sid = session.handle.id
+    if (signal.aborted) throw signal.reason
+    if (this.hub.pending(sid) >= this.#d.opts.maxPendingClientRequests) {
+      throw new FST_ERR_MCP_CLIENT_REQUEST(method, 'too many pending requests to the client in this session')
+    }
+    const id = this.hub.nextClientRequestId()
+    await this.hub.ready(sid)
+    const { answer, cancel } = this.hub.waitForAnswer(sid, id)
+    const timeout = this.#d.opts.clientRequestTimeout
+    const timer = setTimeout(() => cancel(new FST_ERR_MCP_CLIENT_TIMEOUT(method, timeout)), timeout)
+    timer.unref()
+    const onAbort = (): void => cancel(signal.reason instanceof Error ? signal.reason : new Error('aborted'))
+    signal.addEventListener('abort', onAbort, { once: true })
+    const locked = session.lease !== null
+    try {
+      if (locked) await this.#close(request, session)
+      channel.emit({ jsonrpc: '2.0', id, method, params })
+      const msg = await answer
+      if (msg.error !== undefined) {
+        const e = msg.error as { message?: string }
+        throw new FST_ERR_MCP_CLIENT_REQUEST(method, String(e.message ?? 'error'))
+      }
+      return (msg.result ?? {}) as Record<string, unknown>
+    } finally {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', onAbort)
+      if (locked) await this.#reacquire(request, session, method)
+    }
+  }
+
+  async #reacquire (request: FastifyRequest, session: OpenSession, method: string): Promise<void> {
+    const sid = session.handle.id
+    try {
+      session.closed = false
+      session.lease = await this.#d.lock!.acquire(sid, { owner: request })
+      const record = await this.#d.store.load(sid)
+      if (record === null) throw new Error('session ended while waiting for the client')
+      session.handle.reload(record)
+    } catch (err) {
+      if (session.lease !== null) { await session.lease.release().catch(() => {}); session.lease = null }
+      request.log.warn({ err, sessionId: sid, method }, 'could not take the session back after the client answered')
+      throw new FST_ERR_MCP_SESSION_BUSY((err as Error).message)
+    }
+  }
+
+  // ─── GET and DELETE ──────────────────────────────────────────────────────────────────────────
+
+  /** GET: the session's standalone stream, or the resumption of a stream with `Last-Event-ID`. */
+  async get (request: FastifyRequest, reply: FastifyReply, principal: McpPrincipal | null): Promise<void> {
+    const sid = this.#sessionId(request, null)
+    const session = await this.#open(request, sid, principal, null, false)
+    this.#checkVersionHeader(request, null)
+    const version = session.handle.getProtocol<string>(K.version) ?? '2025-03-26'
+    const lastEventId = request.headers['last-event-id']
+    if (typeof lastEventId === 'string' && parseEventId(lastEventId) !== null) {
+      const replay = this.#d.eventLog.replay(sid, lastEventId)
+      if (replay !== null) {
+        await this.hub.ready(sid)
+        this.#sseHeaders(reply)
+        const live = this.hub.stream(sid, replay.streamId)
+        if (live !== undefined && !live.ended) {
+          live.attach(reply.raw, replay.events)
+        } else {
+          for (const e of replay.events) reply.raw.write(`id: ${e.id}\ndata: ${e.data}\n\n`)
+          reply.raw.end()
+        }
+        return
+      }
+    }
+    if (this.hub.getStream(sid) !== null && this.hub.getStream(sid)!.attached) {
+      throw new HttpRefusal(409, null, ErrorCode.InvalidRequest, 'Conflict: this session already has a GET stream')
+    }
+    await this.hub.ready(sid)
+    this.#sseHeaders(reply)
+    const stream = new ServerStream({
+      sessionId: sid,
+      log: this.#d.eventLog,
+      logger: request.log,
+      keepAlive: this.#d.opts.keepAliveInterval,
+      resumable: supportsSsePolling(version)
+    })
+    this.hub.setGetStream(sid, stream)
+    stream.attach(reply.raw, [], () => {
+      if (this.hub.getStream(sid) === stream) this.hub.setGetStream(sid, null)
+    })
+    if (supportsSsePolling(version)) stream.prime()
+    else reply.raw.write(': stream open\n\n')
+  }
+
+  #sseHeaders (reply: FastifyReply): void {
+    const headers: Record<string, string> = {}
+    for (const [k, v] of Object.entries(reply.getHeaders())) if (typeof v === 'string') headers[k] = v
+    reply.hijack()
+    reply.raw.writeHead(200, { ...headers, ...SSE_HEADERS })
+  }
+
+  /** DELETE: ends the session (under the lock, so no running request writes it back). */
+  async delete (request: FastifyRequest, reply: FastifyReply, principal: McpPrincipal | null): Promise<void> {
+    const sid = this.#sessionId(request, null)
+    const session = await this.#open(request, sid, principal, null, true)
+    try {
+      await this.#d.store.destroy(sid)
+    } catch (err) {
+      throw this.#unavailable(err, null, request.log, sid)
+    } finally {
+      const lease = session.lease
+      if (lease !== null) await lease.release().catch(() => {})
+    }
+    for (const set of this.#subscribers.values()) set.delete(sid)
+    this.#d.eventLog.dropSession(sid)
+    await this.hub.publish(sid, { t: 'ended', sid })
+    reply.code(200).send()
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * The session handle a request sees (`request.mcpSession`, `ctx.session`): application keys with
+ * `get/set/has/delete`, plus the protocol keys the plugin keeps. It records what this request
+ * changed so that a save writes back only those keys.
+ */
+import type { JsonValue, SessionChanges, SessionRecord } from './session-store.js'
+
+/** Keys starting with this prefix belong to the plugin; applications cannot set them. */
+export const PROTOCOL_PREFIX = '$mcp/'
+
+/** Protocol keys kept in every session. */
+export const K = {
+  version: `${PROTOCOL_PREFIX}version`,
+  clientInfo: `${PROTOCOL_PREFIX}clientInfo`,
+  capabilities: `${PROTOCOL_PREFIX}capabilities`,
+  principal: `${PROTOCOL_PREFIX}principal`,
+  logLevel: `${PROTOCOL_PREFIX}logLevel`,
+  subscriptions: `${PROTOCOL_PREFIX}subscriptions`,
+  initialized: `${PROTOCOL_PREFIX}initialized`
+} as const
+
+function checkAppKey (key: string): void {
+  if (typeof key !== 'string' || key.length === 0) throw new TypeError('session keys must be non-empty strings')
+  if (key.startsWith(PROTOCOL_PREFIX)) throw new TypeError(`session keys starting with "${PROTOCOL_PREFIX}" are reserved`)
+}
+
+/** One request's view of a session. */
+export class SessionHandle {
+  /** The session id (`Mcp-Session-Id`). */
+  readonly id: string
+  #data: Record<string, JsonValue>
+  #version: number
+  #set = new Map<string, JsonValue>()
+  #deleted = new Set<string>()
+
+  constructor (id: string, record: SessionRecord) {
+    this.id = id
+    this.#data = record.data
+    this.#version = record.version
+  }
+
+  /** The store version this handle was read at. */
+  get version (): number { return this.#version }
+
+  /** Reads an application key (`undefined` when absent). Mutating the result does not save it: call `set`. */
+  get<T = JsonValue> (key: string): T | undefined {
+    checkAppKey(key)
+    return this.#data[key] as T | undefined
+  }
+
+  /** Sets an application key to a JSON value (stored as a copy). */
+  set (key: string, value: unknown): void {
+    checkAppKey(key)
+    this.#put(key, value)
+  }
+
+  /** Whether an application key is set. */
+  has (key: string): boolean {
+    checkAppKey(key)
+    return Object.hasOwn(this.#data, key)
+  }
+
+  /** Removes an application key. Resolves whether it was present. */
+  delete (key: string): boolean {
+    checkAppKey(key)
+    return this.#remove(key)
+  }
+
+  /** Application keys of the session. */
+  keys (): string[] {
+    return Object.keys(this.#data).filter(k => !k.startsWith(PROTOCOL_PREFIX))
+  }
+
+  /** @internal Reads a protocol key. */
+  getProtocol<T = JsonValue> (key: string): T | undefined {
+    return this.#data[key] as T | undefined
+  }
+
+  /** @internal Sets a protocol key. */
+  setProtocol (key: string, value: unknown): void {
+    this.#put(key, value)
+  }
+
+  /** @internal Whether this request changed anything. */
+  get dirty (): boolean {
+    return this.#set.size > 0 || this.#deleted.size > 0
+  }
+
+  /** @internal The keys this request changed, for the save. */
+  changes (): SessionChanges {
+    return { set: Object.fromEntries(this.#set), delete: [...this.#deleted] }
+  }
+
+  /** @internal After a save: the changes are written. */
+  markSaved (): void {
+    this.#set.clear()
+    this.#deleted.clear()
+    this.#version++
+  }
+
+  /**
+   * @internal After re-acquiring the lock: take the newest stored state, and re-apply this
+   * request's unsaved changes on top of it.
+   */
+  reload (record: SessionRecord): void {
+    const data = record.data
+    for (const [k, v] of this.#set) data[k] = v
+    for (const k of this.#deleted) delete data[k]
+    this.#data = data
+    this.#version = record.version
+  }
+
+  #put (key: string, value: unknown): void {
+    if (value === undefined) { this.#remove(key); return }
+    const text = JSON.stringify(value)
+    if (text === undefined) throw new TypeError(`session key "${key}" must hold a JSON value`)
+    const copy = JSON.parse(text) as JsonValue
+    this.#data[key] = copy
+    this.#set.set(key, copy)
+    this.#deleted.delete(key)
+  }
+
+  #remove (key: string): boolean {
+    const had = Object.hasOwn(this.#data, key)
+    delete this.#data[key]
+    this.#set.delete(key)
+    this.#deleted.add(key)
+    return had
+  }
+}
