@@ -14,7 +14,11 @@ const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(r
 
 export async function buildConformanceServer (): Promise<ReturnType<typeof Fastify>> {
   const app = Fastify({ logger: { level: process.env.LOG_LEVEL ?? 'warn' } })
-  await app.register(mcp, { path: '/mcp', serverInfo: { name: 'fastify-mcp-http-conformance', version: '1.0.0' } })
+  await app.register(mcp, {
+    path: '/mcp',
+    serverInfo: { name: 'fastify-mcp-http-conformance', version: '1.0.0' },
+    requestStateSecret: process.env.MCP_STATE_SECRET ?? 'conformance-fixture-secret-0123456789'
+  })
   const m = app.mcp
 
   m.tool({ name: 'test_simple_text', description: 'Returns simple text' },
@@ -118,11 +122,119 @@ export async function buildConformanceServer (): Promise<ReturnType<typeof Fasti
     input: {
       $schema: 'https://json-schema.org/draft/2020-12/schema',
       type: 'object',
-      $defs: { address: { type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
-      properties: { name: { type: 'string' }, address: { $ref: '#/$defs/address' } },
+      $defs: { address: { $anchor: 'addressDef', type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
+      properties: {
+        name: { type: 'string' },
+        address: { $ref: '#/$defs/address' },
+        contactMethod: { type: 'string', enum: ['phone', 'email'] },
+        phone: { type: 'string' },
+        email: { type: 'string' }
+      },
+      allOf: [{ anyOf: [{ required: ['phone'] }, { required: ['email'] }] }],
+      if: { properties: { contactMethod: { const: 'phone' } }, required: ['contactMethod'] },
+      then: { required: ['phone'] },
+      else: { required: ['email'] },
       additionalProperties: false
     }
-  }, async (args) => `ok ${JSON.stringify(args)}`)
+  }, async () => 'ok')
+  m.tool({
+    name: 'test_custom_headers',
+    description: 'Mirrors its region argument into the Mcp-Param-Region header (x-mcp-header)',
+    input: Type.Object({
+      region: Type.String({ 'x-mcp-header': 'Region', description: 'Deployment region' }),
+      query: Type.Optional(Type.String())
+    })
+  }, async ({ region }) => `region=${region}`)
+
+  // ─── 2026-07-28 fixtures: multi-round-trip requests (input_required), listen streams ───
+  const nameSchema = { type: 'object', properties: { name: { type: 'string', description: 'Your name' } }, required: ['name'] }
+  const textOf = (r: { content?: unknown }): string => {
+    const c = r.content as { type?: string, text?: string } | undefined
+    return c?.type === 'text' ? c.text ?? '' : JSON.stringify(r.content)
+  }
+  m.tool({ name: 'test_missing_capability', description: 'Needs the sampling capability' }, async (_a, ctx) => {
+    const r = await ctx.sample('question', { messages: [{ role: 'user', content: { type: 'text', text: 'Hello?' } }], maxTokens: 50 })
+    return `Sampled: ${textOf(r)}`
+  })
+  m.tool({ name: 'test_streaming_elicitation', description: 'Elicits while streaming progress' }, async (_a, ctx) => {
+    await ctx.progress({ progress: 1, total: 2 })
+    const r = await ctx.elicit('user_name', { message: 'What is your name?', requestedSchema: nameSchema })
+    return `Hello, ${String(r.content?.name ?? 'unknown')}!`
+  })
+  m.tool({ name: 'test_logging_tool', description: 'Logs when the request asks for it' }, async (_a, ctx) => {
+    await ctx.log('info', 'Tool execution started')
+    await ctx.log('debug', 'Tool debug details')
+    await ctx.log('info', 'Tool execution completed')
+    return 'Logging complete'
+  })
+  m.tool({ name: 'test_trigger_tool_change', description: 'Announces a tools list change' }, async () => {
+    m.listChanged('tools')
+    return 'tools/list_changed sent'
+  })
+  m.tool({ name: 'test_trigger_prompt_change', description: 'Announces a prompts list change' }, async () => {
+    m.listChanged('prompts')
+    return 'prompts/list_changed sent'
+  })
+  m.tool({ name: 'test_input_required_result_elicitation', description: 'Asks for the user name (input_required)' }, async (_a, ctx) => {
+    const r = await ctx.elicit('user_name', { message: 'What is your name?', requestedSchema: nameSchema })
+    return `Hello, ${String(r.content?.name ?? 'unknown')}!`
+  })
+  m.tool({ name: 'test_input_required_result_sampling', description: 'Asks the client LLM (input_required)' }, async (_a, ctx) => {
+    const r = await ctx.sample('capital_question', { messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }], maxTokens: 100 })
+    return `LLM said: ${textOf(r)}`
+  })
+  m.tool({ name: 'test_input_required_result_list_roots', description: 'Lists the client roots (input_required)' }, async (_a, ctx) => {
+    const roots = await ctx.roots('client_roots')
+    return `Roots: ${roots.map(r => r.uri).join(', ')}`
+  })
+  m.tool({ name: 'test_input_required_result_request_state', description: 'Carries state across rounds' }, async (_a, ctx) => {
+    const state = (ctx as typeof ctx & { state: Record<string, unknown> }).state
+    state.phase = 'confirm'
+    const r = await ctx.elicit('confirm', {
+      message: 'Confirm?',
+      requestedSchema: { type: 'object', properties: { confirmed: { type: 'boolean' } }, required: ['confirmed'] }
+    })
+    return state.phase === 'confirm' ? `state-ok: ${r.action}` : 'state-missing'
+  })
+  m.tool({ name: 'test_input_required_result_multiple_inputs', description: 'Asks for several inputs at once' }, async (_a, ctx) => {
+    const state = (ctx as typeof ctx & { state: Record<string, unknown> }).state
+    state.started = true
+    const [name, greeting, roots] = await Promise.all([
+      ctx.elicit('user_name', { message: 'What is your name?', requestedSchema: nameSchema }),
+      ctx.sample('greeting', { messages: [{ role: 'user', content: { type: 'text', text: 'Say hello' } }], maxTokens: 50 }),
+      ctx.roots('client_roots')
+    ])
+    return `Hello ${String(name.content?.name ?? '')}: ${textOf(greeting)} (${roots.length} roots)`
+  })
+  m.tool({ name: 'test_input_required_result_multi_round', description: 'Two rounds of input' }, async (_a, ctx) => {
+    const state = (ctx as typeof ctx & { state: Record<string, unknown> }).state
+    const step1 = state.step1 ?? (await ctx.elicit('step1', { message: 'Step 1', requestedSchema: nameSchema })).content
+    state.step1 = step1
+    const step2 = await ctx.elicit('step2', { message: 'Step 2', requestedSchema: nameSchema })
+    return `Done: ${JSON.stringify(step1)} then ${JSON.stringify(step2.content)}`
+  })
+  m.tool({ name: 'test_input_required_result_tampered_state', description: 'Refuses a tampered requestState' }, async (_a, ctx) => {
+    const state = (ctx as typeof ctx & { state: Record<string, unknown> }).state
+    state.secret = 'server-only'
+    const r = await ctx.elicit('user_name', { message: 'What is your name?', requestedSchema: nameSchema })
+    return `Hello, ${String(r.content?.name ?? 'unknown')}! (${String(state.secret)})`
+  })
+  m.tool({ name: 'test_input_required_result_capabilities', description: 'Asks only for what the client declared' }, async (_a, ctx) => {
+    const caps = ctx.clientCapabilities
+    const asks: Array<Promise<unknown>> = []
+    if (caps.elicitation !== undefined) asks.push(ctx.elicit('user_name', { message: 'What is your name?', requestedSchema: nameSchema }))
+    if (caps.sampling !== undefined) asks.push(ctx.sample('capital_question', { messages: [{ role: 'user', content: { type: 'text', text: 'Capital of France?' } }], maxTokens: 50 }))
+    if (caps.roots !== undefined) asks.push(ctx.roots('client_roots'))
+    await Promise.all(asks)
+    return `Got ${asks.length} answers`
+  })
+  m.prompt({ name: 'test_input_required_result_prompt', description: 'A prompt that asks for context (input_required)' }, async (_args, ctx) => {
+    const r = await ctx.elicit('user_context', {
+      message: 'What context should the prompt use?',
+      requestedSchema: { type: 'object', properties: { context: { type: 'string' } }, required: ['context'] }
+    })
+    return [{ role: 'user', content: { type: 'text', text: `Context: ${String(r.content?.context ?? '')}` } }]
+  })
 
   m.resource({ uri: 'test://static-text', name: 'static-text', description: 'A static text resource', mimeType: 'text/plain' },
     async (uri) => ({ uri, mimeType: 'text/plain', text: 'This is the content of the static text resource.' }))

@@ -106,3 +106,15 @@ export interface McpContext {
    */
   closeSSEStream (retryMs?: number): void
 }
+
+/**
+ * Thrown (internally) out of `ctx.elicit`/`sample`/`roots` on the 2026-07-28 wire when the answer is
+ * not in `inputResponses` yet: the run ends and the client gets an `input_required` result. A
+ * handler that catches errors around those calls must let this one through.
+ */
+export class InputRequiredSignal extends Error {
+  constructor () {
+    super('input required from the client')
+    this.name = 'InputRequiredSignal'
+  }
+}

@@ -15,6 +15,8 @@ import { checkContentType, checkGetAccept, checkOrigin, checkPostAccept } from '
 import { ErrorCode, errorResponse, parseBody } from './jsonrpc/messages.js'
 import { resolveOptions, type McpPluginOptions } from './options.js'
 import { HttpRefusal, LegacyWire } from './protocol/legacy.js'
+import { isModernPost, ModernWire, type CacheHint } from './protocol/modern.js'
+import { StateSealer } from './protocol/request-state.js'
 import { MemorySessionStore } from './sessions/memory-store.js'
 import type { SessionHandle } from './sessions/session-handle.js'
 
@@ -41,6 +43,13 @@ declare module 'fastify' {
 function sendRefusal (reply: FastifyReply, err: HttpRefusal): void {
   if (err.headers !== undefined) reply.headers(err.headers)
   sendError(reply, err.status, err.body)
+}
+
+/** GET and DELETE exist only for handshake-era sessions: without one, 405 (2026-07-28). */
+function noSessionNoStream (request: FastifyRequest): void {
+  if (request.headers['mcp-session-id'] === undefined) {
+    throw new HttpRefusal(405, null, ErrorCode.InvalidRequest, 'Method Not Allowed: GET and DELETE need an Mcp-Session-Id', { allow: 'POST' })
+  }
 }
 
 function sendError (reply: FastifyReply, status: number, body: unknown): void {
@@ -75,10 +84,28 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   const wire = new LegacyWire({ opts, registry, store, lock, bus, eventLog, logger: fastify.log, capabilities, maybeGc })
   registry.wire = wire
 
+  if (opts.requestStateSecret === undefined) {
+    fastify.log.warn('fastify-mcp-http: no requestStateSecret configured; using a random one. ' +
+      'Deployments with more than one instance must configure the same secret on every instance.')
+  }
+  const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
+  const defaultScope = opts.authenticate === undefined ? 'public' : 'private'
+  const cache = (what: 'discover' | 'tools' | 'resources' | 'templates' | 'prompts' | 'read', uri?: string): CacheHint => {
+    const own = what === 'read' && uri !== undefined ? registry.resources.get(uri)?.cache : undefined
+    const configured = opts.cache[what]
+    return {
+      ttlMs: own?.ttlMs ?? configured?.ttlMs ?? (what === 'read' ? 0 : 60_000),
+      cacheScope: own?.cacheScope ?? configured?.cacheScope ?? defaultScope
+    }
+  }
+  const modern = new ModernWire({ opts, registry, sealer, capabilities, cache, logger: fastify.log, maxListenStreams: opts.maxListenStreams })
+
   registry.on('changed', (kind) => {
     wire.broadcast({ jsonrpc: '2.0', method: `notifications/${kind}/list_changed` })
+    modern.listChanged(kind)
   })
   registry.on('resourceUpdated', (uri) => {
+    modern.resourceUpdated(uri)
     wire.resourceUpdated(uri).catch((err: unknown) => fastify.log.warn({ err, uri }, 'resource update notification failed'))
   })
 
@@ -131,12 +158,15 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
         sendError(reply, 400, errorResponse(first.id, first.error.code, first.error.message))
         return reply
       }
-      await wire.post(request, reply, parsed, principal, sseOnly)
+      // Era routing before dispatch: modern requests never touch sessions.
+      if (isModernPost(request, parsed)) await modern.post(request, reply, parsed, principal, sseOnly)
+      else await wire.post(request, reply, parsed, principal, sseOnly)
       return reply
     })
 
     child.get(opts.path, async (request, reply) => {
       checkOrigin(request, opts)
+      noSessionNoStream(request)
       checkGetAccept(request)
       const principal = await authenticate(request)
       await wire.get(request, reply, principal)
@@ -145,6 +175,7 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
 
     child.delete(opts.path, async (request, reply) => {
       checkOrigin(request, opts)
+      noSessionNoStream(request)
       const principal = await authenticate(request)
       await wire.delete(request, reply, principal)
       return reply
@@ -154,6 +185,7 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   fastify.addHook('onReady', async () => { registry.start() })
 
   fastify.addHook('preClose', async () => {
+    modern.close()
     await wire.hub.close(opts.retryInterval)
   })
   fastify.addHook('onClose', async () => {

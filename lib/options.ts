@@ -71,6 +71,21 @@ export interface McpPluginOptions {
   pageSize?: number
   /** Pending requests to the client allowed per session. Default 32. */
   maxPendingClientRequests?: number
+  /**
+   * Secret that seals `requestState` of multi-round-trip requests (2026-07-28); every instance
+   * behind one load balancer needs the same. Default: a random secret per process (logged once).
+   */
+  requestStateSecret?: string
+  /** Milliseconds a sealed `requestState` stays valid. Default 600,000 (10 min). */
+  requestStateTtl?: number
+  /**
+   * Cache hints (`ttlMs`, `cacheScope`) of `server/discover`, the lists and `resources/read`
+   * (2026-07-28). Per resource: `cache` in its definition. Defaults: discover and lists 60 s,
+   * reads 0; scope `private` when `authenticate` is set (results may depend on the caller), else `public`.
+   */
+  cache?: Partial<Record<'discover' | 'tools' | 'resources' | 'templates' | 'prompts' | 'read', { ttlMs?: number, cacheScope?: 'public' | 'private' }>>
+  /** Open `subscriptions/listen` streams allowed per process. Default 1,000. */
+  maxListenStreams?: number
   /** The bus (default: in-process). */
   bus?: Bus
   /** The event log for resumable streams (default: in-process, bounded). */
@@ -94,6 +109,10 @@ export interface ResolvedOptions {
   retryInterval: number
   pageSize: number
   maxPendingClientRequests: number
+  requestStateSecret: string | undefined
+  requestStateTtl: number
+  cache: NonNullable<McpPluginOptions['cache']>
+  maxListenStreams: number
 }
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1'])
@@ -124,6 +143,25 @@ function nonNegativeInt (opts: Record<string, unknown>, name: string, def: numbe
   if (v === undefined) return def
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min) fail(name, `must be an integer ≥ ${min}, got ${JSON.stringify(v)}`)
   return v
+}
+
+function checkSecret (secret: unknown): string | undefined {
+  if (secret === undefined) return undefined
+  if (typeof secret !== 'string' || secret.length < 16) fail('requestStateSecret', 'must be a string of at least 16 characters')
+  return secret
+}
+
+function checkCache (cache: unknown): NonNullable<McpPluginOptions['cache']> {
+  if (cache === undefined) return {}
+  if (typeof cache !== 'object' || cache === null) fail('cache', 'must be an object')
+  for (const [k, v] of Object.entries(cache)) {
+    if (!['discover', 'tools', 'resources', 'templates', 'prompts', 'read'].includes(k)) fail(`cache.${k}`, 'is not a cacheable result')
+    const h = v as Record<string, unknown>
+    if (typeof h !== 'object' || h === null) fail(`cache.${k}`, 'must be { ttlMs?, cacheScope? }')
+    if (h.ttlMs !== undefined && (typeof h.ttlMs !== 'number' || !Number.isInteger(h.ttlMs) || h.ttlMs < 0)) fail(`cache.${k}.ttlMs`, 'must be an integer ≥ 0')
+    if (h.cacheScope !== undefined && h.cacheScope !== 'public' && h.cacheScope !== 'private') fail(`cache.${k}.cacheScope`, 'must be "public" or "private"')
+  }
+  return cache as NonNullable<McpPluginOptions['cache']>
 }
 
 /** Validates options at register time and returns the frozen resolved form. */
@@ -183,6 +221,10 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     keepAliveInterval: nonNegativeInt(o, 'keepAliveInterval', 15_000),
     retryInterval: nonNegativeInt(o, 'retryInterval', 1000),
     pageSize: nonNegativeInt(o, 'pageSize', 100, 1),
-    maxPendingClientRequests: nonNegativeInt(o, 'maxPendingClientRequests', 32, 1)
+    maxPendingClientRequests: nonNegativeInt(o, 'maxPendingClientRequests', 32, 1),
+    requestStateSecret: checkSecret(opts.requestStateSecret),
+    requestStateTtl: nonNegativeInt(o, 'requestStateTtl', 600_000, 1),
+    cache: checkCache(opts.cache),
+    maxListenStreams: nonNegativeInt(o, 'maxListenStreams', 1000, 1)
   })
 }

@@ -9,7 +9,7 @@
 //   npm run conformance -- --verbose       stream the CLI's and the server's output
 //   npm run conformance -- --timeout 20000 per-scenario timeout in ms (default 30000)
 //
-// Env: MCP_CONFORMANCE_2026=1           also run the 2026-07-28 runs by default
+// Env: MCP_CONFORMANCE_2026=0           skip the 2026-07-28 runs by default
 //      MCP_CONFORMANCE_SERVER_CMD=...   server command (run through /bin/sh; it gets PORT
 //                                       and HOST and must listen on HOST:PORT, path /mcp)
 //      MCP_CONFORMANCE_OUTPUT_DIR=...   where checks.json files and logs go (default: a
@@ -57,7 +57,7 @@ const HOST = '127.0.0.1'; // not "localhost": dns-rebinding-protection sends Hos
 // A run with `defaultEnabled: false` runs only when selected with --only/--all (or,
 // for the 2026 ones, MCP_CONFORMANCE_2026=1). To add a run, add an entry here.
 // ---------------------------------------------------------------------------
-const ENABLE_2026 = process.env.MCP_CONFORMANCE_2026 === '1';
+const ENABLE_2026 = process.env.MCP_CONFORMANCE_2026 !== '0';
 const RUNS = [
   { id: '2025-11-25', requirements: '2025-11-25', defaultEnabled: true },
   { id: '2025-11-25:server-session-lifecycle', scenario: 'server-session-lifecycle', specVersion: '2025-11-25', defaultEnabled: true },

@@ -3,7 +3,7 @@
  * which era or transport carries them: each takes the params and a handler context and returns the
  * result object, or throws an `McpError`.
  */
-import type { McpContext } from '../context.js'
+import { InputRequiredSignal, type McpContext } from '../context.js'
 import { ErrorCode, McpError } from '../jsonrpc/messages.js'
 import { paginate } from './pagination.js'
 import type { CallToolResult, ContentBlock, PromptMessage, Registry, ResourceContents, ResourceReturn, ToolReturn } from './registry.js'
@@ -66,7 +66,7 @@ export async function callTool (registry: Registry, params: Params, ctx: McpCont
   try {
     result = toolResult(await tool.handler(args as Record<string, unknown>, ctx))
   } catch (err) {
-    if (err instanceof McpError || ctx.signal.aborted) throw err
+    if (err instanceof McpError || err instanceof InputRequiredSignal || ctx.signal.aborted) throw err
     onError(err)
     return errorResult(err instanceof Error && err.message !== '' ? err.message : 'Tool execution failed')
   }

@@ -63,6 +63,8 @@ export type Completer = (value: string, context: { arguments: Record<string, str
 
 export interface ResourceDefinition {
   uri: string
+  /** Cache hint of `resources/read` for this resource (2026-07-28). */
+  cache?: { ttlMs?: number, cacheScope?: 'public' | 'private' }
   name: string
   title?: string
   description: string
@@ -116,7 +118,7 @@ export interface ToolEntry {
   handler: ToolHandler<unknown>
 }
 /** @internal */
-export interface ResourceEntry { descriptor: Record<string, unknown>, handler: ResourceHandler }
+export interface ResourceEntry { descriptor: Record<string, unknown>, cache: ResourceDefinition['cache'], handler: ResourceHandler }
 /** @internal */
 export interface TemplateEntry {
   descriptor: Record<string, unknown>
@@ -134,6 +136,27 @@ const TOOL_NAME = /^[A-Za-z0-9_./-]{1,64}$/
 function strip<T extends Record<string, unknown>> (o: T): T {
   for (const k of Object.keys(o)) if (o[k] === undefined) delete o[k]
   return o
+}
+
+/**
+ * `x-mcp-header` (2026-07-28): only on primitive string/integer/boolean properties reached through
+ * `properties`, with a non-empty header-safe name, unique case-insensitively.
+ */
+function checkHeaderParams (tool: string, schema: Record<string, unknown>): void {
+  const props = schema.properties as Record<string, Record<string, unknown>> | undefined
+  const seen = new Set<string>()
+  for (const [prop, s] of Object.entries(props ?? {})) {
+    const name = s?.['x-mcp-header']
+    if (name === undefined) continue
+    if (typeof name !== 'string' || !/^[A-Za-z0-9-]+$/.test(name)) {
+      throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${tool}" property "${prop}": x-mcp-header must be a non-empty token of [A-Za-z0-9-]`)
+    }
+    if (!['string', 'integer', 'boolean'].includes(s.type as string)) {
+      throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${tool}" property "${prop}": x-mcp-header is only allowed on string, integer or boolean properties`)
+    }
+    if (seen.has(name.toLowerCase())) throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${tool}": x-mcp-header "${name}" is used twice`)
+    seen.add(name.toLowerCase())
+  }
 }
 
 /**
@@ -165,6 +188,7 @@ export class Registry extends EventEmitter<{ changed: [ListKind], resourceUpdate
     if (this.tools.has(def.name)) throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" is already registered`)
     const inputSchema = def.input === undefined ? { type: 'object', properties: {} } : toPlainSchema(def.input)
     if (inputSchema.type !== 'object') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" input must be an object schema`)
+    checkHeaderParams(def.name, inputSchema)
     let validateInput: Validator
     let validateOutput: Validator | null = null
     let outputSchema: Record<string, unknown> | undefined
@@ -206,7 +230,8 @@ export class Registry extends EventEmitter<{ changed: [ListKind], resourceUpdate
     if (typeof def.description !== 'string') throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `"${def.uri}" needs a description`)
     if (typeof handler !== 'function') throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `"${def.uri}" needs a handler function`)
     if (this.resources.has(def.uri)) throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `"${def.uri}" is already registered`)
-    this.resources.set(def.uri, { descriptor: strip({ ...def }), handler })
+    const { cache, ...rest } = def
+    this.resources.set(def.uri, { descriptor: strip({ ...rest }), cache, handler })
     this.#changed('resources')
     return this
   }
@@ -259,6 +284,14 @@ export class Registry extends EventEmitter<{ changed: [ListKind], resourceUpdate
     const had = this.prompts.delete(name)
     if (had) this.#changed('prompts')
     return had
+  }
+
+  /**
+   * Announces that a list changed for a reason the registry cannot see (e.g. it depends on
+   * external state): `notifications/<kind>/list_changed` goes out as for add/remove.
+   */
+  listChanged (kind: ListKind): void {
+    this.#changed(kind)
   }
 
   /** Tells subscribers that a resource's content changed (`notifications/resources/updated`). */

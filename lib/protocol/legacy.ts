@@ -29,13 +29,19 @@ const SESSION_ID = /^[\x21-\x7E]{1,128}$/
 /** An HTTP-level refusal: status + JSON-RPC error body. */
 export class HttpRefusal extends Error {
   readonly status: number
-  readonly body: ReturnType<typeof errorResponse>
+  body: ReturnType<typeof errorResponse>
   readonly headers: Record<string, string> | undefined
   constructor (status: number, id: RequestId | null, code: number, message: string, headers?: Record<string, string>) {
     super(message)
     this.status = status
     this.body = errorResponse(id, code, message)
     this.headers = headers
+  }
+
+  /** Adds `error.data` to the body. */
+  withData (data: unknown): this {
+    this.body = { ...this.body, error: { ...this.body.error, data } }
+    return this
   }
 }
 

@@ -1,0 +1,429 @@
+/**
+ * The stateless 2026-07-28 wire. Every POST carries its protocol version and client capabilities
+ * in `params._meta`; nothing is inferred from earlier requests. Requests to the client travel as
+ * `input_required` results with a sealed `requestState`; list changes travel on
+ * `subscriptions/listen` streams.
+ */
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
+import { InputRequiredSignal, LOG_LEVELS, type LogLevel, type McpContext, type McpPrincipal } from '../context.js'
+import { callTool, complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from '../features/methods.js'
+import type { ListKind, Registry } from '../features/registry.js'
+import { ResponseChannel } from '../http/response.js'
+import { SSE_HEADERS } from '../http/sse.js'
+import { ErrorCode, errorResponse, McpError, resultResponse, type JsonRpcRequest, type ParsedBody, type RequestId } from '../jsonrpc/messages.js'
+import type { ResolvedOptions } from '../options.js'
+import { HttpRefusal } from './legacy.js'
+import { paramsDigest, type StateSealer } from './request-state.js'
+import { isLegacyVersion } from './versions.js'
+
+export const MODERN_VERSIONS = ['2026-07-28'] as const
+const META_VERSION = 'io.modelcontextprotocol/protocolVersion'
+const META_CAPS = 'io.modelcontextprotocol/clientCapabilities'
+const META_CLIENT = 'io.modelcontextprotocol/clientInfo'
+const META_LOG = 'io.modelcontextprotocol/logLevel'
+const META_SERVER = 'io.modelcontextprotocol/serverInfo'
+const META_SUB = 'io.modelcontextprotocol/subscriptionId'
+
+/** Cache hints (`ttlMs`, `cacheScope`) of a cacheable result. */
+export interface CacheHint { ttlMs: number, cacheScope: 'public' | 'private' }
+
+/** Whether a POST is served on the modern wire (see DESIGN.md, "How a POST flows"). */
+export function isModernPost (request: FastifyRequest, body: ParsedBody & { ok: true }): boolean {
+  if (!body.batch) {
+    const m = body.messages[0]
+    if ((m.kind === 'request' || m.kind === 'notification') && typeof m.message.params?._meta === 'object' &&
+      m.message.params._meta !== null && META_VERSION in m.message.params._meta) return true
+  }
+  const v = request.headers['mcp-protocol-version']
+  if (typeof v !== 'string' || isLegacyVersion(v)) return false
+  // A version we do not know from the handshake era, on a request that names no legacy session.
+  return request.headers['mcp-session-id'] === undefined || v >= MODERN_VERSIONS[0]
+}
+
+/** Decodes a header value, with the `=?base64?…?=` sentinel for non-ASCII values. `null` when malformed. */
+export function decodeHeaderValue (raw: string): string | null {
+  const v = raw.trim()
+  // Only a value with both markers is encoded; anything else is taken literally.
+  if (!v.startsWith('=?base64?') || !v.endsWith('?=') || v.length < 11) return v
+  const b64 = v.slice(9, -2)
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64) || b64.length % 4 !== 0) return null
+  const bytes = Buffer.from(b64, 'base64')
+  const text = new TextDecoder('utf-8', { fatal: true })
+  try { return text.decode(bytes) } catch { return null }
+}
+
+function mismatch (id: RequestId, what: string): HttpRefusal {
+  return new HttpRefusal(400, id, ErrorCode.HeaderMismatch, `Header mismatch: ${what}`)
+}
+
+function header (request: FastifyRequest, name: string): string | undefined {
+  const v = request.headers[name]
+  return Array.isArray(v) ? v.join(',') : v
+}
+
+/** Compares a `Mcp-Param-*` header with the body value (integers numerically, booleans as text). */
+function sameParam (headerValue: string, value: unknown): boolean {
+  if (typeof value === 'number') return headerValue.trim() !== '' && Number(headerValue) === value
+  if (typeof value === 'boolean') return headerValue === String(value)
+  return headerValue === value
+}
+
+function isPlainObject (v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+export interface ModernDeps {
+  opts: ResolvedOptions
+  registry: Registry
+  sealer: StateSealer
+  capabilities: () => Record<string, unknown>
+  cache: (what: 'discover' | 'tools' | 'resources' | 'templates' | 'prompts' | 'read', uri?: string) => CacheHint
+  logger: FastifyBaseLogger
+  maxListenStreams: number
+}
+
+interface ListenStream {
+  id: RequestId
+  reply: FastifyReply
+  kinds: Set<ListKind>
+  uris: Set<string>
+  timer: NodeJS.Timeout | null
+}
+
+/** @internal The modern engine. */
+export class ModernWire {
+  #d: ModernDeps
+  #listeners = new Set<ListenStream>()
+
+  constructor (deps: ModernDeps) {
+    this.#d = deps
+  }
+
+  #serverMeta (): Record<string, unknown> {
+    return { [META_SERVER]: this.#d.opts.serverInfo }
+  }
+
+  /** Handles a modern POST whose body parsed. */
+  async post (request: FastifyRequest, reply: FastifyReply, body: ParsedBody & { ok: true }, principal: McpPrincipal | null, sseOnly: boolean): Promise<void> {
+    if (body.batch) throw new HttpRefusal(400, null, ErrorCode.InvalidRequest, 'Invalid Request: batches are not allowed')
+    const m = body.messages[0]
+    if (m.kind === 'response') throw new HttpRefusal(400, null, ErrorCode.InvalidRequest, 'Invalid Request: clients do not send responses on this protocol revision')
+    if (m.kind === 'invalid') throw new HttpRefusal(400, m.id, m.error.code, m.error.message)
+    if (m.kind === 'notification') {
+      // The core protocol defines no client notifications over HTTP; accept and ignore.
+      reply.code(202).send()
+      return
+    }
+    const msg = m.message
+    const meta = this.#validate(request, msg)
+    const caps = meta[META_CAPS] as Record<string, unknown>
+    const logLevel = meta[META_LOG]
+    if (logLevel !== undefined && !LOG_LEVELS.includes(logLevel as LogLevel)) {
+      throw new HttpRefusal(400, msg.id, ErrorCode.InvalidParams, `Invalid params: ${META_LOG} must be one of ${LOG_LEVELS.join(', ')}`)
+    }
+    if (msg.method === 'subscriptions/listen') {
+      this.#listen(request, reply, msg)
+      return
+    }
+    const channel = new ResponseChannel(request, reply, { sessionId: null, polling: false, sseOnly, log: nullLog, hub: null })
+    const controller = new AbortController()
+    // Closing the response stream is cancellation on this revision.
+    const onClose = (): void => { if (!channel.done) controller.abort(new Error('client closed the stream')) }
+    reply.raw.on('close', onClose)
+    try {
+      const response = await this.#run(request, msg, caps, logLevel as LogLevel | undefined, principal, channel, controller.signal)
+      if (controller.signal.aborted) return
+      if ('error' in response && response.status !== 200) {
+        channel.finish([response.body], true, response.status)
+      } else {
+        channel.finish([response.body], true)
+      }
+    } finally {
+      reply.raw.off('close', onClose)
+    }
+  }
+
+  /** `_meta` (-32602), then header agreement (-32020), then version support (-32022). */
+  #validate (request: FastifyRequest, msg: JsonRpcRequest): Record<string, unknown> {
+    const params = msg.params ?? {}
+    const meta = params._meta
+    if (!isPlainObject(meta) || typeof meta[META_VERSION] !== 'string' || !isPlainObject(meta[META_CAPS])) {
+      throw new HttpRefusal(400, msg.id, ErrorCode.InvalidParams, `Invalid params: _meta must carry "${META_VERSION}" and "${META_CAPS}"`)
+    }
+    if (meta[META_CLIENT] !== undefined && !isPlainObject(meta[META_CLIENT])) {
+      throw new HttpRefusal(400, msg.id, ErrorCode.InvalidParams, `Invalid params: "${META_CLIENT}" must be an object`)
+    }
+    const version = header(request, 'mcp-protocol-version')
+    if (version === undefined) throw mismatch(msg.id, 'MCP-Protocol-Version header is required')
+    if (version.trim() !== meta[META_VERSION]) throw mismatch(msg.id, 'MCP-Protocol-Version does not match _meta protocolVersion')
+    const method = header(request, 'mcp-method')
+    if (method === undefined) throw mismatch(msg.id, 'Mcp-Method header is required')
+    if (method.trim() !== msg.method) throw mismatch(msg.id, 'Mcp-Method does not match the method')
+    const nameKey = msg.method === 'resources/read' ? 'uri' : (msg.method === 'tools/call' || msg.method === 'prompts/get') ? 'name' : null
+    if (nameKey !== null) {
+      const raw = header(request, 'mcp-name')
+      if (raw === undefined) throw mismatch(msg.id, 'Mcp-Name header is required')
+      const name = decodeHeaderValue(raw)
+      if (name === null) throw mismatch(msg.id, 'Mcp-Name has a malformed base64 value')
+      if (name !== params[nameKey]) throw mismatch(msg.id, `Mcp-Name does not match params.${nameKey}`)
+    }
+    if (msg.method === 'tools/call' && typeof params.name === 'string') this.#checkParamHeaders(request, msg.id, params)
+    if (!(MODERN_VERSIONS as readonly string[]).includes(meta[META_VERSION])) {
+      throw new HttpRefusal(400, msg.id, ErrorCode.UnsupportedProtocolVersion, 'Unsupported protocol version')
+        .withData({ supported: [...MODERN_VERSIONS], requested: meta[META_VERSION] })
+    }
+    return meta
+  }
+
+  /** `Mcp-Param-*` headers of the tool's `x-mcp-header` parameters must mirror the arguments. */
+  #checkParamHeaders (request: FastifyRequest, id: RequestId, params: Record<string, unknown>): void {
+    const tool = this.#d.registry.tools.get(params.name as string)
+    if (tool === undefined) return
+    const props = (tool.descriptor.inputSchema as { properties?: Record<string, Record<string, unknown>> }).properties ?? {}
+    const args = isPlainObject(params.arguments) ? params.arguments : {}
+    for (const [prop, schema] of Object.entries(props)) {
+      const headerName = schema?.['x-mcp-header']
+      if (typeof headerName !== 'string') continue
+      const raw = header(request, `mcp-param-${headerName.toLowerCase()}`)
+      const value = args[prop]
+      if (value === undefined || value === null) {
+        if (raw !== undefined) throw mismatch(id, `Mcp-Param-${headerName} is sent but argument "${prop}" is absent`)
+        continue
+      }
+      if (raw === undefined) throw mismatch(id, `Mcp-Param-${headerName} header is required`)
+      const decoded = decodeHeaderValue(raw)
+      if (decoded === null) throw mismatch(id, `Mcp-Param-${headerName} has a malformed base64 value`)
+      if (!sameParam(decoded, value)) throw mismatch(id, `Mcp-Param-${headerName} does not match argument "${prop}"`)
+    }
+  }
+
+  /** Runs a request; returns the response and the HTTP status for it. */
+  async #run (request: FastifyRequest, msg: JsonRpcRequest, caps: Record<string, unknown>, logLevel: LogLevel | undefined,
+    principal: McpPrincipal | null, channel: ResponseChannel, signal: AbortSignal): Promise<{ body: unknown, status: number, error?: true }> {
+    const { registry, opts } = this.#d
+    const params = msg.params ?? {}
+    const serverCaps = this.#d.capabilities()
+    const notFound = (): McpError => new McpError(ErrorCode.MethodNotFound, `Method not found: ${msg.method}`, undefined, 404)
+    const need = (cap: string): void => { if (serverCaps[cap] === undefined) throw notFound() }
+    const ok = (result: Record<string, unknown>, cache?: CacheHint): { body: unknown, status: number } => {
+      const out: Record<string, unknown> = { ...result, resultType: result.resultType ?? 'complete' }
+      if (cache !== undefined && out.resultType === 'complete') { out.ttlMs = cache.ttlMs; out.cacheScope = cache.cacheScope }
+      out._meta = { ...(result._meta as Record<string, unknown> | undefined), ...this.#serverMeta() }
+      return { body: resultResponse(msg.id, out), status: 200 }
+    }
+    try {
+      switch (msg.method) {
+        case 'server/discover': {
+          const result: Record<string, unknown> = { supportedVersions: [...MODERN_VERSIONS], capabilities: serverCaps }
+          if (opts.instructions !== undefined) result.instructions = opts.instructions
+          return ok(result, this.#d.cache('discover'))
+        }
+        case 'tools/list': need('tools'); return ok(listTools(registry, params, opts.pageSize), this.#d.cache('tools'))
+        case 'resources/list': need('resources'); return ok(listResources(registry, params, opts.pageSize), this.#d.cache('resources'))
+        case 'resources/templates/list': need('resources'); return ok(listResourceTemplates(registry, params, opts.pageSize), this.#d.cache('templates'))
+        case 'prompts/list': need('prompts'); return ok(listPrompts(registry, params, opts.pageSize), this.#d.cache('prompts'))
+        case 'completion/complete': need('completions'); return ok(await complete(registry, params))
+        case 'tools/call':
+        case 'prompts/get':
+        case 'resources/read': {
+          need(msg.method === 'tools/call' ? 'tools' : msg.method === 'prompts/get' ? 'prompts' : 'resources')
+          const mrtr = this.#mrtr(request, msg, caps, logLevel, principal, channel, signal)
+          let result: Record<string, unknown>
+          try {
+            result = msg.method === 'tools/call'
+              ? await callTool(registry, params, mrtr.ctx, (err) => request.log.error({ err, tool: params.name }, 'tool handler failed'))
+              : msg.method === 'prompts/get'
+                ? await getPrompt(registry, params, mrtr.ctx)
+                : await readResource(registry, params, mrtr.ctx, (uri) => new McpError(ErrorCode.InvalidParams, 'Resource not found', { uri }))
+          } catch (err) {
+            if (!(err instanceof InputRequiredSignal) || !mrtr.asked()) throw err
+            result = {}
+          }
+          if (mrtr.asked()) return ok(mrtr.inputRequired())
+          return ok(result, msg.method === 'resources/read' ? this.#d.cache('read', params.uri as string) : undefined)
+        }
+        default:
+          throw notFound()
+      }
+    } catch (err) {
+      if (err instanceof HttpRefusal) return { body: { ...err.body, id: msg.id }, status: err.status, error: true }
+      if (err instanceof McpError) return { body: errorResponse(msg.id, err.code, err.message, err.data), status: err.status ?? 200, error: true }
+      request.log.error({ err, method: msg.method }, 'MCP handler failed')
+      return { body: errorResponse(msg.id, ErrorCode.InternalError, 'Internal error'), status: 200, error: true }
+    }
+  }
+
+  /**
+   * The context of one run of a multi-round-trip request. `elicit`/`sample`/`roots` answer from
+   * `inputResponses` when the client sent the key, else record the request and end the run
+   * (after the current turn, so requests made together in `Promise.all` are all collected).
+   */
+  #mrtr (request: FastifyRequest, msg: JsonRpcRequest, caps: Record<string, unknown>, logLevel: LogLevel | undefined,
+    principal: McpPrincipal | null, channel: ResponseChannel, signal: AbortSignal) {
+    const params = msg.params ?? {}
+    const responses = params.inputResponses
+    if (responses !== undefined && !isPlainObject(responses)) {
+      throw new McpError(ErrorCode.InvalidParams, 'Invalid params: inputResponses must be an object')
+    }
+    const digest = paramsDigest(params)
+    let state: Record<string, unknown> = {}
+    if (params.requestState !== undefined) {
+      const opened = this.#d.sealer.open(params.requestState, { p: principal?.id ?? null, m: msg.method, d: digest })
+      if (!opened.ok) {
+        request.log.warn({ reason: opened.reason, method: msg.method }, 'requestState refused')
+        throw new McpError(ErrorCode.InvalidParams, `Invalid params: ${opened.reason}`)
+      }
+      state = opened.payload.s
+    }
+    const asked: Record<string, { method: string, params: Record<string, unknown> }> = {}
+    const progressToken = (params._meta as Record<string, unknown>).progressToken
+    let lastProgress = -Infinity
+    const input = async <T> (key: string, method: string, p: Record<string, unknown>, valid: (v: unknown) => boolean): Promise<T> => {
+      if (typeof key !== 'string' || key === '') throw new TypeError('an input request needs a non-empty key')
+      const answer = responses?.[key]
+      if (answer !== undefined && valid(answer)) return answer as T
+      asked[key] = { method, params: p }
+      // End the run after this turn: requests made in the same turn are collected first.
+      return await new Promise<T>((_resolve, reject) => setImmediate(() => reject(new InputRequiredSignal())))
+    }
+    const requireCap = (name: string, present: boolean): void => {
+      if (!present) {
+        throw new McpError(ErrorCode.MissingRequiredClientCapability, `Missing required client capability: ${name}`,
+          { requiredCapabilities: { [name]: {} } }, 400)
+      }
+    }
+    const ctx: McpContext & { state: Record<string, unknown> } = {
+      signal,
+      request,
+      session: null,
+      principal,
+      requestId: msg.id,
+      meta: params._meta as Record<string, unknown>,
+      clientCapabilities: caps,
+      state,
+      async progress (update) {
+        if (progressToken === undefined || channel.done || signal.aborted) return
+        if (!(update.progress > lastProgress)) return
+        lastProgress = update.progress
+        channel.emit({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken, ...update } })
+      },
+      async log (level, data, logger) {
+        // Only with a per-request logLevel, and only at or above it.
+        if (logLevel === undefined || channel.done || signal.aborted) return
+        if (LOG_LEVELS.indexOf(level) < LOG_LEVELS.indexOf(logLevel)) return
+        const p: Record<string, unknown> = { level, data }
+        if (logger !== undefined) p.logger = logger
+        channel.emit({ jsonrpc: '2.0', method: 'notifications/message', params: p })
+      },
+      async elicit (key, p) {
+        const e = caps.elicitation
+        const mode = p.mode === 'url' ? 'url' : 'form'
+        const declared = isPlainObject(e) && (mode === 'url' ? 'url' in e : (Object.keys(e).length === 0 || 'form' in e || !('url' in e)))
+        requireCap('elicitation', declared)
+        const { elicitationId: _drop, ...rest } = p as unknown as Record<string, unknown>
+        return await input(key, 'elicitation/create', rest, (v) => isPlainObject(v) && typeof v.action === 'string')
+      },
+      async sample (key, p) {
+        requireCap('sampling', isPlainObject(caps.sampling))
+        return await input(key, 'sampling/createMessage', p, (v) => isPlainObject(v) && 'content' in v)
+      },
+      async roots (key) {
+        requireCap('roots', isPlainObject(caps.roots))
+        const r = await input<{ roots: unknown[] }>(key, 'roots/list', {}, (v) => isPlainObject(v) && Array.isArray(v.roots))
+        return r.roots as Array<{ uri: string }>
+      },
+      closeSSEStream () { /* no resumable streams on this revision */ }
+    }
+    const sealer = this.#d.sealer
+    return {
+      ctx,
+      asked: () => Object.keys(asked).length > 0,
+      inputRequired: (): Record<string, unknown> => ({
+        resultType: 'input_required',
+        inputRequests: asked,
+        requestState: sealer.seal({ p: principal?.id ?? null, m: msg.method, d: digest, s: ctx.state })
+      })
+    }
+  }
+
+  // ─── subscriptions/listen ────────────────────────────────────────────────────────────────────
+
+  #listen (request: FastifyRequest, reply: FastifyReply, msg: JsonRpcRequest): void {
+    if (this.#listeners.size >= this.#d.maxListenStreams) {
+      throw new HttpRefusal(429, msg.id, ErrorCode.ServerError, 'Too many listen streams on this server; retry later')
+    }
+    const wanted = isPlainObject(msg.params?.notifications) ? msg.params.notifications : {}
+    const caps = this.#d.capabilities()
+    const honored: Record<string, unknown> = {}
+    const kinds = new Set<ListKind>()
+    if (wanted.toolsListChanged === true && caps.tools !== undefined) { honored.toolsListChanged = true; kinds.add('tools') }
+    if (wanted.promptsListChanged === true && caps.prompts !== undefined) { honored.promptsListChanged = true; kinds.add('prompts') }
+    if (wanted.resourcesListChanged === true && caps.resources !== undefined) { honored.resourcesListChanged = true; kinds.add('resources') }
+    const uris = new Set<string>()
+    if (Array.isArray(wanted.resourceSubscriptions) && caps.resources !== undefined) {
+      for (const u of wanted.resourceSubscriptions) if (typeof u === 'string') uris.add(u)
+      honored.resourceSubscriptions = [...uris]
+    }
+    const headers: Record<string, string> = {}
+    for (const [k, v] of Object.entries(reply.getHeaders())) if (typeof v === 'string') headers[k] = v
+    reply.hijack()
+    reply.raw.writeHead(200, { ...headers, ...SSE_HEADERS })
+    const stream: ListenStream = { id: msg.id, reply, kinds, uris, timer: null }
+    this.#listeners.add(stream)
+    this.#send(stream, 'notifications/subscriptions/acknowledged', { notifications: honored })
+    if (this.#d.opts.keepAliveInterval > 0) {
+      stream.timer = setInterval(() => reply.raw.write(': keep-alive\n\n'), this.#d.opts.keepAliveInterval)
+      stream.timer.unref()
+    }
+    reply.raw.on('close', () => this.#drop(stream))
+    request.log.debug({ kinds: [...kinds], uris: uris.size }, 'listen stream opened')
+  }
+
+  #send (stream: ListenStream, method: string, params: Record<string, unknown> = {}): void {
+    const raw = stream.reply.raw
+    if (raw.destroyed || raw.writableEnded) return
+    const message = { jsonrpc: '2.0', method, params: { ...params, _meta: { [META_SUB]: stream.id } } }
+    raw.write(`data: ${JSON.stringify(message)}\n\n`)
+  }
+
+  #drop (stream: ListenStream): void {
+    if (stream.timer !== null) clearInterval(stream.timer)
+    stream.timer = null
+    this.#listeners.delete(stream)
+  }
+
+  /** A list changed: tell the listen streams that asked for that kind. */
+  listChanged (kind: ListKind): void {
+    for (const s of this.#listeners) if (s.kinds.has(kind)) this.#send(s, `notifications/${kind}/list_changed`)
+  }
+
+  /** A resource changed: tell the listen streams subscribed to its URI. */
+  resourceUpdated (uri: string): void {
+    for (const s of this.#listeners) if (s.uris.has(uri)) this.#send(s, 'notifications/resources/updated', { uri })
+  }
+
+  /** Number of open listen streams (tests). */
+  get listenStreams (): number { return this.#listeners.size }
+
+  /** Server shutdown: each listen stream ends with its final result. */
+  close (): void {
+    for (const s of this.#listeners) {
+      const raw = s.reply.raw
+      if (!raw.destroyed && !raw.writableEnded) {
+        raw.write(`data: ${JSON.stringify(resultResponse(s.id, { resultType: 'complete', _meta: { [META_SUB]: s.id } }))}\n\n`)
+        raw.end()
+      }
+      this.#drop(s)
+    }
+  }
+}
+
+/** Modern SSE responses are not resumable: no event log. */
+const nullLog = {
+  open: () => 'modern-none',
+  append: () => '',
+  replay: () => null,
+  finish: () => {},
+  isOpen: () => false,
+  dropSession: () => {}
+}

@@ -1,0 +1,79 @@
+/**
+ * Sealed `requestState` for multi-round-trip requests (2026-07-28). The client echoes it back
+ * unchanged, so it is attacker-controlled: it is HMAC-SHA256-sealed with a secret every instance
+ * shares, and binds the principal, the method, a digest of the params and an expiry. Anything that
+ * fails verification is refused before the handler runs.
+ */
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+
+/** What a sealed state carries. */
+export interface StatePayload {
+  /** Principal id (or null). */
+  p: string | null
+  /** Method. */
+  m: string
+  /** Digest of the params (without `_meta`, `inputResponses`, `requestState`). */
+  d: string
+  /** Expiry, ms since epoch. */
+  e: number
+  /** The handler's own state (`ctx.state`). */
+  s: Record<string, unknown>
+}
+
+/** JSON with sorted keys, so equal params give equal digests whatever their key order. */
+function canonical (value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`
+  if (typeof value === 'object' && value !== null) {
+    const keys = Object.keys(value).sort()
+    return `{${keys.map(k => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`).join(',')}}`
+  }
+  return JSON.stringify(value) ?? 'null'
+}
+
+/** Digest of the params that define "the same request" across rounds. */
+export function paramsDigest (params: Record<string, unknown>): string {
+  const { _meta: _m, inputResponses: _i, requestState: _r, ...rest } = params
+  return createHash('sha256').update(canonical(rest)).digest('base64url')
+}
+
+/** Seals and opens request states with one secret. */
+export class StateSealer {
+  #key: Buffer
+  readonly ttl: number
+
+  constructor (secret: string | Buffer | undefined, ttl: number) {
+    this.#key = secret === undefined ? randomBytes(32) : createHash('sha256').update(secret).digest()
+    this.ttl = ttl
+  }
+
+  #mac (body: string): Buffer {
+    return createHmac('sha256', this.#key).update(body).digest()
+  }
+
+  seal (payload: Omit<StatePayload, 'e'>): string {
+    const body = Buffer.from(JSON.stringify({ ...payload, e: Date.now() + this.ttl })).toString('base64url')
+    return `${body}.${this.#mac(body).toString('base64url')}`
+  }
+
+  /** Verifies a state; returns its payload, or a reason it is refused. */
+  open (state: unknown, expect: { p: string | null, m: string, d: string }): { ok: true, payload: StatePayload } | { ok: false, reason: string } {
+    if (typeof state !== 'string' || state.length > 65_536) return { ok: false, reason: 'requestState must be a string' }
+    const dot = state.indexOf('.')
+    if (dot <= 0) return { ok: false, reason: 'requestState is malformed' }
+    const body = state.slice(0, dot)
+    const mac = Buffer.from(state.slice(dot + 1), 'base64url')
+    const want = this.#mac(body)
+    if (mac.length !== want.length || !timingSafeEqual(mac, want)) return { ok: false, reason: 'requestState failed verification' }
+    let payload: StatePayload
+    try {
+      payload = JSON.parse(Buffer.from(body, 'base64url').toString()) as StatePayload
+    } catch {
+      return { ok: false, reason: 'requestState is malformed' }
+    }
+    if (typeof payload.e !== 'number' || payload.e < Date.now()) return { ok: false, reason: 'requestState expired' }
+    if (payload.p !== expect.p) return { ok: false, reason: 'requestState belongs to another principal' }
+    if (payload.m !== expect.m || payload.d !== expect.d) return { ok: false, reason: 'requestState belongs to another request' }
+    if (typeof payload.s !== 'object' || payload.s === null) return { ok: false, reason: 'requestState is malformed' }
+    return { ok: true, payload }
+  }
+}
