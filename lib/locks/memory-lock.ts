@@ -1,0 +1,76 @@
+/**
+ * `MemorySessionLock`: the per-session lock of one process, a keyed FIFO mutex. Right for the
+ * memory store, or for any store when the app runs as one process. Nothing is kept for a session
+ * nobody holds or waits for.
+ */
+import { SessionLockTimeoutError } from './errors.js'
+import {
+  DEFAULT_LOCK_TIMEOUT, KeyedFifo, Lease, alreadyHeldError, checkTimeout, closedError
+} from './keyed-fifo.js'
+import type { AcquireOptions, SessionLease, SessionLock } from './session-lock.js'
+
+/** Options of {@link MemorySessionLock}. */
+export interface MemorySessionLockOptions {
+  /** Default acquire timeout in milliseconds (default 30,000; `0` tries once). Must be >= 0. */
+  timeout?: number
+}
+
+/** In-process session lock (FIFO per session). */
+export class MemorySessionLock implements SessionLock {
+  readonly timeout: number
+  readonly #fifo = new KeyedFifo()
+  readonly #leases = new Set<Lease>()
+  #closed = false
+
+  /** @throws {RangeError} when `timeout` is negative. */
+  constructor (options: MemorySessionLockOptions = {}) {
+    this.timeout = checkTimeout(options.timeout ?? DEFAULT_LOCK_TIMEOUT)
+  }
+
+  /** Sessions held right now (0 when idle). */
+  get size (): number {
+    return this.#fifo.size
+  }
+
+  /** Requests queued behind a holder, over all sessions. */
+  get pending (): number {
+    return this.#fifo.waiting
+  }
+
+  async acquire (id: string, options: AcquireOptions = {}): Promise<SessionLease> {
+    if (this.#closed) throw closedError()
+    const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout)
+    if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)
+    const release = await this.#fifo.acquire(id, {
+      timeout,
+      signal: options.signal,
+      owner: options.owner,
+      onTimeout: () => new SessionLockTimeoutError(id, timeout)
+    })
+    return this.#lease(id, release)
+  }
+
+  async tryAcquire (id: string, options: Pick<AcquireOptions, 'owner'> = {}): Promise<SessionLease | null> {
+    if (this.#closed) throw closedError()
+    if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)
+    const release = this.#fifo.tryAcquire(id, options.owner)
+    return release === null ? null : this.#lease(id, release)
+  }
+
+  /** Rejects waiters, releases held leases (aborting their signals). Never throws. */
+  async close (): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    this.#fifo.rejectAll(closedError())
+    await Promise.all([...this.#leases].map(lease => lease.revoke(closedError())))
+  }
+
+  #lease (id: string, release: () => void): Lease {
+    const lease: Lease = new Lease(id, async () => {
+      this.#leases.delete(lease)
+      release()
+    })
+    this.#leases.add(lease)
+    return lease
+  }
+}

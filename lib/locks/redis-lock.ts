@@ -1,0 +1,355 @@
+/**
+ * `RedisSessionLock`: the per-session lock of many machines, a Redis lease.
+ *
+ * - Acquire: `SET <prefix>{<sid>}:lock <token> NX PX <ttl>` with a fresh random 128-bit token per
+ *   acquisition. In front of it, an in-process FIFO, so only one request per process contends in
+ *   Redis; while the lease is busy, polls with exponential backoff and full jitter (cap 50 ms).
+ * - Release: compare-and-delete (a Lua script), so a holder whose lease ran out never frees the
+ *   next holder's lease.
+ * - Renewal: every ttl/3, compare-and-PEXPIRE; it never re-creates a lease that expired. "Not
+ *   ours any more" aborts `lease.signal` at once; transport errors are retried until the local
+ *   deadline (when the lease would have expired in Redis, measured from the last renewal sent),
+ *   then the signal aborts.
+ * - Fencing: `lease.fence` (`{key, token}`) lets the Redis store refuse the save of a holder whose
+ *   lease was lost once someone else took it or wrote the session.
+ *
+ * Failing fast: a lock must answer "Redis is down" at once, not after queueing and retrying for
+ * seconds. Give it a dedicated client with {@link LOCK_CLIENT_OPTIONS} (or pass a URL/options and
+ * the lock creates such a client itself, and closes it on `close()`); an injected client is never
+ * closed. Its backend errors reject `acquire()` with a `SessionLockError` (cause kept).
+ */
+import { randomBytes } from 'node:crypto'
+import { Redis, type RedisOptions } from 'ioredis'
+import { DEFAULT_KEY_PREFIX, assertKeyPrefix, lockKey } from '../redis/keys.js'
+import { defineScripts, type RedisClient } from '../redis/scripts.js'
+import { SessionLockError, SessionLockErrorCodes, SessionLockTimeoutError } from './errors.js'
+import {
+  DEFAULT_LOCK_TIMEOUT, KeyedFifo, Lease, alreadyHeldError, backendError, checkTimeout, closedError,
+  delay, fullJitter, notHeldError, type FifoRelease
+} from './keyed-fifo.js'
+import type { AcquireOptions, SessionLease, SessionLock } from './session-lock.js'
+
+/**
+ * ioredis options of a lock client that fails fast: no offline queue (a command sent while
+ * disconnected fails at once), no per-command retries, a 500 ms command timeout (a hung server),
+ * and reconnection within a second once Redis is back.
+ */
+export const LOCK_CLIENT_OPTIONS = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 0,
+  commandTimeout: 500,
+  retryStrategy: (times: number): number => Math.min(50 * times, 1000)
+} as const satisfies RedisOptions
+
+/** Creates a fail-fast lock client (see {@link LOCK_CLIENT_OPTIONS}) from a URL or options. */
+export function createLockClient (connection: string | RedisOptions = {}): Redis {
+  return typeof connection === 'string'
+    ? new Redis(connection, { ...LOCK_CLIENT_OPTIONS })
+    : new Redis({ ...connection, ...LOCK_CLIENT_OPTIONS })
+}
+
+/** Options of {@link RedisSessionLock}. */
+export interface RedisSessionLockOptions {
+  /**
+   * An ioredis client (standalone, Sentinel or Cluster), never closed by the lock; or a URL or
+   * ioredis options, from which the lock creates a fail-fast client that `close()` closes.
+   * An injected client should use {@link LOCK_CLIENT_OPTIONS}, or acquire may hang while Redis is
+   * down instead of failing.
+   */
+  redis: RedisClient | string | RedisOptions
+  /** Default acquire timeout in milliseconds (default 30,000; `0` tries once). Must be >= 0. */
+  timeout?: number
+  /** Lease time-to-live in milliseconds (default 30,000), renewed every ttl/3 while held. */
+  ttl?: number
+  /** Key prefix (default `'mcp:'`); the lease is `<prefix>{<sid>}:lock`. */
+  prefix?: string
+}
+
+/** One try at the lease, given the token and the lock key (see `kAcquireWith`). */
+export type LeaseAttempt<T> = (client: RedisClient, key: string, token: string) =>
+Promise<{ status: 'taken', value: T } | { status: 'busy' } | { status: 'missing' }>
+
+/** @internal Lets the Redis store take a lease with its own one-round-trip script. */
+export const kAcquireWith = Symbol('mcp.redisSessionLock.acquireWith')
+
+interface HeldState {
+  readonly lock: RedisSessionLock
+  readonly client: RedisClient
+  readonly key: string
+  readonly token: string
+  readonly slot: FifoRelease
+  renewTimer?: NodeJS.Timeout
+  deadlineTimer?: NodeJS.Timeout
+}
+
+/** The state of every held Redis lease, for the release paths (the lease's own and the store's). */
+const held = new WeakMap<Lease, HeldState>()
+
+/** How long close() waits for the lease releases and the client's QUIT (ms). */
+const CLOSE_TIMEOUT = 1000
+
+/** Session lock backed by a Redis lease. */
+export class RedisSessionLock implements SessionLock {
+  readonly timeout: number
+  /** Lease time-to-live in milliseconds. */
+  readonly ttl: number
+  /** Key prefix. */
+  readonly prefix: string
+  readonly #client: RedisClient
+  readonly #ownsClient: boolean
+  readonly #fifo = new KeyedFifo()
+  readonly #leases = new Set<Lease>()
+  readonly #closing = new AbortController()
+
+  /**
+   * @throws {RangeError} for a negative `timeout` or a `ttl` that is not positive.
+   */
+  constructor (options: RedisSessionLockOptions) {
+    this.timeout = checkTimeout(options.timeout ?? DEFAULT_LOCK_TIMEOUT)
+    const ttl = options.ttl ?? 30_000
+    if (!Number.isInteger(ttl) || ttl < 3) throw new RangeError('ttl must be an integer greater than or equal to 3.')
+    this.ttl = ttl
+    const prefix = options.prefix ?? DEFAULT_KEY_PREFIX
+    assertKeyPrefix(prefix)
+    this.prefix = prefix
+    if (isClient(options.redis)) {
+      this.#client = options.redis
+      this.#ownsClient = false
+    } else {
+      this.#client = createLockClient(options.redis)
+      this.#ownsClient = true
+      // Without a listener ioredis reports every failed reconnect on stderr; acquire() already
+      // reports the failures that matter to the request that hit them.
+      this.#client.on('error', () => {})
+    }
+    defineScripts(this.#client)
+  }
+
+  /** The ioredis client this lock uses (its own fail-fast one, or the injected one). */
+  get client (): RedisClient {
+    return this.#client
+  }
+
+  /** Sessions held or waited for by this instance right now (0 when idle). */
+  get size (): number {
+    return this.#fifo.size
+  }
+
+  /** Requests of this process queued behind a holder, over all sessions. */
+  get pending (): number {
+    return this.#fifo.waiting
+  }
+
+  /** Leases this instance holds right now. */
+  get held (): number {
+    return this.#leases.size
+  }
+
+  /**
+   * Resolves once the client is connected (at most `timeout` ms): a fail-fast client refuses
+   * commands until then, so await this before serving.
+   */
+  async ready (timeout = 5000): Promise<void> {
+    const client = this.#client
+    if (client.status === 'ready') return
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => { done(); reject(new SessionLockError('Redis did not become ready in time')) }, timeout)
+      const onReady = (): void => { done(); resolve() }
+      const onEnd = (): void => { done(); reject(new SessionLockError('The Redis connection was closed')) }
+      const done = (): void => {
+        clearTimeout(timer)
+        client.off('ready', onReady)
+        client.off('end', onEnd)
+      }
+      client.on('ready', onReady)
+      client.on('end', onEnd)
+    })
+  }
+
+  async acquire (id: string, options: AcquireOptions = {}): Promise<SessionLease> {
+    const taken = await this[kAcquireWith](id, options, async (client, key, token) =>
+      await client.set(key, token, 'PX', this.ttl, 'NX') === 'OK' ? { status: 'taken', value: undefined } : { status: 'busy' })
+    return (taken as NonNullable<typeof taken>).lease
+  }
+
+  async tryAcquire (id: string, options: Pick<AcquireOptions, 'owner'> = {}): Promise<SessionLease | null> {
+    try {
+      return await this.acquire(id, { owner: options.owner, timeout: 0 })
+    } catch (err) {
+      if (err instanceof SessionLockTimeoutError) return null
+      throw err
+    }
+  }
+
+  /**
+   * Rejects waiters, stops renewals, releases held leases (aborting their signals) and closes the
+   * client if the lock created it. Bounded; never throws.
+   */
+  async close (): Promise<void> {
+    if (this.#closing.signal.aborted) return
+    this.#closing.abort(closedError())
+    this.#fifo.rejectAll(closedError())
+    await withTimeout(Promise.all([...this.#leases].map(lease => lease.revoke(closedError()))), CLOSE_TIMEOUT)
+    if (this.#ownsClient && this.#client.status !== 'end') {
+      const client = this.#client
+      const ended = new Promise(resolve => client.once('end', resolve))
+      await withTimeout(client.quit(), CLOSE_TIMEOUT)
+      client.disconnect() // after a QUIT that timed out (hung server), or while reconnecting
+      await withTimeout(ended, CLOSE_TIMEOUT)
+    }
+  }
+
+  /**
+   * Waits for the lease like `acquire()`, taking it with `attempt` (one round trip). Resolves
+   * null, holding nothing, when the attempt reports the session missing.
+   * @internal
+   */
+  async [kAcquireWith]<T> (id: string, options: AcquireOptions, attempt: LeaseAttempt<T>):
+  Promise<{ lease: Lease, value: T } | null> {
+    if (this.#closing.signal.aborted) throw closedError()
+    const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout)
+    if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)
+    const deadline = performance.now() + timeout
+    const onTimeout = (): Error => new SessionLockTimeoutError(id, timeout)
+    const slot = await this.#fifo.acquire(id, { timeout, signal: options.signal, owner: options.owner, onTimeout })
+    const key = lockKey(this.prefix, id)
+    const token = randomBytes(16).toString('hex')
+    try {
+      for (let poll = 0; ; poll++) {
+        const sentAt = performance.now()
+        let result: Awaited<ReturnType<LeaseAttempt<T>>>
+        try {
+          result = await attempt(this.#client, key, token)
+        } catch (err) {
+          // A command that timed out on our side may still have run on the server: free what we
+          // may hold, or it would stay busy until its TTL.
+          this.#client.mcpLockRelease(key, token).catch(() => {})
+          throw backendError(id, err)
+        }
+        if (result.status === 'taken') {
+          if (this.#closing.signal.aborted) {
+            // close() ran while we were taking it: nobody would release this lease.
+            this.#client.mcpLockRelease(key, token).catch(() => {})
+            throw closedError()
+          }
+          return { lease: this.#lease(id, key, token, slot, sentAt), value: result.value }
+        }
+        if (result.status === 'missing') {
+          slot()
+          return null
+        }
+        const remaining = deadline - performance.now()
+        if (remaining <= 0) throw onTimeout()
+        await delay(Math.max(1, Math.min(remaining, fullJitter(poll, 5, 50))), options.signal, this.#closing.signal)
+      }
+    } catch (err) {
+      slot()
+      throw err
+    }
+  }
+
+  #lease (id: string, key: string, token: string, slot: FifoRelease, sentAt: number): Lease {
+    const lease: Lease = new Lease(id, async () => {
+      const state = this.#forget(lease)
+      try {
+        await this.#client.mcpLockRelease(key, token)
+      } catch (err) {
+        throw new SessionLockError(`Failed to release the lock of session ${id}; it expires in ${this.ttl} ms`, { cause: err })
+      } finally {
+        state.slot()
+      }
+    }, { key, token })
+    const state: HeldState = { lock: this, client: this.#client, key, token, slot }
+    held.set(lease, state)
+    this.#leases.add(lease)
+    this.#confirmed(lease, state, sentAt)
+    return lease
+  }
+
+  /** The lease is ours until `sentAt + ttl`: arm the local deadline and the next renewal. */
+  #confirmed (lease: Lease, state: HeldState, sentAt: number): void {
+    clearTimeout(state.deadlineTimer)
+    state.deadlineTimer = setTimeout(() => this.#lost(lease, state),
+      Math.max(0, sentAt + this.ttl - performance.now())).unref()
+    state.renewTimer = setTimeout(() => { void this.#renew(lease, state, sentAt + this.ttl) },
+      Math.max(1, Math.floor(this.ttl / 3))).unref()
+  }
+
+  async #renew (lease: Lease, state: HeldState, expiresAt: number): Promise<void> {
+    const sentAt = performance.now()
+    let renewed: number
+    try {
+      renewed = await state.client.mcpLockExtend(state.key, state.token, this.ttl)
+    } catch {
+      if (!this.#leases.has(lease) || lease.signal.aborted) return
+      // Transient: retry until the lease would have expired; the deadline timer ends it then.
+      const wait = Math.min(Math.max(10, Math.floor(this.ttl / 10)), 1000)
+      if (performance.now() + wait < expiresAt) {
+        state.renewTimer = setTimeout(() => { void this.#renew(lease, state, expiresAt) }, wait).unref()
+      }
+      return
+    }
+    if (!this.#leases.has(lease) || lease.signal.aborted) return
+    if (renewed === 1) this.#confirmed(lease, state, sentAt)
+    else this.#lost(lease, state)
+  }
+
+  /** Our token is gone from Redis (or may be): tell the holder; it still releases the lease. */
+  #lost (lease: Lease, state: HeldState): void {
+    stopTimers(state)
+    lease.lose(new SessionLockError(`The lock of session ${lease.id} was lost`, { code: SessionLockErrorCodes.LEASE_LOST }))
+  }
+
+  /** Stops tracking a lease (released by its holder, by close, or by the store's script). */
+  #forget (lease: Lease): HeldState {
+    const state = held.get(lease) as HeldState
+    stopTimers(state)
+    held.delete(lease)
+    this.#leases.delete(lease)
+    return state
+  }
+
+  /**
+   * Ends a lease of this lock with `finish` (one round trip that also releases it in Redis)
+   * instead of the plain compare-and-delete; the local slot is freed when `finish` settles.
+   * @internal
+   */
+  static async releaseWith<T> (
+    lease: SessionLease,
+    finish: (client: RedisClient, key: string, token: string) => Promise<T>
+  ): Promise<T> {
+    const state = lease instanceof Lease ? held.get(lease) : undefined
+    if (state === undefined) {
+      if (lease instanceof Lease && !lease.held) throw notHeldError(lease.id)
+      throw new TypeError('Not a lease of a RedisSessionLock')
+    }
+    if (!(lease as Lease).claim()) throw notHeldError(lease.id)
+    state.lock.#forget(lease as Lease)
+    try {
+      return await finish(state.client, state.key, state.token)
+    } finally {
+      state.slot()
+    }
+  }
+}
+
+function stopTimers (state: HeldState): void {
+  clearTimeout(state.renewTimer)
+  clearTimeout(state.deadlineTimer)
+  state.renewTimer = undefined
+  state.deadlineTimer = undefined
+}
+
+function isClient (value: unknown): value is RedisClient {
+  return typeof value === 'object' && value !== null &&
+    typeof (value as RedisClient).defineCommand === 'function' && typeof (value as RedisClient).set === 'function'
+}
+
+async function withTimeout (promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([
+    promise.then(() => {}, () => {}),
+    new Promise<void>(resolve => { timer = setTimeout(resolve, ms).unref() })
+  ])
+  clearTimeout(timer)
+}

@@ -1,0 +1,167 @@
+/**
+ * Lua scripts of the Redis session store and lock, registered once per client with
+ * `defineCommand` (EVALSHA, with a transparent EVAL fallback after a SCRIPT FLUSH or a restart).
+ *
+ * Every script receives all the keys it touches in KEYS, and the keys of one call always share the
+ * session's hash tag (see `keys.ts`), so the scripts run unchanged on Redis Cluster.
+ *
+ * Session hash layout: one field per session key holding the value's JSON text, plus the reserved
+ * field `\0v` (NUL, "v") with the version, bumped by every save.
+ */
+import type { Cluster, Redis, Result, ClientContext } from 'ioredis'
+
+/** A standalone, Sentinel or Cluster ioredis client. */
+export type RedisClient = Redis | Cluster
+
+/**
+ * Writes a save: a fenced check, then the changed fields. Shared by `mcpSessionSave` and
+ * `mcpSaveAndRelease`; it expects `holder` (the lease's current token, or false) in scope and
+ * sets `result`.
+ *   KEYS[1] session hash            KEYS[2] lock key of the session
+ *   ARGV[1] session ttl (ms)        ARGV[2] fence token ('' = unfenced save)
+ *   ARGV[3] version read ('' = none) ARGV[4] n = number of fields to set
+ *   ARGV[5 .. 4+2n] field, JSON pairs to set; ARGV[5+2n ..] fields to delete
+ */
+const FENCED_WRITE = `
+local result = 'ok'
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  result = 'gone'
+elseif ARGV[2] ~= '' and holder ~= ARGV[2]
+  and (holder or ARGV[3] == '' or redis.call('HGET', KEYS[1], '\\0v') ~= ARGV[3]) then
+  -- the lease is not ours: write only if nobody holds it and nobody wrote since our read
+  result = 'fenced'
+else
+  local n = tonumber(ARGV[4])
+  for i = 5, 4 + 2 * n, 2 do
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  end
+  for i = 5 + 2 * n, #ARGV do
+    redis.call('HDEL', KEYS[1], ARGV[i])
+  end
+  redis.call('HINCRBY', KEYS[1], '\\0v', 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+`
+
+/**
+ * Creates a session unless it exists. Returns 1 when created, 0 when the id is taken.
+ *   KEYS[1] session hash
+ *   ARGV[1] session ttl (ms); ARGV[2 ..] field, JSON pairs
+ */
+export const SESSION_CREATE = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], '\\0v', '0')
+for i = 2, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
+`
+
+/**
+ * Reads a session and refreshes its TTL. Returns the flat HGETALL array, or nil when missing.
+ *   KEYS[1] session hash
+ *   ARGV[1] session ttl (ms)
+ */
+export const SESSION_LOAD = `
+local h = redis.call('HGETALL', KEYS[1])
+if #h == 0 then return false end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return h
+`
+
+/**
+ * Saves the changed fields of a session (see FENCED_WRITE for KEYS/ARGV). Returns 'ok', 'gone'
+ * (never re-creates a destroyed session) or 'fenced'.
+ */
+export const SESSION_SAVE = `
+local holder = false
+if ARGV[2] ~= '' then holder = redis.call('GET', KEYS[2]) end
+${FENCED_WRITE}
+return result
+`
+
+/**
+ * Compare-and-delete: releases a lease only if it still holds our token. Returns 1 or 0.
+ *   KEYS[1] lock key
+ *   ARGV[1] token
+ */
+export const LOCK_RELEASE = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`
+
+/**
+ * Compare-and-PEXPIRE: renews a lease only if it still holds our token; never re-creates a lease
+ * that expired (someone else may have held it in between). Returns 1 or 0.
+ *   KEYS[1] lock key
+ *   ARGV[1] token; ARGV[2] lease ttl (ms)
+ */
+export const LOCK_EXTEND = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+`
+
+/**
+ * Takes a session's lease and reads the session in one round trip. Returns {2} when the session
+ * does not exist (no lease taken), {0, pttl} when the lease is busy, {1, flat HGETALL} when taken
+ * (the session's TTL is refreshed).
+ *   KEYS[1] lock key                KEYS[2] session hash
+ *   ARGV[1] token; ARGV[2] lease ttl (ms); ARGV[3] session ttl (ms)
+ */
+export const ACQUIRE_AND_LOAD = `
+if redis.call('EXISTS', KEYS[2]) == 0 then return {2} end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return {1, redis.call('HGETALL', KEYS[2])}
+`
+
+/**
+ * Fenced save, then compare-and-delete of the lease, in one round trip. Returns 'ok', 'gone' or
+ * 'fenced'; the lease is released in every case where it still held our token.
+ *   KEYS[1] session hash            KEYS[2] lock key
+ *   ARGV as in FENCED_WRITE (ARGV[2], the token, is required)
+ */
+export const SAVE_AND_RELEASE = `
+local holder = redis.call('GET', KEYS[2])
+${FENCED_WRITE}
+if holder == ARGV[2] then redis.call('DEL', KEYS[2]) end
+return result
+`
+
+/** Name → definition of every script; the names are prefixed to stay clear of the app's own. */
+const SCRIPTS = {
+  mcpSessionCreate: { numberOfKeys: 1, lua: SESSION_CREATE },
+  mcpSessionLoad: { numberOfKeys: 1, lua: SESSION_LOAD },
+  mcpSessionSave: { numberOfKeys: 2, lua: SESSION_SAVE },
+  mcpLockRelease: { numberOfKeys: 1, lua: LOCK_RELEASE },
+  mcpLockExtend: { numberOfKeys: 1, lua: LOCK_EXTEND },
+  mcpAcquireAndLoad: { numberOfKeys: 2, lua: ACQUIRE_AND_LOAD },
+  mcpSaveAndRelease: { numberOfKeys: 2, lua: SAVE_AND_RELEASE }
+} as const
+
+declare module 'ioredis' {
+  interface RedisCommander<Context extends ClientContext = { type: 'default' }> {
+    mcpSessionCreate (session: string, ttl: number, ...pairs: string[]): Result<0 | 1, Context>
+    mcpSessionLoad (session: string, ttl: number): Result<string[] | null, Context>
+    mcpSessionSave (session: string, lock: string, ...args: Array<string | number>): Result<'ok' | 'gone' | 'fenced', Context>
+    mcpLockRelease (lock: string, token: string): Result<0 | 1, Context>
+    mcpLockExtend (lock: string, token: string, ttl: number): Result<0 | 1, Context>
+    mcpAcquireAndLoad (lock: string, session: string, token: string, lockTtl: number, sessionTtl: number):
+    Result<[2] | [0, number] | [1, string[]], Context>
+    mcpSaveAndRelease (session: string, lock: string, ...args: Array<string | number>): Result<'ok' | 'gone' | 'fenced', Context>
+  }
+}
+
+/**
+ * Registers the scripts on a client, once: a client that already has them (because another store
+ * or lock shares it) is left as it is.
+ */
+export function defineScripts (client: RedisClient): void {
+  if (typeof client.mcpSaveAndRelease === 'function') return
+  for (const [name, definition] of Object.entries(SCRIPTS)) {
+    client.defineCommand(name, definition)
+  }
+}

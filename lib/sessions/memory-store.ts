@@ -1,0 +1,151 @@
+/**
+ * `MemorySessionStore`: the default store, for one process. Bounded (least recently used sessions
+ * are evicted when full) and small per session: one record per session holding each key's JSON
+ * text, no per-session timer or closure.
+ *
+ * The map is kept in last-access order (every access moves the session to the end), so the
+ * sessions that expire first are always at the front: expiry is checked lazily on access, and one
+ * unref()ed sweep timer, and gc(), only walk the expired head of the map.
+ */
+import {
+  encodeSessionValue,
+  type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
+  type SessionStoreOptions
+} from './session-store.js'
+
+/** Options of {@link MemorySessionStore}. */
+export interface MemorySessionStoreOptions extends SessionStoreOptions {
+  /** Most sessions kept; when full, the least recently used one is evicted (default 10,000). */
+  max?: number
+  /** Milliseconds between sweeps of expired sessions (default 60,000; 0 = only lazily and gc()). */
+  sweepInterval?: number
+}
+
+interface StoredSession {
+  /** Each key's JSON text: values are copied in and out, and behave exactly as behind Redis. */
+  fields: Record<string, string>
+  version: number
+  /** `performance.now()` of the last create/load/save. */
+  touched: number
+}
+
+export const DEFAULT_SESSION_TTL = 3_600_000
+
+/** Sessions in this process's memory. */
+export class MemorySessionStore implements SessionStore {
+  readonly ttl: number
+  /** Most sessions kept. */
+  readonly max: number
+  readonly #sessions = new Map<string, StoredSession>()
+  #sweeper: NodeJS.Timeout | undefined
+
+  /** @throws {RangeError} for a non-positive `ttl` or `max`, or a negative `sweepInterval`. */
+  constructor (options: MemorySessionStoreOptions = {}) {
+    const { ttl = DEFAULT_SESSION_TTL, max = 10_000, sweepInterval = 60_000 } = options
+    this.ttl = checkTtl(ttl)
+    if (!Number.isInteger(max) || max < 1) throw new RangeError('max must be an integer greater than or equal to 1.')
+    if (typeof sweepInterval !== 'number' || !(sweepInterval >= 0)) {
+      throw new RangeError('sweepInterval must be greater than or equal to 0.')
+    }
+    this.max = max
+    if (sweepInterval > 0 && Number.isFinite(sweepInterval)) {
+      this.#sweeper = setInterval(() => { this.#sweep() }, sweepInterval).unref()
+    }
+  }
+
+  /** Sessions held right now, expired ones not yet swept included. */
+  get size (): number {
+    return this.#sessions.size
+  }
+
+  async create (id: string, data: Record<string, JsonValue>): Promise<void> {
+    const fields: Record<string, string> = Object.create(null)
+    for (const key of Object.keys(data)) fields[key] = encodeSessionValue(key, data[key])
+    if (this.#live(id) !== undefined) throw new Error(`Session ${id} already exists`)
+    while (this.#sessions.size >= this.max) {
+      // Map order is last-access order: the first key is the least recently used session.
+      this.#sessions.delete(this.#sessions.keys().next().value as string)
+    }
+    this.#sessions.set(id, { fields, version: 0, touched: performance.now() })
+  }
+
+  async load (id: string): Promise<SessionRecord | null> {
+    const session = this.#live(id)
+    if (session === undefined) return null
+    this.#touch(id, session)
+    const data: Array<[string, JsonValue]> = []
+    for (const key in session.fields) data.push([key, JSON.parse(session.fields[key] as string)])
+    // fromEntries defines own properties: a key named "__proto__" stays a plain key.
+    return { data: Object.fromEntries(data), version: session.version }
+  }
+
+  async save (id: string, changes: SessionChanges): Promise<SaveResult> {
+    const encoded: Array<[string, string]> = []
+    for (const key of Object.keys(changes.set)) encoded.push([key, encodeSessionValue(key, changes.set[key])])
+    const session = this.#live(id)
+    if (session === undefined) return 'gone'
+    for (const [key, json] of encoded) session.fields[key] = json
+    for (const key of changes.delete) delete session.fields[key]
+    session.version++
+    this.#touch(id, session)
+    return 'ok'
+  }
+
+  async destroy (id: string): Promise<boolean> {
+    const existed = this.#live(id) !== undefined
+    this.#sessions.delete(id)
+    return existed
+  }
+
+  async exists (id: string): Promise<boolean> {
+    return this.#live(id) !== undefined
+  }
+
+  async gc (): Promise<string[]> {
+    return this.#sweep()
+  }
+
+  /** Stops the sweep timer. The sessions stay readable. */
+  async close (): Promise<void> {
+    clearInterval(this.#sweeper)
+    this.#sweeper = undefined
+  }
+
+  /** The session unless missing or expired (an expired one is dropped on the way). */
+  #live (id: string): StoredSession | undefined {
+    const session = this.#sessions.get(id)
+    if (session === undefined) return undefined
+    if (performance.now() - session.touched > this.ttl) {
+      this.#sessions.delete(id)
+      return undefined
+    }
+    return session
+  }
+
+  #touch (id: string, session: StoredSession): void {
+    session.touched = performance.now()
+    this.#sessions.delete(id)
+    this.#sessions.set(id, session)
+  }
+
+  /** Drops the expired head of the map (see the file comment) and returns the ids dropped. */
+  #sweep (): string[] {
+    const removed: string[] = []
+    const oldest = performance.now() - this.ttl
+    for (const [id, session] of this.#sessions) {
+      if (session.touched >= oldest) break
+      this.#sessions.delete(id)
+      removed.push(id)
+    }
+    return removed
+  }
+}
+
+/**
+ * Validates a session TTL in milliseconds.
+ * @throws {RangeError} "ttl must be greater than 0."
+ */
+export function checkTtl (ttl: unknown): number {
+  if (typeof ttl !== 'number' || !(ttl > 0) || !Number.isFinite(ttl)) throw new RangeError('ttl must be greater than 0.')
+  return ttl
+}

@@ -1,0 +1,125 @@
+import t from 'tap'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
+import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
+import { generateSessionId } from '../../lib/sessions/session-id.js'
+import { runSessionStoreContract } from './store-contract.js'
+
+const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
+
+runSessionStoreContract(t, 'MemorySessionStore', (t, { ttl }) => {
+  const store = new MemorySessionStore({ ttl })
+  t.teardown(() => store.close())
+  return store
+})
+
+t.test('defaults: one hour, 10,000 sessions', async t => {
+  const store = new MemorySessionStore()
+  t.teardown(() => store.close())
+  t.equal(store.ttl, 3_600_000)
+  t.equal(store.max, 10_000)
+})
+
+t.test('bad options are refused', async t => {
+  t.throws(() => new MemorySessionStore({ ttl: 0 }), new RangeError('ttl must be greater than 0.'))
+  t.throws(() => new MemorySessionStore({ ttl: -5 }), RangeError)
+  t.throws(() => new MemorySessionStore({ max: 0 }), RangeError)
+  t.throws(() => new MemorySessionStore({ max: 1.5 }), RangeError)
+  t.throws(() => new MemorySessionStore({ sweepInterval: -1 }), RangeError)
+})
+
+t.test('when full, the least recently used session is evicted', async t => {
+  const store = new MemorySessionStore({ max: 3 })
+  t.teardown(() => store.close())
+  const [a, b, c, d, e] = Array.from({ length: 5 }, () => generateSessionId()) as [string, string, string, string, string]
+  await store.create(a, {})
+  await store.create(b, {})
+  await store.create(c, {})
+  await store.load(a) // a is now more recent than b and c
+  await store.create(d, {})
+  t.equal(store.size, 3)
+  t.equal(await store.exists(b), false, 'b was the least recently used')
+  t.ok(await store.exists(a) && await store.exists(c) && await store.exists(d))
+  await store.save(c, { set: { x: 1 }, delete: [] }) // a save counts as a use too
+  await store.create(e, {})
+  t.equal(await store.exists(a), false, 'then a')
+  t.ok(await store.exists(c) && await store.exists(d) && await store.exists(e))
+})
+
+t.test('gc returns exactly the expired ids', async t => {
+  const store = new MemorySessionStore({ ttl: 150, sweepInterval: 0 })
+  t.teardown(() => store.close())
+  const old = [generateSessionId(), generateSessionId()]
+  for (const id of old) await store.create(id, {})
+  await sleep(250)
+  const fresh = generateSessionId()
+  await store.create(fresh, {})
+  t.same((await store.gc()).sort(), [...old].sort())
+  t.equal(store.size, 1)
+  t.same(await store.gc(), [], 'nothing left to collect')
+})
+
+t.test('one unref()ed sweep timer drops expired sessions without any access, and close() clears it', async t => {
+  const created: NodeJS.Timeout[] = []
+  const cleared: unknown[] = []
+  const { setInterval: realSetInterval, setTimeout: realSetTimeout, clearInterval: realClearInterval } = globalThis
+  t.teardown(() => {
+    Object.assign(globalThis, { setInterval: realSetInterval, setTimeout: realSetTimeout, clearInterval: realClearInterval })
+  })
+  Object.assign(globalThis, {
+    setInterval: (...args: Parameters<typeof realSetInterval>) => {
+      const timer = realSetInterval(...args)
+      created.push(timer)
+      return timer
+    },
+    setTimeout: (...args: Parameters<typeof realSetTimeout>) => {
+      const timer = realSetTimeout(...args)
+      created.push(timer)
+      return timer
+    },
+    clearInterval: (timer: NodeJS.Timeout) => {
+      cleared.push(timer)
+      realClearInterval(timer)
+    }
+  })
+  const store = new MemorySessionStore({ ttl: 50, sweepInterval: 40 })
+  t.equal(created.length, 1, 'one timer')
+  t.equal(created[0]?.hasRef(), false, 'unref()ed: it never keeps the process alive')
+  for (let i = 0; i < 20; i++) {
+    const id = generateSessionId()
+    await store.create(id, { i })
+    await store.load(id)
+    await store.save(id, { set: { j: i }, delete: [] })
+  }
+  t.equal(created.length, 1, 'no timer per session')
+  Object.assign(globalThis, { setTimeout: realSetTimeout })
+  await new Promise(resolve => setTimeout(resolve, 250))
+  t.equal(store.size, 0, 'swept without any access')
+  await store.close()
+  t.ok(cleared.includes(created[0]), 'cleared on close')
+})
+
+t.test('an idle session of five small keys costs at most 2 KiB', async t => {
+  setFlagsFromString('--expose-gc')
+  const gc = runInNewContext('gc') as () => void
+  const count = 20_000
+  const store = new MemorySessionStore({ max: count })
+  t.teardown(() => store.close())
+  const ids = Array.from({ length: count }, () => generateSessionId())
+  gc()
+  const before = process.memoryUsage().heapUsed
+  for (const id of ids) {
+    await store.create(id, {
+      protocolVersion: '2025-06-18',
+      clientInfo: { name: 'client', version: '1.0.0' },
+      capabilities: { roots: { listChanged: true } },
+      logLevel: 'info',
+      nextId: 1000
+    })
+  }
+  gc()
+  const perSession = (process.memoryUsage().heapUsed - before) / count
+  t.comment(`${Math.round(perSession)} bytes per session`)
+  t.ok(perSession <= 2048, `${Math.round(perSession)} B <= 2048 B`)
+  t.equal(store.size, count)
+})
