@@ -1,12 +1,67 @@
 /**
  * The demo server: `npm start` → http://127.0.0.1:3000/mcp (env PORT, HOST), sessions in memory.
  *
- * Tools: counter_add, counter_get (a per-session counter), ask_name (elicitation), slow_count
- * (progress and cancellation).
+ * Tools: counter_add, counter_get (a per-session counter), ask_name (elicitation on both wires),
+ * slow_count (progress and cancellation).
+ *
+ * Switches (env): MCP_STORE = memory | file | redis; MCP_LOCK = none | memory | file | redis;
+ * MCP_SESSION_DIR (file store/lock, default ./.mcp-sessions); REDIS_URL (default
+ * redis://127.0.0.1:6379); MCP_LOCK_TIMEOUT_MS (acquire timeout); MCP_LOCK_TTL_MS (Redis lease TTL);
+ * MCP_STATE_SECRET (seals 2026-07-28 requestState; the same on every instance).
  */
 import Fastify from 'fastify'
+import { Redis } from 'ioredis'
 import { Type } from '@sinclair/typebox'
-import mcp from '../lib/index.js'
+import mcp, {
+  FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
+  type SessionLock, type SessionStore
+} from '../lib/index.js'
+
+export interface DemoOptions {
+  logger?: boolean
+  env?: Record<string, string | undefined>
+}
+
+/** Builds the store and lock the env asks for; `close` closes the connections it opened. */
+function sessionsFromEnv (env: Record<string, string | undefined>): { store: SessionStore, lock?: SessionLock, close: () => Promise<void> } {
+  const storeKind = env.MCP_STORE ?? 'memory'
+  const lockKind = env.MCP_LOCK ?? 'none'
+  const dir = env.MCP_SESSION_DIR ?? '.mcp-sessions'
+  const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+  const timeout = env.MCP_LOCK_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_LOCK_TIMEOUT_MS)
+  const ttl = env.MCP_LOCK_TTL_MS === undefined ? undefined : Number(env.MCP_LOCK_TTL_MS)
+  const clients: Redis[] = []
+  let store: SessionStore
+  switch (storeKind) {
+    case 'memory': store = new MemorySessionStore(); break
+    case 'file': store = new FileSessionStore({ dir }); break
+    case 'redis': {
+      const redis = new Redis(redisUrl, { lazyConnect: false })
+      clients.push(redis)
+      store = new RedisSessionStore({ redis })
+      break
+    }
+    default: throw new Error(`MCP_STORE must be memory, file or redis (got ${storeKind})`)
+  }
+  let lock: SessionLock | undefined
+  switch (lockKind) {
+    case 'none': break
+    case 'memory': lock = new MemorySessionLock({ timeout }); break
+    case 'file': lock = new FileSessionLock({ dir, timeout }); break
+    // The lock makes its own fail-fast client from the URL (and closes it).
+    case 'redis': lock = new RedisSessionLock({ redis: redisUrl, timeout, ttl }); break
+    default: throw new Error(`MCP_LOCK must be none, memory, file or redis (got ${lockKind})`)
+  }
+  return {
+    store,
+    lock,
+    close: async () => {
+      await lock?.close?.()
+      await store.close?.()
+      await Promise.all(clients.map(c => c.quit().catch(() => c.disconnect())))
+    }
+  }
+}
 
 const sleep = (ms: number, signal?: AbortSignal): Promise<void> => new Promise((resolve, reject) => {
   if (signal?.aborted === true) { reject(signal.reason); return }
@@ -15,11 +70,16 @@ const sleep = (ms: number, signal?: AbortSignal): Promise<void> => new Promise((
   signal?.addEventListener('abort', onAbort, { once: true })
 })
 
-export async function buildDemo (opts: { logger?: boolean } = {}): Promise<ReturnType<typeof Fastify>> {
+export async function buildDemo (opts: DemoOptions = {}): Promise<ReturnType<typeof Fastify>> {
+  const env = opts.env ?? process.env
   const app = Fastify({ logger: opts.logger ?? true })
+  const sessions = sessionsFromEnv(env)
+  app.addHook('onClose', sessions.close)
   await app.register(mcp, {
     path: '/mcp',
-    serverInfo: { name: 'fastify-mcp-http-demo', version: '1.0.0' }
+    serverInfo: { name: 'fastify-mcp-http-demo', version: '1.0.0' },
+    sessions: { store: sessions.store, lock: sessions.lock },
+    requestStateSecret: env.MCP_STATE_SECRET
   })
 
   app.mcp.tool({

@@ -18,6 +18,7 @@ import { HttpRefusal, LegacyWire } from './protocol/legacy.js'
 import { isModernPost, ModernWire, type CacheHint } from './protocol/modern.js'
 import { StateSealer } from './protocol/request-state.js'
 import { MemorySessionStore } from './sessions/memory-store.js'
+import { GcPolicy } from './sessions/gc.js'
 import type { SessionHandle } from './sessions/session-handle.js'
 
 const VERSION = '0.1.0'
@@ -74,13 +75,8 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
     if (registry.prompts.size > 0) caps.prompts = { listChanged: true }
     return caps
   }
-  const gcOdds = opts.gcProbability / opts.gcDivisor
-  const maybeGc = (log: FastifyBaseLogger): void => {
-    if (gcOdds <= 0 || Math.random() >= gcOdds) return
-    store.gc().then(
-      (ids) => { if (ids.length > 0) log.debug({ count: ids.length }, 'expired MCP sessions collected') },
-      (err: unknown) => log.warn({ err }, 'session gc failed'))
-  }
+  const gc = new GcPolicy({ gcProbability: opts.gcProbability, gcDivisor: opts.gcDivisor })
+  const maybeGc = (log: FastifyBaseLogger): void => { gc.maybeRun(store, log) }
   const wire = new LegacyWire({ opts, registry, store, lock, bus, eventLog, logger: fastify.log, capabilities, maybeGc })
   registry.wire = wire
 
@@ -214,7 +210,14 @@ export { SessionHandle } from './sessions/session-handle.js'
 export type * from './sessions/session-store.js'
 export type * from './locks/session-lock.js'
 export { SessionLockError, SessionLockTimeoutError } from './locks/errors.js'
-export { MemorySessionStore } from './sessions/memory-store.js'
+export { MemorySessionStore, type MemorySessionStoreOptions } from './sessions/memory-store.js'
+export { FileSessionStore, type FileSessionStoreOptions } from './sessions/file-store.js'
+export { RedisSessionStore, type RedisSessionStoreOptions } from './sessions/redis-store.js'
+export { GcPolicy, type GcPolicyOptions } from './sessions/gc.js'
+export { isLockingStore } from './sessions/session-store.js'
+export { MemorySessionLock, type MemorySessionLockOptions } from './locks/memory-lock.js'
+export { FileSessionLock, type FileSessionLockOptions } from './locks/file-lock.js'
+export { RedisSessionLock, LOCK_CLIENT_OPTIONS, createLockClient, type RedisSessionLockOptions } from './locks/redis-lock.js'
 export { MemoryBus } from './bus/bus.js'
 export type { Bus, BusMessage } from './bus/bus.js'
 export { MemoryEventLog } from './bus/event-log.js'

@@ -46,7 +46,10 @@ export function compileTemplate (template: string): Compiled {
     }
     const { prefix, sep, char } = OPS[op]
     const parts = vars.map((v) => { names.push(v); return `(${char}*)` })
-    pattern += prefix + parts.join(sep)
+    // RFC 6570 §3.2.1: an undefined variable expands to nothing, prefix included (`{/path}` → "").
+    if (prefix === '') pattern += parts.join(sep)
+    else if (prefix === sep) pattern += parts.map(p => `(?:${prefix}${p})?`).join('')
+    else pattern += `(?:${prefix}${parts.join(sep)})?`
   }
   pattern += escapeRegex(template.slice(last)) + '$'
   if (/[{}]/.test(template.slice(last))) throw new Error('unbalanced braces')
@@ -59,7 +62,7 @@ export function matchTemplate (compiled: Compiled, uri: string): Record<string, 
   if (m === null) return null
   const vars: Record<string, string> = {}
   try {
-    compiled.names.forEach((name, i) => { vars[name] = decodeURIComponent(m[i + 1]) })
+    compiled.names.forEach((name, i) => { if (m[i + 1] !== undefined) vars[name] = decodeURIComponent(m[i + 1]) })
     if (compiled.query.length > 0) {
       const q = uri.indexOf('?')
       if (q !== -1) {

@@ -36,6 +36,8 @@ export class ResponseChannel {
   }
 
   get isSse (): boolean { return this.#stream !== null }
+  /** Whether a client that lost the connection can resume this response (GET + Last-Event-ID). */
+  get resumable (): boolean { return this.#stream !== null && this.#opts.polling && this.#opts.sessionId !== null }
   get done (): boolean { return this.#done }
 
   #openSse (): ServerStream {

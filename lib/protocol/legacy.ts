@@ -18,7 +18,7 @@ import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
 import type { SessionLease, SessionLock } from '../locks/session-lock.js'
 import type { ResolvedOptions } from '../options.js'
 import { K, SessionHandle } from '../sessions/session-handle.js'
-import type { SessionStore } from '../sessions/session-store.js'
+import { isLockingStore, type SessionRecord, type SessionStore } from '../sessions/session-store.js'
 import { parseEventId } from '../bus/event-log.js'
 import { Hub } from './hub.js'
 import { allowsBatches, isLegacyVersion, negotiateLegacyVersion, supportsSsePolling } from './versions.js'
@@ -63,6 +63,8 @@ interface OpenSession {
   lease: SessionLease | null
   /** Set once the request's changes were written back (or given up). */
   closed: boolean
+  /** Aborted when a lease held for this request is lost, or the client went away for good. */
+  lost: AbortController
 }
 
 function levelIndex (level: unknown): number {
@@ -122,44 +124,86 @@ export class LegacyWire {
     if (owner !== (principal?.id ?? null)) throw this.#notFound(id)
   }
 
+  /**
+   * Takes the session's lease and reads the session. With a store that can do both in one backend
+   * call (Redis store + Redis lock) that is one round trip; otherwise existence is checked first so
+   * that unknown ids never create lock keys or lock files. `record` is null (nothing held) when the
+   * session does not exist.
+   */
+  async #lockAndLoad (request: FastifyRequest, sid: string): Promise<{ lease: SessionLease | null, record: SessionRecord | null }> {
+    const { store } = this.#d
+    const lock = this.#d.lock!
+    if (isLockingStore(store, lock)) {
+      const locked = await store.acquireAndLoad(sid, lock, { owner: request })
+      return locked === null ? { lease: null, record: null } : locked
+    }
+    if (!await store.exists(sid)) return { lease: null, record: null }
+    const lease = await lock.acquire(sid, { owner: request })
+    try {
+      const record = await store.load(sid)
+      if (record === null) { await lease.release(); return { lease: null, record: null } }
+      return { lease, record }
+    } catch (err) {
+      await lease.release().catch(() => {})
+      throw err
+    }
+  }
+
+  /** Holds a lease for the session: losing it aborts the handlers of this request. */
+  #hold (s: OpenSession, lease: SessionLease | null): void {
+    s.lease = lease
+    if (lease === null) return
+    lease.signal.addEventListener('abort', () => {
+      if (s.lease === lease) s.lost.abort(new Error('session lock lost'))
+    }, { once: true })
+  }
+
   /** Reads the session, taking the lock first when one is configured. */
   async #open (request: FastifyRequest, sid: string, principal: McpPrincipal | null, id: RequestId | null, lock: boolean): Promise<OpenSession> {
-    const { store } = this.#d
-    const useLock = lock && this.#d.lock !== null
     let lease: SessionLease | null = null
     try {
-      if (useLock) {
-        // Unknown ids never create lock keys or files: check existence first.
-        if (!await store.exists(sid)) throw this.#notFound(id)
-        lease = await this.#d.lock!.acquire(sid, { owner: request })
-      }
-      const record = await store.load(sid)
+      let record: SessionRecord | null
+      if (lock && this.#d.lock !== null) ({ lease, record } = await this.#lockAndLoad(request, sid))
+      else record = await this.#d.store.load(sid)
       if (record === null) throw this.#notFound(id)
       const handle = new SessionHandle(sid, record)
       this.#checkPrincipal(handle, principal, id)
-      return { handle, lease, closed: false }
+      request.mcpSession = handle
+      const s: OpenSession = { handle, lease: null, closed: false, lost: new AbortController() }
+      this.#hold(s, lease)
+      return s
     } catch (err) {
       if (lease !== null) await lease.release().catch(() => {})
       throw this.#unavailable(err, id, request.log, sid)
     }
   }
 
-  /** Writes back what the request changed and releases the lease. Never throws. */
+  /**
+   * Writes back what the request changed and releases the lease (one backend call on the fast
+   * path). A destroyed session is never re-created; a lost lease never overwrites newer state.
+   * Never throws.
+   */
   async #close (request: FastifyRequest, s: OpenSession): Promise<void> {
     if (s.closed) return
     s.closed = true
+    const { store } = this.#d
+    const lease = s.lease
+    s.lease = null
+    const sid = s.handle.id
     try {
       if (s.handle.dirty) {
-        const result = await this.#d.store.save(s.handle.id, s.handle.changes(), { version: s.handle.version, fence: s.lease?.fence })
+        const guard = { version: s.handle.version, fence: lease?.fence }
+        const result = lease !== null && isLockingStore(store, this.#d.lock)
+          ? await store.saveAndRelease(sid, s.handle.changes(), guard, lease)
+          : await store.save(sid, s.handle.changes(), guard)
         if (result === 'ok') s.handle.markSaved()
-        else request.log.warn({ sessionId: s.handle.id, result }, 'session changes not saved')
+        else request.log.warn({ sessionId: sid, result }, result === 'gone' ? 'session ended meanwhile; changes dropped' : 'session lock lost and the session changed meanwhile; changes dropped')
       }
     } catch (err) {
-      request.log.error({ err, sessionId: s.handle.id }, 'session save failed')
+      request.log.error({ err, sessionId: sid }, 'session save failed')
     } finally {
-      const lease = s.lease
-      s.lease = null
-      if (lease !== null) await lease.release().catch((err: unknown) => request.log.warn({ err, sessionId: s.handle.id }, 'lease release failed'))
+      // saveAndRelease released it already (a second release rejects "not held", which is fine here).
+      if (lease !== null) await lease.release().catch(() => {})
     }
   }
 
@@ -196,6 +240,12 @@ export class LegacyWire {
         log: this.#d.eventLog,
         hub: this.hub
       })
+      // A client that goes away before it can resume the response (no SSE event id yet) will never
+      // see it: stop the handlers, so the lease is freed now rather than when they finish.
+      const onGone = (): void => {
+        if (!channel.done && !channel.resumable) session.lost.abort(new Error('client went away'))
+      }
+      reply.raw.once('close', onGone)
       const responses: unknown[] = []
       const runs: Array<Promise<void>> = []
       for (const m of messages) {
@@ -287,9 +337,9 @@ export class LegacyWire {
     const sid = session.handle.id
     const controller = new AbortController()
     const untrack = this.hub.trackRequest(sid, msg.id, controller)
-    const leaseSignal = session.lease?.signal
-    const onLeaseLost = (): void => controller.abort(new Error('session lock lost'))
-    leaseSignal?.addEventListener('abort', onLeaseLost, { once: true })
+    const leaseSignal = session.lost.signal
+    const onLeaseLost = (): void => controller.abort(leaseSignal.reason)
+    leaseSignal.addEventListener('abort', onLeaseLost, { once: true })
     let finished = false
     const ctx = this.#context(request, session, channel, msg, principal, controller.signal, () => finished)
     try {
@@ -304,7 +354,7 @@ export class LegacyWire {
       return errorResponse(msg.id, ErrorCode.InternalError, 'Internal error')
     } finally {
       finished = true
-      leaseSignal?.removeEventListener('abort', onLeaseLost)
+      leaseSignal.removeEventListener('abort', onLeaseLost)
       untrack()
     }
   }
@@ -475,13 +525,12 @@ export class LegacyWire {
   async #reacquire (request: FastifyRequest, session: OpenSession, method: string): Promise<void> {
     const sid = session.handle.id
     try {
-      session.closed = false
-      session.lease = await this.#d.lock!.acquire(sid, { owner: request })
-      const record = await this.#d.store.load(sid)
+      const { lease, record } = await this.#lockAndLoad(request, sid)
       if (record === null) throw new Error('session ended while waiting for the client')
+      session.closed = false
+      this.#hold(session, lease)
       session.handle.reload(record)
     } catch (err) {
-      if (session.lease !== null) { await session.lease.release().catch(() => {}); session.lease = null }
       request.log.warn({ err, sessionId: sid, method }, 'could not take the session back after the client answered')
       throw new FST_ERR_MCP_SESSION_BUSY((err as Error).message)
     }
@@ -543,6 +592,7 @@ export class LegacyWire {
     const sid = this.#sessionId(request, null)
     const session = await this.#open(request, sid, principal, null, true)
     try {
+      this.#checkVersionHeader(request, null)
       await this.#d.store.destroy(sid)
     } catch (err) {
       throw this.#unavailable(err, null, request.log, sid)

@@ -37,7 +37,8 @@ export function isModernPost (request: FastifyRequest, body: ParsedBody & { ok: 
   const v = request.headers['mcp-protocol-version']
   if (typeof v !== 'string' || isLegacyVersion(v)) return false
   // A version we do not know from the handshake era, on a request that names no legacy session.
-  return request.headers['mcp-session-id'] === undefined || v >= MODERN_VERSIONS[0]
+  // (Compared as dates only: "latest" or "9" sort after "2026-07-28" as strings.)
+  return request.headers['mcp-session-id'] === undefined || (/^\d{4}-\d{2}-\d{2}$/.test(v) && v >= MODERN_VERSIONS[0])
 }
 
 /** Decodes a header value, with the `=?base64?…?=` sentinel for non-ASCII values. `null` when malformed. */
