@@ -7,7 +7,10 @@
  */
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { MemoryBus } from './bus/bus.js'
+import { Redis } from 'ioredis'
+import { BROADCAST_CHANNEL, MemoryBus, type BusMessage } from './bus/bus.js'
+import { RedisBus } from './bus/redis-bus.js'
+import { RedisEventLog } from './bus/redis-event-log.js'
 import { MemoryEventLog } from './bus/event-log.js'
 import type { McpPrincipal } from './context.js'
 import { Registry } from './features/registry.js'
@@ -26,6 +29,13 @@ const VERSION = '0.1.0'
 /** `fastify.mcp`: the registry of tools, resources and prompts, and helpers. */
 export class McpDecorator extends Registry {
   /** @internal */ wire: LegacyWire | null = null
+  /**
+   * Sends a notification to one session's GET stream, on whatever instance holds it (dropped
+   * when the session has no open GET stream).
+   */
+  notify: (sessionId: string, method: string, params?: Record<string, unknown>) => Promise<void> = async () => {}
+  /** Sends a notification to every session's GET stream, on every instance. */
+  notifyAll: (method: string, params?: Record<string, unknown>) => Promise<void> = async () => {}
 }
 
 declare module 'fastify' {
@@ -63,9 +73,16 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   const store = sessions.store ?? new MemorySessionStore()
   const ownStore = sessions.store === undefined
   const lock = sessions.lock ?? null
-  const bus = options?.bus ?? new MemoryBus()
+  // Redis: a URL makes a client we own (and quit on close); a client passed in stays the caller's.
+  const redisOpt = options?.redis
+  const ownRedis = typeof redisOpt === 'string' ? new Redis(redisOpt) : undefined
+  if (ownRedis !== undefined) ownRedis.on('error', (err) => fastify.log.warn({ err }, 'redis connection error'))
+  const redis = ownRedis ?? (typeof redisOpt === 'object' ? redisOpt : undefined)
+  const prefix = options?.redisPrefix ?? 'mcp:'
+  const bus = options?.bus ?? (redis !== undefined ? new RedisBus({ redis, prefix, log: fastify.log }) : new MemoryBus())
   const ownBus = options?.bus === undefined
-  const eventLog = options?.eventLog ?? new MemoryEventLog()
+  const eventLog = options?.eventLog ??
+    (redis !== undefined ? new RedisEventLog({ redis, prefix, ...options?.eventLogOptions }) : new MemoryEventLog(options?.eventLogOptions))
 
   const registry = new McpDecorator()
   const capabilities = (): Record<string, unknown> => {
@@ -96,14 +113,35 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   }
   const modern = new ModernWire({ opts, registry, sealer, capabilities, cache, logger: fastify.log, maxListenStreams: opts.maxListenStreams })
 
+  // Registry changes and application notifications go through the bus, so that every instance
+  // (this one included) forwards them to its own GET and listen streams, once each.
+  const onBroadcast = (m: BusMessage): void => {
+    if (m.t === 'broadcast') {
+      wire.hub.broadcast(m.msg)
+      if (m.kind === 'tools' || m.kind === 'prompts' || m.kind === 'resources') modern.listChanged(m.kind)
+    } else if (m.t === 'resource') {
+      wire.hub.resourceUpdated(m.uri)
+      modern.resourceUpdated(m.uri)
+    }
+  }
+  const broadcastSubscription = bus.subscribe(BROADCAST_CHANNEL, onBroadcast)
+  const publish = (m: BusMessage): void => {
+    bus.publish(BROADCAST_CHANNEL, m).catch((err: unknown) => fastify.log.warn({ err }, 'broadcast failed'))
+  }
   registry.on('changed', (kind) => {
-    wire.broadcast({ jsonrpc: '2.0', method: `notifications/${kind}/list_changed` })
-    modern.listChanged(kind)
+    publish({ t: 'broadcast', kind, msg: { jsonrpc: '2.0', method: `notifications/${kind}/list_changed` } })
   })
-  registry.on('resourceUpdated', (uri) => {
-    modern.resourceUpdated(uri)
-    wire.resourceUpdated(uri).catch((err: unknown) => fastify.log.warn({ err, uri }, 'resource update notification failed'))
-  })
+  registry.on('resourceUpdated', (uri) => { publish({ t: 'resource', uri }) })
+  registry.notifyAll = async (method, params) => {
+    const msg: Record<string, unknown> = { jsonrpc: '2.0', method }
+    if (params !== undefined) msg.params = params
+    await bus.publish(BROADCAST_CHANNEL, { t: 'broadcast', kind: 'custom', msg })
+  }
+  registry.notify = async (sessionId, method, params) => {
+    const msg: Record<string, unknown> = { jsonrpc: '2.0', method }
+    if (params !== undefined) msg.params = params
+    await wire.hub.publish(sessionId, { t: 'notify', sid: sessionId, msg })
+  }
 
   fastify.decorate('mcp', registry)
   fastify.decorateRequest('mcpSession', null)
@@ -178,11 +216,19 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
     })
   })
 
-  fastify.addHook('onReady', async () => { registry.start() })
+  fastify.addHook('onReady', async () => {
+    registry.start()
+    // A fail-fast lock client refuses commands until connected: wait for it, but do not keep the
+    // app from starting when the backend is down (requests then get a 503 until it is back).
+    if (lock?.ready !== undefined) {
+      await lock.ready().catch((err: unknown) => fastify.log.error({ err }, 'session lock backend not reachable at start-up'))
+    }
+  })
 
   fastify.addHook('preClose', async () => {
     modern.close()
     await wire.hub.close(opts.retryInterval)
+    await broadcastSubscription.then(unsub => unsub()).catch(() => {})
   })
   fastify.addHook('onClose', async () => {
     // Close only what we created; each step bounded and never throwing.
@@ -193,6 +239,10 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
       Promise.allSettled(steps),
       new Promise(resolve => setTimeout(resolve, 5000).unref())
     ])
+    if (ownRedis !== undefined) {
+      await Promise.race([ownRedis.quit().catch(() => {}), new Promise(resolve => setTimeout(resolve, 1000).unref())])
+      ownRedis.disconnect()
+    }
   })
 }
 
@@ -221,4 +271,6 @@ export { RedisSessionLock, LOCK_CLIENT_OPTIONS, createLockClient, type RedisSess
 export { MemoryBus } from './bus/bus.js'
 export type { Bus, BusMessage } from './bus/bus.js'
 export { MemoryEventLog } from './bus/event-log.js'
-export type { EventLog } from './bus/event-log.js'
+export type { EventLog, EventLogOptions, Replay, LoggedEvent } from './bus/event-log.js'
+export { RedisBus, type RedisBusOptions } from './bus/redis-bus.js'
+export { RedisEventLog, type RedisEventLogOptions } from './bus/redis-event-log.js'

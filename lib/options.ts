@@ -8,6 +8,7 @@ import type { SessionStore } from './sessions/session-store.js'
 import type { SessionLock } from './locks/session-lock.js'
 import type { Bus } from './bus/bus.js'
 import type { EventLog } from './bus/event-log.js'
+import type { Cluster, Redis } from 'ioredis'
 import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 
 /** Identity of this server (`serverInfo`). */
@@ -86,6 +87,17 @@ export interface McpPluginOptions {
   cache?: Partial<Record<'discover' | 'tools' | 'resources' | 'templates' | 'prompts' | 'read', { ttlMs?: number, cacheScope?: 'public' | 'private' }>>
   /** Open `subscriptions/listen` streams allowed per process. Default 1,000. */
   maxListenStreams?: number
+  /**
+   * Redis for many instances: an ioredis client, Cluster, or a URL (then the plugin creates the
+   * client and closes it on `app.close()`; a client you pass is never closed). Turns on the Redis
+   * bus (pub/sub on a dedicated subscriber connection; sharded on Cluster) and the Redis Streams
+   * event log, unless `bus` / `eventLog` are given.
+   */
+  redis?: Redis | Cluster | string
+  /** Event log bounds: events per stream and age in ms. Defaults 1,000 and 300,000. */
+  eventLogOptions?: { maxEvents?: number, ttl?: number }
+  /** Key and channel prefix for what the plugin keeps in Redis. Default `mcp:`. */
+  redisPrefix?: string
   /** The bus (default: in-process). */
   bus?: Bus
   /** The event log for resumable streams (default: in-process, bounded). */
@@ -204,6 +216,10 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
   if (opts.requireAuth !== undefined && typeof opts.requireAuth !== 'boolean') fail('requireAuth', 'must be a boolean')
   if (opts.wwwAuthenticate !== undefined && typeof opts.wwwAuthenticate !== 'string') fail('wwwAuthenticate', 'must be a string')
   if (opts.bus !== undefined && (typeof opts.bus !== 'object' || typeof opts.bus.publish !== 'function')) fail('bus', 'must implement the Bus contract')
+  if (opts.redis !== undefined && typeof opts.redis !== 'string' && (typeof opts.redis !== 'object' || opts.redis === null || typeof (opts.redis as { publish?: unknown }).publish !== 'function')) {
+    fail('redis', 'must be an ioredis client, Cluster or URL')
+  }
+  if (opts.redisPrefix !== undefined && (typeof opts.redisPrefix !== 'string' || /[{}]/.test(opts.redisPrefix))) fail('redisPrefix', 'must be a string without braces')
   if (opts.eventLog !== undefined && (typeof opts.eventLog !== 'object' || typeof opts.eventLog.append !== 'function')) fail('eventLog', 'must implement the EventLog contract')
   return Object.freeze({
     path,

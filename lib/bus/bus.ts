@@ -8,12 +8,27 @@ import { EventEmitter } from 'node:events'
 
 /** A message on the bus (JSON-serializable). */
 export type BusMessage =
+  /** A client's answer to a server→client request (stored first where the bus can store). */
   | { t: 'answer', sid: string, msg: Record<string, unknown> }
+  /** `notifications/cancelled` for a running request. */
   | { t: 'cancel', sid: string, requestId: string | number }
+  /** A server notification for the session's GET stream. */
   | { t: 'notify', sid: string, msg: Record<string, unknown> }
+  /** The session's resource subscriptions changed. */
+  | { t: 'subs', sid: string, uris: string[] }
+  /** An event appended to a resumable stream (after it was logged), for followers. */
+  | { t: 'event', sid: string, streamId: string, id: string, data: string }
+  /** A resumable stream ended. */
+  | { t: 'streamEnd', sid: string, streamId: string }
+  /** The session ended. */
   | { t: 'ended', sid: string }
+  /** A notification for every session's GET stream and every matching listen stream. */
   | { t: 'broadcast', msg: Record<string, unknown>, kind: string }
+  /** A resource changed. */
   | { t: 'resource', uri: string }
+
+/** The channel every instance listens to for broadcasts. */
+export const BROADCAST_CHANNEL = 'broadcast'
 
 /** Listener of a channel. */
 export type BusListener = (message: BusMessage) => void
@@ -24,6 +39,13 @@ export interface Bus {
   publish (channel: string, message: BusMessage): Promise<void>
   /** Subscribes; resolves once the subscription is active. The returned function unsubscribes. */
   subscribe (channel: string, listener: BusListener): Promise<() => Promise<void>>
+  /**
+   * Keeps a value that must survive a missed publish (a client's answer), for `ttl` ms. Buses that
+   * cannot lose messages (in-process) need not implement it.
+   */
+  keep? (sid: string, key: string, value: string, ttl: number): Promise<void>
+  /** Takes (reads and deletes) a kept value; `null` when there is none. */
+  take? (sid: string, key: string): Promise<string | null>
   /** Stops delivery and releases what the bus created. */
   close (): Promise<void>
 }

@@ -1,44 +1,52 @@
 /**
  * The event log behind resumable SSE streams. Each stream has its own atomically numbered events;
- * an event id `<streamId>_<seq>` encodes the stream, so GET + `Last-Event-ID` can replay the rest
- * of that stream only. Streams belong to one session; a replay for another session finds nothing.
+ * an event id `<streamId>_<seq>` encodes the stream, so GET + `Last-Event-ID` replays the rest of
+ * that stream only. Streams belong to one session: a replay for another session finds nothing.
+ * Opening a stream logs a start marker, whose id is the stream's priming event id, so that a
+ * forged id for a stream that never existed replays nothing.
  */
 import { randomBytes } from 'node:crypto'
 
 export interface LoggedEvent { id: string, data: string }
 
+/** What a replay finds: the events after the given id, and whether the stream has ended. */
+export interface Replay { streamId: string, events: LoggedEvent[], finished: boolean }
+
 export interface EventLogOptions {
   /** Events kept per stream (oldest dropped first). Default 1,000. */
   maxEvents?: number
-  /** Streams kept in all (oldest dropped first). Default 10,000. */
-  maxStreams?: number
-  /** Milliseconds an idle stream's events are kept. Default 300,000 (5 min). */
+  /** Milliseconds a stream's events are kept after its last event. Default 300,000 (5 min). */
   ttl?: number
+  /** Streams kept in all, memory log only (oldest dropped first). Default 10,000. */
+  maxStreams?: number
 }
 
-/** The event log contract. */
+/** The event log contract (memory: `MemoryEventLog`; many instances: `RedisEventLog`). */
 export interface EventLog {
-  /** Starts a stream of a session and returns its id. */
-  open (sessionId: string): string
-  /** Appends an event (a serialized JSON-RPC message); returns its event id. */
-  append (streamId: string, data: string): string
-  /** Events after `lastEventId` of its stream, when that stream belongs to `sessionId`; else `null`. */
-  replay (sessionId: string, lastEventId: string): { streamId: string, events: LoggedEvent[] } | null
-  /** Marks a stream finished (its response was sent); kept until it expires. */
-  finish (streamId: string): void
-  /** Whether a stream is still open (its request has not finished). */
-  isOpen (streamId: string): boolean
-  /** Drops the streams of a session (the session ended). */
-  dropSession (sessionId: string): void
+  /** Starts a stream of a session; resolves the priming event id. */
+  open (sessionId: string, streamId: string): Promise<string>
+  /** Appends an event (a serialized JSON-RPC message); resolves its event id. */
+  append (sessionId: string, streamId: string, data: string): Promise<string>
+  /** Marks a stream ended (its response was sent). */
+  finish (sessionId: string, streamId: string): Promise<void>
+  /** The events after `lastEventId` in its stream, when that stream belongs to `sessionId`; else `null`. */
+  replay (sessionId: string, lastEventId: string): Promise<Replay | null>
+  /** Forgets the streams of a session (the session ended). */
+  dropSession (sessionId: string): Promise<void>
 }
 
-interface StreamEntry { sessionId: string, seq: number, events: LoggedEvent[], open: boolean, touched: number }
+/** A new random stream id (URL-safe, no `_`, which separates the sequence number). */
+export function newStreamId (): string {
+  return randomBytes(12).toString('base64url').replace(/_/g, '-')
+}
 
 /** Parses `<streamId>_<seq>`; `null` for anything else. */
 export function parseEventId (id: string): { streamId: string, seq: number } | null {
   const m = /^([A-Za-z0-9-]{8,64})_(\d{1,15})$/.exec(id)
   return m === null ? null : { streamId: m[1], seq: Number(m[2]) }
 }
+
+interface StreamEntry { sessionId: string, seq: number, events: Array<LoggedEvent & { seq: number }>, finished: boolean, touched: number }
 
 /** In-process event log, bounded by events per stream, number of streams, and age. */
 export class MemoryEventLog implements EventLog {
@@ -53,43 +61,51 @@ export class MemoryEventLog implements EventLog {
     this.#ttl = options.ttl ?? 300_000
   }
 
-  open (sessionId: string): string {
-    const id = randomBytes(12).toString('base64url').replace(/_/g, '-')
+  async open (sessionId: string, streamId: string): Promise<string> {
     this.#evict()
-    this.#streams.set(id, { sessionId, seq: 0, events: [], open: true, touched: Date.now() })
-    return id
+    this.#streams.set(streamId, { sessionId, seq: 1, events: [], finished: false, touched: Date.now() })
+    return `${streamId}_1`
   }
 
-  append (streamId: string, data: string): string {
-    const s = this.#streams.get(streamId)
-    if (s === undefined) return `${streamId}_0`
-    const id = `${streamId}_${++s.seq}`
-    s.events.push({ id, data })
+  async append (sessionId: string, streamId: string, data: string): Promise<string> {
+    let s = this.#streams.get(streamId)
+    if (s === undefined || s.sessionId !== sessionId) {
+      await this.open(sessionId, streamId)
+      s = this.#streams.get(streamId) as StreamEntry
+    }
+    const seq = ++s.seq
+    const id = `${streamId}_${seq}`
+    s.events.push({ id, data, seq })
     if (s.events.length > this.#maxEvents) s.events.shift()
     s.touched = Date.now()
+    // Keep recently used streams at the end, so the oldest are evicted first.
+    this.#streams.delete(streamId)
+    this.#streams.set(streamId, s)
     return id
   }
 
-  replay (sessionId: string, lastEventId: string): { streamId: string, events: LoggedEvent[] } | null {
+  async finish (sessionId: string, streamId: string): Promise<void> {
+    const s = this.#streams.get(streamId)
+    if (s !== undefined && s.sessionId === sessionId) { s.finished = true; s.touched = Date.now() }
+  }
+
+  async replay (sessionId: string, lastEventId: string): Promise<Replay | null> {
     const parsed = parseEventId(lastEventId)
     if (parsed === null) return null
     const s = this.#streams.get(parsed.streamId)
-    if (s === undefined || s.sessionId !== sessionId || parsed.seq > s.seq) return null
-    if (Date.now() - s.touched > this.#ttl && !s.open) { this.#streams.delete(parsed.streamId); return null }
-    s.touched = Date.now()
-    return { streamId: parsed.streamId, events: s.events.filter(e => (parseEventId(e.id)?.seq ?? 0) > parsed.seq) }
+    if (s === undefined || s.sessionId !== sessionId || parsed.seq < 1 || parsed.seq > s.seq) return null
+    if (Date.now() - s.touched > this.#ttl) { this.#streams.delete(parsed.streamId); return null }
+    // The last seen event must still be kept (or be the start marker), else the rest is unknown.
+    const first = s.events[0]
+    if (parsed.seq > 1 && first !== undefined && parsed.seq < first.seq - 1) return null
+    return {
+      streamId: parsed.streamId,
+      events: s.events.filter(e => e.seq > parsed.seq).map(e => ({ id: e.id, data: e.data })),
+      finished: s.finished
+    }
   }
 
-  finish (streamId: string): void {
-    const s = this.#streams.get(streamId)
-    if (s !== undefined) { s.open = false; s.touched = Date.now() }
-  }
-
-  isOpen (streamId: string): boolean {
-    return this.#streams.get(streamId)?.open === true
-  }
-
-  dropSession (sessionId: string): void {
+  async dropSession (sessionId: string): Promise<void> {
     for (const [id, s] of this.#streams) if (s.sessionId === sessionId) this.#streams.delete(id)
   }
 
@@ -97,16 +113,10 @@ export class MemoryEventLog implements EventLog {
   get size (): number { return this.#streams.size }
 
   #evict (): void {
-    if (this.#streams.size < this.#maxStreams) {
-      // Cheap age-based sweep of the oldest entries (Map keeps insertion order).
-      const now = Date.now()
-      for (const [id, s] of this.#streams) {
-        if (s.open || now - s.touched <= this.#ttl) break
-        this.#streams.delete(id)
-      }
-      return
+    const now = Date.now()
+    for (const [id, s] of this.#streams) {
+      if (this.#streams.size < this.#maxStreams && now - s.touched <= this.#ttl) break
+      this.#streams.delete(id)
     }
-    const oldest = this.#streams.keys().next()
-    if (oldest.done !== true) this.#streams.delete(oldest.value)
   }
 }

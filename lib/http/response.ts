@@ -25,7 +25,6 @@ export class ResponseChannel {
   #reply: FastifyReply
   #opts: ChannelOptions
   #stream: ServerStream | null = null
-  #untrack: (() => void) | null = null
   #done = false
 
   constructor (request: FastifyRequest, reply: FastifyReply, opts: ChannelOptions) {
@@ -48,16 +47,22 @@ export class ResponseChannel {
     Object.assign(headers, SSE_HEADERS, this.#opts.extraHeaders)
     reply.hijack()
     reply.raw.writeHead(200, headers)
+    // Send the headers now: a stream may stay silent for a while, and the client waits for them.
+    reply.raw.flushHeaders()
+    const sid = this.#opts.sessionId
+    const hub = this.#opts.hub
+    const resumable = sid !== null && this.#opts.polling
     const stream = new ServerStream({
-      sessionId: this.#opts.sessionId ?? '',
+      sessionId: sid ?? '',
+      kind: 'p',
       log: this.#opts.log,
       logger: this.#request.log,
       keepAlive: 0,
-      resumable: this.#opts.sessionId !== null && this.#opts.polling
+      resumable,
+      publish: hub === null || sid === null ? undefined : (m) => { hub.publish(sid, m).catch(() => {}) }
     })
     stream.attach(reply.raw)
-    if (this.#opts.polling && this.#opts.sessionId !== null) stream.prime()
-    if (this.#opts.hub !== null && this.#opts.sessionId !== null) this.#untrack = this.#opts.hub.trackStream(stream)
+    if (resumable) stream.prime()
     this.#stream = stream
     return stream
   }
@@ -85,7 +90,6 @@ export class ResponseChannel {
     if (stream !== null) {
       for (const r of responses) stream.send(r)
       stream.end()
-      this.#untrack?.()
       return
     }
     const reply = this.#reply

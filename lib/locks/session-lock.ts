@@ -43,6 +43,8 @@ export interface SessionLock {
   acquire (id: string, options?: AcquireOptions): Promise<SessionLease>
   /** Takes the lock if it is free right now; `null` when busy. Never waits. */
   tryAcquire (id: string, options?: Pick<AcquireOptions, 'owner'>): Promise<SessionLease | null>
+  /** Resolves once the backend is reachable (the plugin awaits it at start-up); optional. */
+  ready? (): Promise<void>
   /** Releases resources the lock created (timers, connections it opened); held leases are released. */
   close? (): Promise<void>
 }

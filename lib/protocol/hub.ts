@@ -1,25 +1,41 @@
 /**
  * What this process holds for live sessions: handlers in flight (to cancel them), handlers waiting
- * for the client's answer, open SSE streams. Everything that can arrive from elsewhere (an answer,
- * a cancellation, a notification for a GET stream, a session's end) arrives through the bus, so the
- * same code serves one process (memory bus) and many (Redis bus). A process subscribes to a
- * session's channel only while it holds something of that session.
+ * for the client's answer, the session's GET stream, followers of resumed streams. Everything that
+ * can arrive from elsewhere (an answer, a cancellation, a notification for a GET stream, an event
+ * of a stream running on another instance, the session's end) arrives through the bus, so the same
+ * code serves one process (memory bus) and many (Redis bus). A process subscribes to a session's
+ * channel only while it holds something of that session.
  */
 import { randomBytes } from 'node:crypto'
+import type { ServerResponse } from 'node:http'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Bus, BusMessage } from '../bus/bus.js'
-import type { ServerStream } from '../http/sse.js'
+import { parseEventId } from '../bus/event-log.js'
+import { frame, writeTo, type ServerStream } from '../http/sse.js'
 
 interface Waiter {
   resolve: (msg: Record<string, unknown>) => void
   reject: (err: Error) => void
 }
 
+/** A connection following a stream that is written elsewhere (after a resume). */
+interface Follower {
+  streamId: string
+  conn: ServerResponse
+  /** Sequence number of the last event written to this connection. */
+  seq: number
+  /** Live events that arrived while the replay was being read. */
+  buffer: Array<{ id: string, data: string }> | null
+  ended: boolean
+}
+
 interface SessionEntry {
   inflight: Map<string, AbortController>
   waiters: Map<string, Waiter>
-  streams: Map<string, ServerStream>
+  followers: Set<Follower>
   getStream: ServerStream | null
+  /** Resource URIs the session subscribed to (known while it has a GET stream here). */
+  subscriptions: Set<string>
   /** Resolves when the bus subscription is active; its value unsubscribes. */
   subscription: Promise<() => Promise<void>>
 }
@@ -51,8 +67,9 @@ export class Hub {
       const entry: SessionEntry = {
         inflight: new Map(),
         waiters: new Map(),
-        streams: new Map(),
+        followers: new Set(),
         getStream: null,
+        subscriptions: new Set(),
         subscription: this.#bus.subscribe(sessionChannel(sid), (m) => this.#onMessage(sid, m))
       }
       entry.subscription.catch((err: unknown) => this.#logger.error({ err, sessionId: sid }, 'bus subscription failed'))
@@ -70,7 +87,7 @@ export class Hub {
   #release (sid: string): void {
     const e = this.#sessions.get(sid)
     if (e === undefined) return
-    if (e.inflight.size > 0 || e.waiters.size > 0 || e.streams.size > 0 || e.getStream !== null) return
+    if (e.inflight.size > 0 || e.waiters.size > 0 || e.followers.size > 0 || e.getStream !== null) return
     this.#sessions.delete(sid)
     e.subscription.then(unsub => unsub()).catch((err: unknown) => this.#logger.warn({ err, sessionId: sid }, 'bus unsubscribe failed'))
   }
@@ -86,40 +103,33 @@ export class Hub {
     }
   }
 
-  /** Registers a live POST stream (so a GET + Last-Event-ID can re-attach to it). */
-  trackStream (stream: ServerStream): () => void {
-    const e = this.#entry(stream.sessionId)
-    e.streams.set(stream.id, stream)
-    return () => {
-      e.streams.delete(stream.id)
-      this.#release(stream.sessionId)
-    }
-  }
-
-  /** A live stream of this process, if any. */
-  stream (sid: string, streamId: string): ServerStream | undefined {
-    return this.#sessions.get(sid)?.streams.get(streamId)
-  }
-
   /** The session's standalone GET stream on this process. */
   getStream (sid: string): ServerStream | null {
     return this.#sessions.get(sid)?.getStream ?? null
   }
 
-  /** Sets (or clears) the session's standalone GET stream. */
-  setGetStream (sid: string, stream: ServerStream | null): void {
+  /** Sets (or clears) the session's standalone GET stream, with the session's subscriptions. */
+  setGetStream (sid: string, stream: ServerStream | null, subscriptions: string[] = []): void {
     const e = this.#entry(sid)
     if (stream === null) {
       e.getStream = null
+      e.subscriptions.clear()
       this.#release(sid)
     } else {
       e.getStream = stream
+      e.subscriptions = new Set(subscriptions)
     }
   }
 
-  /** Every session that has a GET stream on this process. */
-  * getStreams (): Iterable<ServerStream> {
-    for (const e of this.#sessions.values()) if (e.getStream !== null) yield e.getStream
+  /** Sends a broadcast to every GET stream of this process. */
+  broadcast (msg: Record<string, unknown>): void {
+    for (const e of this.#sessions.values()) e.getStream?.send(msg)
+  }
+
+  /** Sends `notifications/resources/updated` to this process's GET streams of subscribed sessions. */
+  resourceUpdated (uri: string): void {
+    const msg = { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri } }
+    for (const e of this.#sessions.values()) if (e.getStream !== null && e.subscriptions.has(uri)) e.getStream.send(msg)
   }
 
   /** Number of pending client requests of a session on this process. */
@@ -127,18 +137,76 @@ export class Hub {
     return this.#sessions.get(sid)?.waiters.size ?? 0
   }
 
-  /** Waits for the client's answer to request `id`. The caller handles timeouts and aborts via `cancel`. */
+  /**
+   * Waits for the client's answer to request `id`. The answer arrives by the bus; where the bus
+   * can keep it (Redis), the kept copy is checked too, so a missed publish (a reconnect) does not
+   * lose it. The caller handles timeouts and aborts via `cancel`.
+   */
   waitForAnswer (sid: string, id: string): { answer: Promise<Record<string, unknown>>, cancel: (err: Error) => void } {
     const e = this.#entry(sid)
     let waiter!: Waiter
     const answer = new Promise<Record<string, unknown>>((resolve, reject) => { waiter = { resolve, reject } })
     e.waiters.set(id, waiter)
+    let poll: NodeJS.Timeout | null = null
+    const take = this.#bus.take?.bind(this.#bus)
+    if (take !== undefined) {
+      poll = setInterval(() => {
+        take(sid, id).then((text) => {
+          if (text !== null) waiter.resolve(JSON.parse(text) as Record<string, unknown>)
+        }, () => {})
+      }, 1000)
+      poll.unref()
+    }
     const done = (): void => {
+      if (poll !== null) clearInterval(poll)
       if (e.waiters.get(id) === waiter) e.waiters.delete(id)
       this.#release(sid)
     }
     answer.then(done, done)
     return { answer, cancel: (err) => waiter.reject(err) }
+  }
+
+  /** Delivers a client's answer: kept first (where the bus can), then published. */
+  async deliverAnswer (sid: string, msg: Record<string, unknown>, ttl: number): Promise<void> {
+    if (this.#bus.keep !== undefined && (typeof msg.id === 'string' || typeof msg.id === 'number')) {
+      await this.#bus.keep(sid, String(msg.id), JSON.stringify(msg), ttl)
+    }
+    await this.#bus.publish(sessionChannel(sid), { t: 'answer', sid, msg })
+  }
+
+  /**
+   * Follows a stream written elsewhere on `conn`, from event `lastEventId` on. Subscribes before
+   * the caller reads the replay, and buffers live events meanwhile; `start` writes the replay,
+   * then the buffer (skipping what the replay had), then live events until the stream ends.
+   */
+  async follow (sid: string, lastEventId: string, conn: ServerResponse): Promise<{ start: (events: Array<{ id: string, data: string }>, finished: boolean) => void, cancel: () => void }> {
+    const parsed = parseEventId(lastEventId)
+    const e = this.#entry(sid)
+    const f: Follower = { streamId: parsed?.streamId ?? '', conn, seq: parsed?.seq ?? 0, buffer: [], ended: false }
+    e.followers.add(f)
+    await e.subscription
+    const stop = (): void => {
+      if (!e.followers.delete(f)) return
+      f.ended = true
+      this.#release(sid)
+    }
+    conn.on('close', stop)
+    return {
+      start: (events, finished) => {
+        const buffered = f.buffer ?? []
+        f.buffer = null
+        for (const ev of [...events, ...buffered]) this.#writeFollower(f, ev.id, ev.data)
+        if (finished) { conn.end(); stop() }
+      },
+      cancel: stop
+    }
+  }
+
+  #writeFollower (f: Follower, id: string, data: string): void {
+    const seq = parseEventId(id)?.seq ?? 0
+    if (seq <= f.seq || f.ended) return
+    f.seq = seq
+    if (!writeTo(f.conn, frame(id, data), this.#logger, { streamId: f.streamId })) f.ended = true
   }
 
   /** Publishes a message on a session's channel (reaches whichever process holds the waiter or stream). */
@@ -158,24 +226,41 @@ export class Hub {
           return
         }
         w.resolve(m.msg)
+        // The answer arrived: drop the kept copy (it would expire anyway).
+        this.#bus.take?.(sid, id).catch(() => {})
         return
       }
-      case 'cancel': {
+      case 'cancel':
         e.inflight.get(String(m.requestId))?.abort(new Error('cancelled by the client'))
         return
-      }
-      case 'notify': {
+      case 'notify':
         if (e.getStream !== null) e.getStream.send(m.msg)
-        else this.#logger.debug({ sessionId: sid, method: m.msg.method }, 'no GET stream for a session notification; dropped')
         return
-      }
+      case 'subs':
+        if (e.getStream !== null) e.subscriptions = new Set(m.uris)
+        return
+      case 'event':
+        for (const f of e.followers) {
+          if (f.streamId !== m.streamId) continue
+          if (f.buffer !== null) f.buffer.push({ id: m.id, data: m.data })
+          else this.#writeFollower(f, m.id, m.data)
+        }
+        return
+      case 'streamEnd':
+        for (const f of [...e.followers]) {
+          if (f.streamId !== m.streamId || f.buffer !== null) continue
+          f.conn.end()
+          e.followers.delete(f)
+        }
+        this.#release(sid)
+        return
       case 'ended': {
         for (const c of e.inflight.values()) c.abort(new Error('session ended'))
         for (const w of e.waiters.values()) w.reject(new Error('session ended'))
-        for (const s of e.streams.values()) s.end()
+        for (const f of e.followers) f.conn.end()
+        e.followers.clear()
         e.getStream?.end()
         e.getStream = null
-        e.streams.clear()
         this.#release(sid)
       }
     }
@@ -189,7 +274,7 @@ export class Hub {
     for (const [sid, e] of this.#sessions) {
       for (const w of e.waiters.values()) w.reject(new Error('server shutting down'))
       for (const c of e.inflight.values()) c.abort(new Error('server shutting down'))
-      for (const s of e.streams.values()) s.end(retryMs)
+      for (const f of e.followers) { writeTo(f.conn, `retry: ${retryMs}\n\n`, this.#logger, {}); f.conn.end() }
       e.getStream?.end(retryMs)
       unsubs.push(e.subscription.then(u => u()).catch(() => {}))
       this.#sessions.delete(sid)

@@ -18,7 +18,7 @@ import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
 import type { SessionLease, SessionLock } from '../locks/session-lock.js'
 import type { ResolvedOptions } from '../options.js'
 import { K, SessionHandle } from '../sessions/session-handle.js'
-import { isLockingStore, type SessionRecord, type SessionStore } from '../sessions/session-store.js'
+import { isLockingStore, type SaveResult, type SessionRecord, type SessionStore } from '../sessions/session-store.js'
 import { parseEventId } from '../bus/event-log.js'
 import { Hub } from './hub.js'
 import { allowsBatches, isLegacyVersion, negotiateLegacyVersion, supportsSsePolling } from './versions.js'
@@ -183,9 +183,10 @@ export class LegacyWire {
    * path). A destroyed session is never re-created; a lost lease never overwrites newer state.
    * Never throws.
    */
-  async #close (request: FastifyRequest, s: OpenSession): Promise<void> {
-    if (s.closed) return
+  async #close (request: FastifyRequest, s: OpenSession): Promise<SaveResult | null> {
+    if (s.closed) return null
     s.closed = true
+    let saved: SaveResult | null = null
     const { store } = this.#d
     const lease = s.lease
     s.lease = null
@@ -196,6 +197,7 @@ export class LegacyWire {
         const result = lease !== null && isLockingStore(store, this.#d.lock)
           ? await store.saveAndRelease(sid, s.handle.changes(), guard, lease)
           : await store.save(sid, s.handle.changes(), guard)
+        saved = result
         if (result === 'ok') s.handle.markSaved()
         else request.log.warn({ sessionId: sid, result }, result === 'gone' ? 'session ended meanwhile; changes dropped' : 'session lock lost and the session changed meanwhile; changes dropped')
       }
@@ -205,6 +207,7 @@ export class LegacyWire {
       // saveAndRelease released it already (a second release rejects "not held", which is fine here).
       if (lease !== null) await lease.release().catch(() => {})
     }
+    return saved
   }
 
   // ─── POST ────────────────────────────────────────────────────────────────────────────────────
@@ -254,7 +257,7 @@ export class LegacyWire {
             responses.push(errorResponse(m.id, m.error.code, m.error.message))
             break
           case 'response':
-            await this.hub.publish(sid, { t: 'answer', sid, msg: m.message as unknown as Record<string, unknown> })
+            await this.hub.deliverAnswer(sid, m.message as unknown as Record<string, unknown>, this.#d.opts.clientRequestTimeout)
             break
           case 'notification':
             await this.#notification(sid, m.message.method, m.message.params ?? {})
@@ -265,7 +268,15 @@ export class LegacyWire {
       }
       await Promise.all(runs)
       // Saved before answering: the client's next request must see what this one changed.
-      await this.#close(request, session)
+      if (await this.#close(request, session) === 'fenced') {
+        // The lease ran out under this request and the session changed since: its changes were
+        // dropped, so its results must not be reported as done.
+        const dropped = responses.map(r => 'result' in (r as object)
+          ? errorResponse((r as { id: RequestId }).id, ErrorCode.ServerError, 'Session lock was lost; the changes of this request were not saved.')
+          : r)
+        channel.finish(dropped, !batch, 503)
+        return
+      }
       const status = !batch && messages.length === 1 && messages[0].kind === 'invalid' ? 400 : 200
       channel.finish(responses, !batch, status)
     } finally {
@@ -382,7 +393,8 @@ export class LegacyWire {
         if (msg.method === 'resources/subscribe') subs.add(params.uri)
         else subs.delete(params.uri)
         handle.setProtocol(K.subscriptions, [...subs])
-        this.#subscriptionIndex(handle.id, params.uri, msg.method === 'resources/subscribe')
+        // Whichever instance holds the session's GET stream learns the new set.
+        await this.hub.publish(handle.id, { t: 'subs', sid: handle.id, uris: [...subs] })
         return {}
       }
       case 'prompts/list': need('prompts'); return listPrompts(registry, params, opts.pageSize)
@@ -395,34 +407,6 @@ export class LegacyWire {
       }
       default: throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${msg.method}`)
     }
-  }
-
-  // ─── resource subscriptions (this process's index of subscribed sessions) ──────────────────
-
-  #subscribers = new Map<string, Set<string>>()
-
-  #subscriptionIndex (sid: string, uri: string, on: boolean): void {
-    let set = this.#subscribers.get(uri)
-    if (on) {
-      if (set === undefined) this.#subscribers.set(uri, set = new Set())
-      set.add(sid)
-    } else if (set !== undefined) {
-      set.delete(sid)
-      if (set.size === 0) this.#subscribers.delete(uri)
-    }
-  }
-
-  /** Sends `notifications/resources/updated` to the sessions subscribed to `uri`. */
-  async resourceUpdated (uri: string): Promise<void> {
-    const sids = this.#subscribers.get(uri)
-    if (sids === undefined) return
-    const msg = { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri } }
-    await Promise.all([...sids].map(sid => this.hub.publish(sid, { t: 'notify', sid, msg })))
-  }
-
-  /** Sends a list-changed notification to every GET stream of this process. */
-  broadcast (msg: Record<string, unknown>): void {
-    for (const s of this.hub.getStreams()) s.send(msg)
   }
 
   // ─── handler context ─────────────────────────────────────────────────────────────────────────
@@ -538,45 +522,64 @@ export class LegacyWire {
 
   // ─── GET and DELETE ──────────────────────────────────────────────────────────────────────────
 
-  /** GET: the session's standalone stream, or the resumption of a stream with `Last-Event-ID`. */
+  /**
+   * GET: the session's standalone stream. With `Last-Event-ID` naming one of the session's
+   * streams, the rest of that stream is replayed first (from the event log, on any instance): a
+   * POST stream is then followed until its response, a GET stream continues as the new
+   * standalone stream. An id that names no stream of this session replays nothing.
+   */
   async get (request: FastifyRequest, reply: FastifyReply, principal: McpPrincipal | null): Promise<void> {
     const sid = this.#sessionId(request, null)
     const session = await this.#open(request, sid, principal, null, false)
     this.#checkVersionHeader(request, null)
     const version = session.handle.getProtocol<string>(K.version) ?? '2025-03-26'
+    const subscriptions = session.handle.getProtocol<string[]>(K.subscriptions) ?? []
     const lastEventId = request.headers['last-event-id']
-    if (typeof lastEventId === 'string' && parseEventId(lastEventId) !== null) {
-      const replay = this.#d.eventLog.replay(sid, lastEventId)
+    const parsed = typeof lastEventId === 'string' ? parseEventId(lastEventId) : null
+    if (parsed !== null && parsed.streamId.startsWith('p-')) {
+      const follower = await this.hub.follow(sid, lastEventId as string, reply.raw)
+      let replay
+      try {
+        replay = await this.#d.eventLog.replay(sid, lastEventId as string)
+      } catch (err) {
+        follower.cancel()
+        throw this.#unavailable(err, null, request.log, sid)
+      }
       if (replay !== null) {
-        await this.hub.ready(sid)
         this.#sseHeaders(reply)
-        const live = this.hub.stream(sid, replay.streamId)
-        if (live !== undefined && !live.ended) {
-          live.attach(reply.raw, replay.events)
-        } else {
-          for (const e of replay.events) reply.raw.write(`id: ${e.id}\ndata: ${e.data}\n\n`)
-          reply.raw.end()
-        }
+        follower.start(replay.events, replay.finished)
         return
       }
+      follower.cancel()
     }
-    if (this.hub.getStream(sid) !== null && this.hub.getStream(sid)!.attached) {
-      throw new HttpRefusal(409, null, ErrorCode.InvalidRequest, 'Conflict: this session already has a GET stream')
+    // One GET stream per session: a new one takes over (the old connection is told to retry), so a
+    // client that reconnects before the server noticed its old connection drop is not locked out.
+    this.hub.getStream(sid)?.disconnect(this.#d.opts.retryInterval)
+    let backlog: Array<{ id: string, data: string }> = []
+    let resumeId: string | undefined
+    if (parsed !== null && parsed.streamId.startsWith('g-')) {
+      const replay = await this.#d.eventLog.replay(sid, lastEventId as string).catch(() => null)
+      if (replay !== null) { backlog = replay.events; resumeId = replay.streamId }
     }
     await this.hub.ready(sid)
     this.#sseHeaders(reply)
+    const polling = supportsSsePolling(version)
     const stream = new ServerStream({
       sessionId: sid,
+      kind: 'g',
+      id: resumeId,
       log: this.#d.eventLog,
       logger: request.log,
       keepAlive: this.#d.opts.keepAliveInterval,
-      resumable: supportsSsePolling(version)
+      resumable: polling
     })
-    this.hub.setGetStream(sid, stream)
-    stream.attach(reply.raw, [], () => {
+    this.hub.setGetStream(sid, stream, subscriptions)
+    stream.attach(reply.raw, () => {
       if (this.hub.getStream(sid) === stream) this.hub.setGetStream(sid, null)
     })
-    if (supportsSsePolling(version)) stream.prime()
+    for (const e of backlog) reply.raw.write(`id: ${e.id}\ndata: ${e.data}\n\n`)
+    if (resumeId !== undefined) return
+    if (polling) stream.prime()
     else reply.raw.write(': stream open\n\n')
   }
 
@@ -585,6 +588,8 @@ export class LegacyWire {
     for (const [k, v] of Object.entries(reply.getHeaders())) if (typeof v === 'string') headers[k] = v
     reply.hijack()
     reply.raw.writeHead(200, { ...headers, ...SSE_HEADERS })
+    // Send the headers now: a stream may stay silent for a while, and the client waits for them.
+    reply.raw.flushHeaders()
   }
 
   /** DELETE: ends the session (under the lock, so no running request writes it back). */
@@ -600,8 +605,7 @@ export class LegacyWire {
       const lease = session.lease
       if (lease !== null) await lease.release().catch(() => {})
     }
-    for (const set of this.#subscribers.values()) set.delete(sid)
-    this.#d.eventLog.dropSession(sid)
+    await this.#d.eventLog.dropSession(sid).catch((err: unknown) => request.log.warn({ err, sessionId: sid }, 'event log cleanup failed'))
     await this.hub.publish(sid, { t: 'ended', sid })
     reply.code(200).send()
   }

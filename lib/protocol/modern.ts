@@ -11,6 +11,7 @@ import type { ListKind, Registry } from '../features/registry.js'
 import { ResponseChannel } from '../http/response.js'
 import { SSE_HEADERS } from '../http/sse.js'
 import { ErrorCode, errorResponse, McpError, resultResponse, type JsonRpcRequest, type ParsedBody, type RequestId } from '../jsonrpc/messages.js'
+import type { EventLog } from '../bus/event-log.js'
 import type { ResolvedOptions } from '../options.js'
 import { HttpRefusal } from './legacy.js'
 import { paramsDigest, type StateSealer } from './request-state.js'
@@ -62,9 +63,12 @@ function header (request: FastifyRequest, name: string): string | undefined {
   return Array.isArray(v) ? v.join(',') : v
 }
 
+/** A decimal number as text (no hex/octal/binary prefixes, no `Infinity`), which `Number()` would also take. */
+const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/
+
 /** Compares a `Mcp-Param-*` header with the body value (integers numerically, booleans as text). */
 function sameParam (headerValue: string, value: unknown): boolean {
-  if (typeof value === 'number') return headerValue.trim() !== '' && Number(headerValue) === value
+  if (typeof value === 'number') return DECIMAL.test(headerValue) && Number(headerValue) === value
   if (typeof value === 'boolean') return headerValue === String(value)
   return headerValue === value
 }
@@ -287,10 +291,10 @@ export class ModernWire {
       // End the run after this turn: requests made in the same turn are collected first.
       return await new Promise<T>((_resolve, reject) => setImmediate(() => reject(new InputRequiredSignal())))
     }
-    const requireCap = (name: string, present: boolean): void => {
+    const requireCap = (name: string, present: boolean, needed: Record<string, unknown> = {}): void => {
       if (!present) {
         throw new McpError(ErrorCode.MissingRequiredClientCapability, `Missing required client capability: ${name}`,
-          { requiredCapabilities: { [name]: {} } }, 400)
+          { requiredCapabilities: { [name]: needed } }, 400)
       }
     }
     const ctx: McpContext & { state: Record<string, unknown> } = {
@@ -320,7 +324,8 @@ export class ModernWire {
         const e = caps.elicitation
         const mode = p.mode === 'url' ? 'url' : 'form'
         const declared = isPlainObject(e) && (mode === 'url' ? 'url' in e : (Object.keys(e).length === 0 || 'form' in e || !('url' in e)))
-        requireCap('elicitation', declared)
+        // Name the missing mode when the client declared elicitation without it.
+        requireCap('elicitation', declared, mode === 'url' ? { url: {} } : isPlainObject(e) ? { form: {} } : {})
         const { elicitationId: _drop, ...rest } = p as unknown as Record<string, unknown>
         return await input(key, 'elicitation/create', rest, (v) => isPlainObject(v) && typeof v.action === 'string')
       },
@@ -369,6 +374,8 @@ export class ModernWire {
     for (const [k, v] of Object.entries(reply.getHeaders())) if (typeof v === 'string') headers[k] = v
     reply.hijack()
     reply.raw.writeHead(200, { ...headers, ...SSE_HEADERS })
+    // Send the headers now: a stream may stay silent for a while, and the client waits for them.
+    reply.raw.flushHeaders()
     const stream: ListenStream = { id: msg.id, reply, kinds, uris, timer: null }
     this.#listeners.add(stream)
     this.#send(stream, 'notifications/subscriptions/acknowledged', { notifications: honored })
@@ -420,11 +427,10 @@ export class ModernWire {
 }
 
 /** Modern SSE responses are not resumable: no event log. */
-const nullLog = {
-  open: () => 'modern-none',
-  append: () => '',
-  replay: () => null,
-  finish: () => {},
-  isOpen: () => false,
-  dropSession: () => {}
+const nullLog: EventLog = {
+  open: async () => '',
+  append: async () => '',
+  replay: async () => null,
+  finish: async () => {},
+  dropSession: async () => {}
 }

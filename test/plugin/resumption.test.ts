@@ -36,7 +36,7 @@ t.test('closeSSEStream mid-call, then GET + Last-Event-ID replays the rest and t
   await r1.waitClosed()
   const [priming, before, retry] = r1.events
   t.equal(priming.data, '', 'priming event')
-  t.match(priming.id, /^[A-Za-z0-9-]+_0$/)
+  t.match(priming.id, /^[A-Za-z0-9-]+_\d+$/)
   t.equal(before.json?.params.data, 'before')
   t.ok(before.id !== undefined && before.id !== priming.id)
   t.same(retry, { retry: 100 }, 'retry sent before the server closed the connection')
@@ -143,7 +143,7 @@ t.test('a client disconnect is not cancellation; the client resumes the POST str
   t.equal(resumed.messages[1].result.content[0].text, 'survived')
 })
 
-t.test('resuming the standalone GET stream continues it', { todo: 'lib bug: a GET stream resumed with Last-Event-ID replays and ends at once (see report)' }, async (t) => {
+t.test('resuming the standalone GET stream continues it', async (t) => {
   const app = await build(t, { keepAliveInterval: 0 })
   const live = await listen(t, app)
   const s = await live.initialize()

@@ -121,28 +121,31 @@ t.test('GET stream: keep-alive, list_changed, one per session', async (t) => {
   await r.waitFor(e => e.comment === 'keep-alive', 1000)
   t.pass('keep-alive comment received')
 
+  // A second GET stream replaces the first (a client that reconnects before the server noticed
+  // the old connection drop must not be locked out); each message still goes to one stream.
   const second = await live.get(s)
-  t.equal(second.status, 409, 'a second GET stream → 409')
-  t.equal((await second.json() as { error: { code: number } }).error.code, -32600)
-
+  t.equal(second.status, 200, 'a second GET stream takes over')
+  const r2 = live.track(new SseReader(second))
+  await r.waitClosed()
+  t.ok(r.events.some(e => e.retry !== undefined), 'the replaced stream was told to retry')
   app.mcp.tool({ name: 'added_later', description: 'Added after start' }, async () => 'x')
-  const changed = await r.waitFor(e => e.json?.method === 'notifications/tools/list_changed')
+  const changed = await r2.waitFor(e => e.json?.method === 'notifications/tools/list_changed')
   t.same(changed.json, { jsonrpc: '2.0', method: 'notifications/tools/list_changed' })
   app.mcp.prompt({ name: 'p_later', description: 'Added after start' }, async () => [])
-  await r.waitFor(e => e.json?.method === 'notifications/prompts/list_changed')
+  await r2.waitFor(e => e.json?.method === 'notifications/prompts/list_changed')
   app.mcp.removeResource('test://other')
-  await r.waitFor(e => e.json?.method === 'notifications/resources/list_changed')
-  t.notOk(r.messages.some(m => 'id' in m), 'no responses on the GET stream')
+  await r2.waitFor(e => e.json?.method === 'notifications/resources/list_changed')
+  t.notOk(r2.messages.some(m => 'id' in m), 'no responses on the GET stream')
 
   // Request-related messages go on the request's stream only.
   const pr = await live.post({ jsonrpc: '2.0', id: 'pr', method: 'tools/call', params: { name: 'progress', _meta: { progressToken: 'x' } } }, s)
   t.match(await pr.text(), /notifications\/progress/)
   app.mcp.tool({ name: 'marker', description: 'marker' }, async () => 'x')
-  await r.waitFor(e => e.json?.method === 'notifications/tools/list_changed', 3000, r.events.length)
-  t.notOk(r.messages.some(m => m.method === 'notifications/progress'), 'no progress on the GET stream')
+  await r2.waitFor(e => e.json?.method === 'notifications/tools/list_changed', 3000, r2.events.length)
+  t.notOk(r2.messages.some(m => m.method === 'notifications/progress'), 'no progress on the GET stream')
 
   // After the stream closes, a new GET is allowed.
-  await r.cancel()
+  await r2.cancel()
   await sleep(50)
   const again = await live.get(s)
   t.equal(again.status, 200, 'a new GET after the first one closed')

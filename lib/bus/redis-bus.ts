@@ -1,0 +1,141 @@
+/**
+ * The Redis bus: pub/sub on a dedicated subscriber connection (a subscribed connection can do
+ * nothing else), subscribed to a channel only while something in this process listens to it.
+ * On Redis Cluster it uses sharded pub/sub (SPUBLISH/SSUBSCRIBE), so a session's channel lives on
+ * the shard of the session's hash tag instead of being broadcast to every node.
+ *
+ * Pub/sub is a wake-up, never the only copy: what must not be lost is stored before it is
+ * published (answers, events), and ioredis re-subscribes after a reconnect.
+ */
+import { Cluster, type Redis } from 'ioredis'
+import type { Bus, BusListener, BusMessage } from './bus.js'
+
+export interface RedisBusOptions {
+  /** Publishing client (standalone, Sentinel or Cluster). Never closed by the bus. */
+  redis: Redis | Cluster
+  /** Channel prefix (default `'mcp:'`). */
+  prefix?: string
+  /** Logger for dropped or malformed messages. */
+  log?: { warn (obj: object, msg: string): void }
+}
+
+/** How long close() waits for the subscriber's QUIT (ms). */
+const CLOSE_TIMEOUT = 1000
+
+/** Bus over Redis pub/sub (see module doc). */
+export class RedisBus implements Bus {
+  readonly prefix: string
+  readonly #pub: Redis | Cluster
+  readonly #sub: Redis | Cluster
+  readonly #sharded: boolean
+  readonly #listeners = new Map<string, Set<BusListener>>()
+  /** Pending SUBSCRIBE/UNSUBSCRIBE per channel, so a quick unsubscribe+subscribe keeps order. */
+  readonly #pending = new Map<string, Promise<unknown>>()
+  readonly #log: RedisBusOptions['log']
+  #closed = false
+
+  constructor (options: RedisBusOptions) {
+    this.#pub = options.redis
+    this.prefix = options.prefix ?? 'mcp:'
+    this.#log = options.log
+    this.#sharded = options.redis instanceof Cluster
+    // The subscriber is ours: created here, closed in close().
+    this.#sub = this.#sharded
+      ? (options.redis as Cluster).duplicate(undefined, { shardedSubscribers: true })
+      : (options.redis as Redis).duplicate()
+    const onMessage = (channel: string, text: string): void => { this.#dispatch(channel, text) }
+    this.#sub.on(this.#sharded ? 'smessage' : 'message', onMessage)
+    // Errors are reported through commands; an 'error' listener keeps ioredis from printing them.
+    this.#sub.on('error', () => {})
+  }
+
+  #dispatch (channel: string, text: string): void {
+    const set = this.#listeners.get(channel)
+    if (set === undefined) return
+    let message: BusMessage
+    try {
+      message = JSON.parse(text) as BusMessage
+    } catch (err) {
+      this.#log?.warn({ err, channel }, 'malformed bus message dropped')
+      return
+    }
+    for (const l of set) {
+      try { l(message) } catch (err) { this.#log?.warn({ err, channel }, 'bus listener failed') }
+    }
+  }
+
+  /**
+   * The Redis channel of a bus channel. A session channel (`s:<sid>`) carries the session's hash
+   * tag so that it shares the session's Cluster slot.
+   */
+  channelName (channel: string): string {
+    return channel.startsWith('s:') ? `${this.prefix}{${channel.slice(2)}}:c` : `${this.prefix}${channel}`
+  }
+
+  async publish (channel: string, message: BusMessage): Promise<void> {
+    const name = this.channelName(channel)
+    const text = JSON.stringify(message)
+    if (this.#sharded) await (this.#pub as Cluster).spublish(name, text)
+    else await (this.#pub as Redis).publish(name, text)
+  }
+
+  async subscribe (channel: string, listener: BusListener): Promise<() => Promise<void>> {
+    if (this.#closed) throw new Error('bus closed')
+    const name = this.channelName(channel)
+    let set = this.#listeners.get(name)
+    if (set === undefined) {
+      set = new Set()
+      this.#listeners.set(name, set)
+      set.add(listener)
+      await this.#queue(name, () => this.#sharded ? (this.#sub as Cluster).ssubscribe(name) : (this.#sub as Redis).subscribe(name))
+    } else {
+      set.add(listener)
+      await this.#pending.get(name)
+    }
+    let done = false
+    return async () => {
+      if (done) return
+      done = true
+      const current = this.#listeners.get(name)
+      if (current === undefined) return
+      current.delete(listener)
+      if (current.size > 0) return
+      this.#listeners.delete(name)
+      if (this.#closed) return
+      await this.#queue(name, () => this.#sharded ? (this.#sub as Cluster).sunsubscribe(name) : (this.#sub as Redis).unsubscribe(name))
+        .catch(() => {})
+    }
+  }
+
+  #queue (name: string, op: () => Promise<unknown>): Promise<unknown> {
+    const prev = this.#pending.get(name) ?? Promise.resolve()
+    const next = prev.catch(() => {}).then(op)
+    this.#pending.set(name, next)
+    const clear = (): void => { if (this.#pending.get(name) === next) this.#pending.delete(name) }
+    next.then(clear, clear)
+    return next
+  }
+
+  async keep (sid: string, key: string, value: string, ttl: number): Promise<void> {
+    await this.#pub.set(`${this.prefix}{${sid}}:ans:${key}`, value, 'PX', Math.max(1, Math.floor(ttl)))
+  }
+
+  async take (sid: string, key: string): Promise<string | null> {
+    return await this.#pub.getdel(`${this.prefix}{${sid}}:ans:${key}`)
+  }
+
+  /** Channels subscribed by this process (tests check it returns to 0). */
+  get channels (): number { return this.#listeners.size }
+
+  async close (): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    this.#listeners.clear()
+    const sub = this.#sub
+    await Promise.race([
+      sub.quit().catch(() => {}),
+      new Promise(resolve => setTimeout(resolve, CLOSE_TIMEOUT).unref())
+    ])
+    sub.disconnect()
+  }
+}

@@ -1,0 +1,327 @@
+/**
+ * Property-based fuzzing of the 2026-07-28 wire through app.inject(): random `_meta` shapes,
+ * headers that agree or disagree with the body, malformed base64 sentinels, forged / replayed /
+ * expired / foreign `requestState`, `inputResponses` of wrong shapes and huge `_meta` within the
+ * body limit. Invariants: never 5xx (nor an internal -32603), every 4xx body is a JSON-RPC error,
+ * a handler never runs on a requestState the server did not verify, and the server still answers
+ * a valid request afterwards.
+ *
+ * Seed: env FC_SEED (default below); runs: env FC_RUNS (default 1100).
+ */
+import t from 'tap'
+import { createHash, createHmac, randomUUID } from 'node:crypto'
+import { Writable } from 'node:stream'
+import fc from 'fast-check'
+import { Type } from '@sinclair/typebox'
+import type { LightMyRequestResponse } from 'fastify'
+import { StateSealer } from '../../lib/protocol/request-state.js'
+import {
+  ACCEPT, b64, build, finalOf, headersFor, META_CAPS, META_CLIENT, META_LOG, META_VERSION, MODERN, messagesOf, post, rpc, SECRET
+} from './fixtures/helper.js'
+
+const SEED = Number(process.env.FC_SEED ?? 20260728)
+const RUNS = Number(process.env.FC_RUNS ?? 1100)
+const BODY_LIMIT = 1024 * 1024
+const confirmSchema = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] }
+
+t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
+  // ─── the server ────────────────────────────────────────────────────────────────────────────
+  const issued = new Set<string>()
+  const counters = { runs: 0, runsWithState: 0, violations: [] as string[] }
+  const errors: Array<Record<string, any>> = []
+  const stream = new Writable({ write (chunk, _e, cb) { errors.push(JSON.parse(String(chunk))); cb() } })
+  const app = await build(t, {
+    plugin: { requestStateSecret: SECRET, bodyLimit: BODY_LIMIT },
+    fastify: { logger: { level: 'error', stream } }
+  }, (m) => {
+    m.tool({
+      name: 'guarded',
+      description: 'A state-bearing tool: it asks for confirmation and carries a server-issued token',
+      input: Type.Object({ n: Type.Optional(Type.Integer({ 'x-mcp-header': 'N' })), note: Type.Optional(Type.String({ 'x-mcp-header': 'Note' })) })
+    }, async (_args, ctx) => {
+      counters.runs++
+      const state = (ctx as typeof ctx & { state: Record<string, unknown> }).state
+      const raw = JSON.parse(String(ctx.request.body)) as { params?: Record<string, unknown> }
+      const sentState = raw.params?.requestState !== undefined
+      if (sentState) {
+        counters.runsWithState++
+        if (typeof state.token !== 'string' || !issued.has(state.token)) counters.violations.push(`ran on unverified state ${JSON.stringify(raw.params?.requestState).slice(0, 80)}`)
+      } else if (Object.keys(state).length > 0) {
+        counters.violations.push('state without a requestState')
+      }
+      if (state.token === undefined) {
+        state.token = randomUUID()
+        issued.add(state.token as string)
+      }
+      const r = await ctx.elicit('confirm', { message: 'Sure?', requestedSchema: confirmSchema })
+      return `confirmed=${String(r.content?.ok)}`
+    })
+    m.tool({ name: 'echo', description: 'Echoes', input: Type.Object({ text: Type.String() }) }, async ({ text }) => text)
+    m.tool({ name: 'slowlog', description: 'Logs and reports progress' }, async (_a, ctx) => {
+      await ctx.progress({ progress: 1 })
+      await ctx.log('info', 'x')
+      return 'ok'
+    })
+    m.prompt({ name: 'confirm', description: 'Asks for confirmation' }, async (_a, ctx) => {
+      const r = await ctx.elicit('confirm', { message: 'Sure?', requestedSchema: confirmSchema })
+      return [{ role: 'user', content: { type: 'text', text: String(r.action) } }]
+    })
+    m.resource({ uri: 'test://r', name: 'r', description: 'R' }, async (uri) => ({ uri, text: 'r' }))
+  })
+
+  // ─── genuine states to replay, and forgeries ───────────────────────────────────────────────
+  const ELICIT = { elicitation: {} }
+  const genuine: Array<{ state: string, method: string, params: Record<string, unknown> }> = []
+  for (const args of [{}, { n: 1 }, { n: 2, note: 'a' }, { note: 'zürich' }]) {
+    const params = { name: 'guarded', arguments: args }
+    const r = finalOf(await post(app, rpc('tools/call', params, { caps: ELICIT }), { headers: paramHeaders(args) }))
+    t.equal(r.result?.resultType, 'input_required', `seed state for ${JSON.stringify(args)}`)
+    genuine.push({ state: r.result.requestState, method: 'tools/call', params })
+  }
+  const promptState = finalOf(await post(app, rpc('prompts/get', { name: 'confirm' }, { caps: ELICIT }))).result.requestState as string
+  genuine.push({ state: promptState, method: 'prompts/get', params: { name: 'confirm' } })
+  const baseline = counters.runs
+
+  const [payload0, mac0] = genuine[1].state.split('.')
+  const decoded0 = JSON.parse(Buffer.from(payload0, 'base64url').toString()) as Record<string, unknown>
+  const otherSecret = new StateSealer('another-secret-0123456789abcdef', 600_000)
+  const sameSecretExpired = new StateSealer(SECRET, -1000)
+  const sameSecret = new StateSealer(SECRET, 600_000)
+  const forgeries: string[] = [
+    // Valid-looking payload, foreign or missing MAC.
+    otherSecret.seal({ p: null, m: 'tools/call', d: decoded0.d as string, s: { token: 'forged' } }),
+    `${Buffer.from(JSON.stringify({ ...decoded0, s: { token: 'forged' } })).toString('base64url')}.${mac0}`,
+    `${Buffer.from(JSON.stringify({ ...decoded0, e: Date.now() + 1e9 })).toString('base64url')}.${mac0}`,
+    // Genuine MAC, but expired or bound to another principal.
+    sameSecretExpired.seal({ p: null, m: 'tools/call', d: decoded0.d as string, s: { token: 'expired' } }),
+    sameSecret.seal({ p: 'mallory', m: 'tools/call', d: decoded0.d as string, s: { token: 'mallory' } }),
+    sameSecret.seal({ p: null, m: 'prompts/get', d: decoded0.d as string, s: { token: 'other-method' } }),
+    sameSecret.seal({ p: null, m: 'tools/call', d: 'other-digest', s: { token: 'other-params' } }),
+    // Genuine MAC over a payload that is not the expected JSON shape.
+    (() => { const body = Buffer.from('not json').toString('base64url'); return `${body}.${macOf(body)}` })(),
+    (() => { const body = Buffer.from(JSON.stringify({ p: null, m: 'tools/call', d: decoded0.d, e: Date.now() + 1e6, s: null })).toString('base64url'); return `${body}.${macOf(body)}` })(),
+    (() => { const body = Buffer.from(JSON.stringify({ p: null, m: 'tools/call', d: decoded0.d, e: 'never', s: {} })).toString('base64url'); return `${body}.${macOf(body)}` })(),
+    '', '.', `${payload0}.`, `.${mac0}`, payload0, `${payload0}.${mac0}.extra`, `${payload0}.${mac0.slice(1)}`
+  ]
+  function macOf (body: string): string {
+    // The MAC the server computes with SECRET (HMAC-SHA256 keyed by the SHA-256 of the secret).
+    return createHmac('sha256', createHash('sha256').update(SECRET).digest()).update(body).digest('base64url')
+  }
+
+  // ─── arbitraries ───────────────────────────────────────────────────────────────────────────
+  const safeText = fc.string({ unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyzABCDEF0123456789-_./:=?+ '.split('')), maxLength: 24 })
+  const anyJson = fc.jsonValue({ maxDepth: 3 })
+  const version = fc.oneof(
+    { weight: 16, arbitrary: fc.constant(MODERN) },
+    { weight: 1, arbitrary: fc.constantFrom('2025-11-25', '2025-06-18', '2025-03-26', '2099-01-01', '', '2026-07-28 ') },
+    { weight: 1, arbitrary: anyJson }
+  )
+  const caps = fc.oneof(
+    { weight: 8, arbitrary: fc.constantFrom({}, { elicitation: {} }, { elicitation: {} }, { elicitation: { url: {} } }, { sampling: {}, roots: {} }, { elicitation: { form: {} }, sampling: {} }) },
+    { weight: 1, arbitrary: anyJson }
+  )
+  const metaArb = fc.oneof(
+    { weight: 16, arbitrary: fc.record({
+      [META_VERSION]: version,
+      [META_CAPS]: caps,
+      [META_CLIENT]: fc.oneof({ weight: 12, arbitrary: fc.constant({ name: 'fuzz', version: '1' }) }, { weight: 1, arbitrary: anyJson }),
+      [META_LOG]: fc.oneof({ weight: 6, arbitrary: fc.constantFrom('debug', 'info', 'emergency') }, { weight: 1, arbitrary: fc.constantFrom('verbose', 3, null, 'INFO') }),
+      progressToken: fc.oneof(fc.string({ maxLength: 8 }), fc.integer()),
+      junk: anyJson,
+      // Now and then a huge _meta, within the body limit.
+      huge: fc.oneof({ weight: 30, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.integer({ min: 10_000, max: 900_000 }).map(n => 'x'.repeat(n)) })
+    }, { requiredKeys: [META_VERSION, META_CAPS] }) },
+    { weight: 1, arbitrary: fc.record({ [META_VERSION]: version, [META_CAPS]: caps }, { requiredKeys: [] }) },
+    { weight: 1, arbitrary: anyJson }
+  )
+  const args = fc.oneof(
+    { weight: 4, arbitrary: fc.record({ n: fc.oneof(fc.integer({ min: -5, max: 5 }), fc.constant(null)), note: fc.oneof(safeText, fc.constant('zürich'), fc.constant(' pad ')) }, { requiredKeys: [] }) },
+    { weight: 1, arbitrary: anyJson }
+  )
+  const inputResponses = fc.oneof(
+    fc.constant(undefined),
+    fc.constant({ confirm: { action: 'accept', content: { ok: true } } }),
+    fc.constant({ confirm: { action: 'accept', content: { ok: true } }, extra: [1, 2] }),
+    fc.constantFrom([], 'yes', 0, null, true, { confirm: 'yes' }, { confirm: { action: 5 } }, { other: { action: 'accept' } }, [{ confirm: { action: 'accept' } }]),
+    anyJson
+  )
+  const requestState = fc.oneof(
+    { weight: 3, arbitrary: fc.constant(undefined) },
+    { weight: 3, arbitrary: fc.record({ genuine: fc.integer({ min: 0, max: genuine.length - 1 }), own: fc.boolean() }) },
+    { weight: 2, arbitrary: fc.record({ forged: fc.constantFrom(...forgeries), own: fc.boolean() }) },
+    { weight: 1, arbitrary: fc.tuple(fc.integer({ min: 0, max: genuine.length - 1 }), fc.nat(), fc.constantFrom(...'AB_-x0'.split(''))).map(([i, at, ch]) => {
+      const s = genuine[i].state
+      const k = at % s.length
+      return { forged: s.slice(0, k) + (s[k] === ch ? 'Q' : ch) + s.slice(k + 1) }
+    }) },
+    { weight: 1, arbitrary: anyJson.map(v => ({ forged: v })) }
+  )
+  const method = fc.oneof(
+    { weight: 6, arbitrary: fc.constant('tools/call') },
+    { weight: 3, arbitrary: fc.constantFrom('prompts/get', 'resources/read', 'tools/list', 'server/discover', 'prompts/list', 'resources/list', 'resources/templates/list', 'completion/complete') },
+    { weight: 1, arbitrary: fc.constantFrom('initialize', 'ping', 'logging/setLevel', 'resources/subscribe', 'notifications/cancelled', 'x/y') }
+  )
+  const name = fc.oneof({ weight: 6, arbitrary: fc.constant('guarded') }, { weight: 2, arbitrary: fc.constantFrom('echo', 'slowlog', 'confirm', 'test://r', 'nope') }, { weight: 1, arbitrary: safeText })
+  const malformedSentinel = fc.oneof(
+    fc.constantFrom('=?base64?###?=', '=?base64?Z3VhcmRlZA?=', '=?base64?/w==?=', '=?base64?Z3Vh=cmRlZA==?=', '=?base64??=', '=?BASE64?Z3VhcmRlZA==?=', '=?base64?Z3VhcmRlZA==?'),
+    safeText.map(s => `=?base64?${s}?=`)
+  )
+  /** What to do with one derived header: keep it, drop it, or replace it. */
+  const headerEdit = fc.oneof(
+    { weight: 40, arbitrary: fc.constant<{ kind: 'keep' }>({ kind: 'keep' }) },
+    { weight: 1, arbitrary: fc.constant<{ kind: 'drop' }>({ kind: 'drop' }) },
+    { weight: 1, arbitrary: safeText.map(v => ({ kind: 'set' as const, v })) },
+    { weight: 1, arbitrary: malformedSentinel.map(v => ({ kind: 'set' as const, v })) },
+    { weight: 1, arbitrary: fc.constant<{ kind: 'pad' }>({ kind: 'pad' }) }
+  )
+  const id = fc.oneof({ weight: 20, arbitrary: fc.oneof(fc.integer(), safeText) }, { weight: 1, arbitrary: fc.constantFrom(null, undefined, 1.5, { a: 1 }, true) })
+  const shape = fc.oneof(
+    { weight: 30, arbitrary: fc.constant('request') },
+    { weight: 1, arbitrary: fc.constantFrom('batch', 'garbage', 'response', 'no-params', 'params-array') }
+  )
+  const reqArb = fc.record({
+    shape,
+    id,
+    method,
+    name,
+    args,
+    meta: metaArb,
+    inputResponses,
+    requestState,
+    edits: fc.record({
+      'mcp-protocol-version': headerEdit,
+      'mcp-method': headerEdit,
+      'mcp-name': headerEdit,
+      'mcp-param-n': headerEdit,
+      'mcp-param-note': headerEdit
+    }),
+    extra: fc.record({
+      'mcp-session-id': fc.oneof({ weight: 4, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: safeText }),
+      'last-event-id': fc.oneof({ weight: 4, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: safeText }),
+      accept: fc.oneof({ weight: 20, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constantFrom('text/event-stream', 'application/json', '*/*') }),
+      'content-type': fc.oneof({ weight: 20, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constantFrom('text/plain', 'application/json; charset=utf-8') })
+    }, { requiredKeys: [] })
+  })
+
+  // ─── the property ──────────────────────────────────────────────────────────────────────────
+  let sent = 0
+  let genuineSent = 0
+  const statuses = new Map<number, number>()
+  const reasons = new Map<string, number>()
+  await fc.assert(fc.asyncProperty(reqArb, async (r) => {
+    let methodName: string = r.method
+    let params: Record<string, unknown> = { _meta: r.meta }
+    if (methodName === 'tools/call' || methodName === 'prompts/get') { params.name = r.name; params.arguments = r.args }
+    if (methodName === 'resources/read') params.uri = r.name
+    if (methodName === 'completion/complete') { params.ref = { type: 'ref/prompt', name: r.name }; params.argument = r.args }
+    if (r.inputResponses !== undefined) params.inputResponses = r.inputResponses
+    if (r.requestState !== undefined) {
+      if ('genuine' in r.requestState) {
+        const g = genuine[r.requestState.genuine]
+        // Half of the time on its own request (method and params), so verified states do get through.
+        if (r.requestState.own) {
+          methodName = g.method
+          params = { _meta: params._meta, inputResponses: params.inputResponses, ...g.params }
+        }
+        params.requestState = g.state
+        genuineSent++
+      } else {
+        // Forgeries are bound to genuine[1]'s request: half of the time, send them on it.
+        if ('own' in r.requestState && r.requestState.own) {
+          methodName = 'tools/call'
+          params = { _meta: params._meta, inputResponses: params.inputResponses, ...genuine[1].params }
+        }
+        params.requestState = r.requestState.forged
+      }
+    }
+    const msg: Record<string, any> = { jsonrpc: '2.0', method: methodName, params }
+    if (r.id !== undefined) msg.id = r.id
+    const headers = headersFor(msg)
+    Object.assign(headers, paramHeaders(msg.params.arguments))
+    for (const [k, e] of Object.entries(r.edits)) {
+      if (e.kind === 'drop') delete headers[k]
+      else if (e.kind === 'set') headers[k] = e.v
+      else if (e.kind === 'pad' && headers[k] !== undefined) headers[k] = `  ${headers[k]} `
+    }
+    for (const [k, v] of Object.entries(r.extra)) if (v !== undefined) headers[k] = v
+    let payload: string
+    switch (r.shape) {
+      case 'batch': payload = JSON.stringify([msg, msg]); break
+      case 'garbage': payload = JSON.stringify(msg).slice(0, 17); break
+      case 'response': payload = JSON.stringify({ jsonrpc: '2.0', id: r.id ?? 1, result: { _meta: r.meta } }); break
+      case 'no-params': payload = JSON.stringify({ jsonrpc: '2.0', id: r.id ?? 1, method: methodName }); break
+      case 'params-array': payload = JSON.stringify({ ...msg, params: [params] }); break
+      default: payload = JSON.stringify(msg)
+    }
+    sent++
+    const res = await app.inject({ method: 'POST', url: '/mcp', headers, payload })
+    statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1)
+    checkResponse(res, payload.length)
+  }), { seed: SEED, numRuns: RUNS, endOnFailure: true })
+
+  function checkResponse (res: LightMyRequestResponse, size: number): void {
+    const where = `status ${res.statusCode}, body ${res.body.slice(0, 300)} (request ${size} bytes)`
+    if (res.statusCode >= 500) throw new Error(`5xx: ${where}`)
+    if (res.statusCode === 202) {
+      if (res.body !== '') throw new Error(`202 with a body: ${where}`)
+      return
+    }
+    if (res.statusCode >= 400) {
+      let body: any
+      try { body = res.json() } catch { throw new Error(`4xx body is not JSON: ${where}`) }
+      const reason = `${String(body?.error?.code)} ${String(body?.error?.message).replace(/"[^"]*"/g, '…').slice(0, 60)}`
+      reasons.set(reason, (reasons.get(reason) ?? 0) + 1)
+      if (body?.jsonrpc !== '2.0' || typeof body.error?.code !== 'number' || typeof body.error?.message !== 'string' || !('id' in body) || 'result' in body) {
+        throw new Error(`4xx body is not a JSON-RPC error: ${where}`)
+      }
+      return
+    }
+    if (res.statusCode !== 200) throw new Error(`unexpected status: ${where}`)
+    const msgs = messagesOf(res)
+    const last = msgs[msgs.length - 1]
+    if (last?.jsonrpc !== '2.0' || !('id' in last) || ('result' in last) === ('error' in last)) throw new Error(`200 without a final JSON-RPC response: ${where}`)
+    if (last.error?.code === -32603) throw new Error(`internal error: ${where}`)
+    if ('result' in last && typeof last.result.resultType !== 'string') throw new Error(`result without resultType: ${where}`)
+    for (const m of msgs.slice(0, -1)) if ('id' in m) throw new Error(`a request or a second response on the stream: ${where}`)
+  }
+
+  t.ok(sent >= 1000, `${sent} random requests`)
+  t.comment(`statuses: ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}; handler runs ${counters.runs - baseline}, with state ${counters.runsWithState}; genuine states sent ${genuineSent}`)
+  t.comment(`refusals: ${JSON.stringify(Object.fromEntries([...reasons].sort((a, b) => b[1] - a[1])), null, 1)}`)
+  t.same(counters.violations, [], 'no handler ran on a requestState the server did not verify')
+  t.ok(counters.runsWithState <= genuineSent, `runs with a state (${counters.runsWithState}) ≤ requests carrying a genuine state (${genuineSent})`)
+  t.ok(counters.runsWithState > 0, 'some genuine states were accepted (the property exercised the verified path)')
+  t.ok(counters.runs - baseline > counters.runsWithState, 'and some first rounds ran')
+  t.same(errors.filter(e => /MCP (request|handler) failed/.test(String(e.msg))).map(e => e.msg), [], 'no internal errors logged')
+  t.ok((statuses.get(400) ?? 0) > 0 && (statuses.get(200) ?? 0) > 0, 'both accepted and refused requests were generated')
+
+  // Past the body limit: 413 with a JSON-RPC error, never a 5xx.
+  const tooBig = await post(app, rpc('tools/list', {}, { meta: { huge: 'x'.repeat(BODY_LIMIT) } }))
+  t.equal(tooBig.statusCode, 413)
+  t.equal(tooBig.json().error?.code, -32600)
+
+  // The server still answers a valid request, and a full round trip completes.
+  const body = rpc('tools/call', { name: 'guarded', arguments: { n: 3 } }, { caps: ELICIT })
+  const first = finalOf(await post(app, body, { headers: paramHeaders({ n: 3 }) }))
+  t.equal(first.result.resultType, 'input_required')
+  const retry = { ...body, id: 'final', params: { ...body.params, inputResponses: { confirm: { action: 'accept', content: { ok: true } } }, requestState: first.result.requestState } }
+  const done = finalOf(await post(app, retry, { headers: paramHeaders({ n: 3 }) }))
+  t.same(done.result.content, [{ type: 'text', text: 'confirmed=true' }])
+  const discover = await post(app, rpc('server/discover', {}, { meta: { [META_CLIENT]: { name: 'after', version: '1' } } }))
+  t.equal(discover.statusCode, 200)
+  t.same(discover.json().result.supportedVersions, [MODERN])
+  t.equal((await app.inject({ method: 'POST', url: '/mcp', headers: { accept: ACCEPT, 'content-type': 'application/json', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/list' }, payload: JSON.stringify(rpc('tools/list', {}, { id: 'l' })) })).json().result.tools.length, 3)
+})
+
+/** Mcp-Param-* headers mirroring the `guarded` tool's annotated arguments. */
+function paramHeaders (args: unknown): Record<string, string> {
+  const h: Record<string, string> = {}
+  if (typeof args !== 'object' || args === null || Array.isArray(args)) return h
+  const a = args as Record<string, unknown>
+  if (a.n !== undefined && a.n !== null) h['mcp-param-n'] = typeof a.n === 'string' ? a.n : JSON.stringify(a.n)
+  if (a.note !== undefined && a.note !== null) {
+    const v = typeof a.note === 'string' ? a.note : JSON.stringify(a.note)
+    h['mcp-param-note'] = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(v) ? v : b64(v)
+  }
+  return h
+}
