@@ -7,7 +7,9 @@
  * Switches (env): MCP_STORE = memory | file | redis; MCP_LOCK = none | memory | file | redis;
  * MCP_SESSION_DIR (file store/lock, default ./.mcp-sessions); REDIS_URL (default
  * redis://127.0.0.1:6379); MCP_LOCK_TIMEOUT_MS (acquire timeout); MCP_LOCK_TTL_MS (Redis lease TTL);
- * MCP_STATE_SECRET (seals 2026-07-28 requestState; the same on every instance).
+ * MCP_STATE_SECRET (seals 2026-07-28 requestState; the same on every instance). With REDIS_URL set,
+ * the bus and the event log are in Redis too, so instances behind a load balancer need no sticky
+ * sessions.
  */
 import Fastify from 'fastify'
 import { Redis } from 'ioredis'
@@ -79,7 +81,9 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<ReturnType<typ
     path: '/mcp',
     serverInfo: { name: 'fastify-mcp-http-demo', version: '1.0.0' },
     sessions: { store: sessions.store, lock: sessions.lock },
-    requestStateSecret: env.MCP_STATE_SECRET
+    requestStateSecret: env.MCP_STATE_SECRET,
+    // The plugin makes its own client from the URL and closes it on app.close().
+    redis: env.REDIS_URL
   })
 
   app.mcp.tool({
@@ -133,6 +137,19 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<ReturnType<typ
     }
     return `Counted to ${steps}.`
   })
+
+  if (env.MCP_DEMO_ADMIN === '1') {
+    // For the many-instances tests: change this instance's tool list at run time, so that the
+    // resulting tools/list_changed can be watched arriving on streams held by other instances.
+    app.mcp.tool({
+      name: 'demo_add_tool',
+      description: 'Registers an echo tool with the given name on this instance.',
+      input: Type.Object({ name: Type.String({ pattern: '^[A-Za-z0-9_]{1,64}$' }) })
+    }, async ({ name }) => {
+      if (!app.mcp.tools.has(name)) app.mcp.tool({ name, description: 'Echoes its text.' }, async (args) => JSON.stringify(args))
+      return `added ${name}`
+    })
+  }
 
   return app
 }

@@ -73,6 +73,11 @@ export interface McpPluginOptions {
   /** Pending requests to the client allowed per session. Default 32. */
   maxPendingClientRequests?: number
   /**
+   * Requests in flight plus open streams (GET, resumed) allowed per session on one instance; past
+   * it a request gets 429. Default 64.
+   */
+  maxStreamsPerSession?: number
+  /**
    * Secret that seals `requestState` of multi-round-trip requests (2026-07-28); every instance
    * behind one load balancer needs the same. Default: a random secret per process (logged once).
    */
@@ -121,6 +126,7 @@ export interface ResolvedOptions {
   retryInterval: number
   pageSize: number
   maxPendingClientRequests: number
+  maxStreamsPerSession: number
   requestStateSecret: string | undefined
   requestStateTtl: number
   cache: NonNullable<McpPluginOptions['cache']>
@@ -238,6 +244,7 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     retryInterval: nonNegativeInt(o, 'retryInterval', 1000),
     pageSize: nonNegativeInt(o, 'pageSize', 100, 1),
     maxPendingClientRequests: nonNegativeInt(o, 'maxPendingClientRequests', 32, 1),
+    maxStreamsPerSession: nonNegativeInt(o, 'maxStreamsPerSession', 64, 1),
     requestStateSecret: checkSecret(opts.requestStateSecret),
     requestStateTtl: nonNegativeInt(o, 'requestStateTtl', 600_000, 1),
     cache: checkCache(opts.cache),

@@ -132,6 +132,12 @@ export class Hub {
     for (const e of this.#sessions.values()) if (e.getStream !== null && e.subscriptions.has(uri)) e.getStream.send(msg)
   }
 
+  /** Requests in flight plus open streams of a session on this process. */
+  streams (sid: string): number {
+    const e = this.#sessions.get(sid)
+    return e === undefined ? 0 : e.inflight.size + e.followers.size + (e.getStream !== null ? 1 : 0)
+  }
+
   /** Number of pending client requests of a session on this process. */
   pending (sid: string): number {
     return this.#sessions.get(sid)?.waiters.size ?? 0

@@ -227,6 +227,7 @@ export class LegacyWire {
     }
     const sid = this.#sessionId(request, batch ? null : firstId)
     const hasRequests = messages.some(m => m.kind === 'request')
+    if (hasRequests) this.#checkStreamCap(sid, batch ? null : firstId)
     // Answers and notifications never wait behind a running handler (that handler may be waiting for them).
     const session = await this.#open(request, sid, principal, batch ? null : firstId, hasRequests)
     try {
@@ -281,6 +282,13 @@ export class LegacyWire {
       channel.finish(responses, !batch, status)
     } finally {
       await this.#close(request, session)
+    }
+  }
+
+  /** Unbounded growth is a bug: cap what one session may hold open on this instance. */
+  #checkStreamCap (sid: string, id: RequestId | null): void {
+    if (this.hub.streams(sid) >= this.#d.opts.maxStreamsPerSession) {
+      throw new HttpRefusal(429, id, ErrorCode.ServerError, 'Too many requests and streams open for this session; retry later')
     }
   }
 
@@ -482,8 +490,15 @@ export class LegacyWire {
       throw new FST_ERR_MCP_CLIENT_REQUEST(method, 'too many pending requests to the client in this session')
     }
     const id = this.hub.nextClientRequestId()
-    await this.hub.ready(sid)
+    // Registered before any await, so that the cap above counts requests made in the same turn.
     const { answer, cancel } = this.hub.waitForAnswer(sid, id)
+    try {
+      await this.hub.ready(sid)
+    } catch (err) {
+      answer.catch(() => {})
+      cancel(err as Error)
+      throw err
+    }
     const timeout = this.#d.opts.clientRequestTimeout
     const timer = setTimeout(() => cancel(new FST_ERR_MCP_CLIENT_TIMEOUT(method, timeout)), timeout)
     timer.unref()
@@ -530,6 +545,7 @@ export class LegacyWire {
    */
   async get (request: FastifyRequest, reply: FastifyReply, principal: McpPrincipal | null): Promise<void> {
     const sid = this.#sessionId(request, null)
+    this.#checkStreamCap(sid, null)
     const session = await this.#open(request, sid, principal, null, false)
     this.#checkVersionHeader(request, null)
     const version = session.handle.getProtocol<string>(K.version) ?? '2025-03-26'
