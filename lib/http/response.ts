@@ -6,7 +6,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { EventLog } from '../bus/event-log.js'
 import type { Hub } from '../protocol/hub.js'
-import { SSE_HEADERS, ServerStream } from './sse.js'
+import { ServerStream, startSse } from './sse.js'
 
 export interface ChannelOptions {
   sessionId: string | null
@@ -42,13 +42,7 @@ export class ResponseChannel {
   #openSse (): ServerStream {
     if (this.#stream !== null) return this.#stream
     const reply = this.#reply
-    const headers: Record<string, string | number | string[]> = {}
-    for (const [k, v] of Object.entries(reply.getHeaders())) if (v !== undefined) headers[k] = v as string
-    Object.assign(headers, SSE_HEADERS, this.#opts.extraHeaders)
-    reply.hijack()
-    reply.raw.writeHead(200, headers)
-    // Send the headers now: a stream may stay silent for a while, and the client waits for them.
-    reply.raw.flushHeaders()
+    startSse(reply, this.#opts.extraHeaders)
     const sid = this.#opts.sessionId
     const hub = this.#opts.hub
     const resumable = sid !== null && this.#opts.polling

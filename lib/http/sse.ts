@@ -5,8 +5,8 @@
  * connection attached right now, then published for followers on other connections or instances.
  * Writes go through one promise chain, so events keep their order although logging is async.
  */
-import type { ServerResponse } from 'node:http'
-import type { FastifyBaseLogger } from 'fastify'
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import type { FastifyBaseLogger, FastifyReply } from 'fastify'
 import type { BusMessage } from '../bus/bus.js'
 import { newStreamId, type EventLog } from '../bus/event-log.js'
 
@@ -20,6 +20,21 @@ export const SSE_HEADERS: Record<string, string> = {
 
 /** A connection whose buffer grows past this is a slow reader: it is closed (the log keeps the events). */
 export const MAX_BUFFERED_BYTES = 4 * 1024 * 1024
+
+/**
+ * Takes the response over from Fastify and starts an SSE response: the headers Fastify hooks set,
+ * the SSE headers, and `extra`, sent at once (a stream may stay silent for a while, and the
+ * client waits for the headers).
+ */
+export function startSse (reply: FastifyReply, extra?: Record<string, string>): ServerResponse {
+  const headers: OutgoingHttpHeaders = {}
+  for (const [k, v] of Object.entries(reply.getHeaders())) if (v !== undefined) headers[k] = v
+  Object.assign(headers, SSE_HEADERS, extra)
+  reply.hijack()
+  reply.raw.writeHead(200, headers)
+  reply.raw.flushHeaders()
+  return reply.raw
+}
 
 export function frame (id: string | null, data: string): string {
   return id === null ? `data: ${data}\n\n` : `id: ${id}\ndata: ${data}\n\n`

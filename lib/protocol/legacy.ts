@@ -12,7 +12,7 @@ import { FST_ERR_MCP_CAPABILITY, FST_ERR_MCP_CLIENT_REQUEST, FST_ERR_MCP_CLIENT_
 import { callTool, complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from '../features/methods.js'
 import type { Registry } from '../features/registry.js'
 import { ResponseChannel } from '../http/response.js'
-import { SSE_HEADERS, ServerStream } from '../http/sse.js'
+import { ServerStream, startSse } from '../http/sse.js'
 import { ErrorCode, errorResponse, McpError, resultResponse, type JsonRpcRequest, type ParsedBody, type RequestId } from '../jsonrpc/messages.js'
 import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
 import type { SessionLease, SessionLock } from '../locks/session-lock.js'
@@ -562,7 +562,7 @@ export class LegacyWire {
         throw this.#unavailable(err, null, request.log, sid)
       }
       if (replay !== null) {
-        this.#sseHeaders(reply)
+        startSse(reply)
         follower.start(replay.events, replay.finished)
         return
       }
@@ -578,7 +578,7 @@ export class LegacyWire {
       if (replay !== null) { backlog = replay.events; resumeId = replay.streamId }
     }
     await this.hub.ready(sid)
-    this.#sseHeaders(reply)
+    startSse(reply)
     const polling = supportsSsePolling(version)
     const stream = new ServerStream({
       sessionId: sid,
@@ -597,15 +597,6 @@ export class LegacyWire {
     if (resumeId !== undefined) return
     if (polling) stream.prime()
     else reply.raw.write(': stream open\n\n')
-  }
-
-  #sseHeaders (reply: FastifyReply): void {
-    const headers: Record<string, string> = {}
-    for (const [k, v] of Object.entries(reply.getHeaders())) if (typeof v === 'string') headers[k] = v
-    reply.hijack()
-    reply.raw.writeHead(200, { ...headers, ...SSE_HEADERS })
-    // Send the headers now: a stream may stay silent for a while, and the client waits for them.
-    reply.raw.flushHeaders()
   }
 
   /** DELETE: ends the session (under the lock, so no running request writes it back). */

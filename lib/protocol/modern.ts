@@ -9,7 +9,7 @@ import { InputRequiredSignal, LOG_LEVELS, type LogLevel, type McpContext, type M
 import { callTool, complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from '../features/methods.js'
 import type { ListKind, Registry } from '../features/registry.js'
 import { ResponseChannel } from '../http/response.js'
-import { SSE_HEADERS } from '../http/sse.js'
+import { startSse } from '../http/sse.js'
 import { ErrorCode, errorResponse, McpError, resultResponse, type JsonRpcRequest, type ParsedBody, type RequestId } from '../jsonrpc/messages.js'
 import type { EventLog } from '../bus/event-log.js'
 import type { ResolvedOptions } from '../options.js'
@@ -370,12 +370,7 @@ export class ModernWire {
       for (const u of wanted.resourceSubscriptions) if (typeof u === 'string') uris.add(u)
       honored.resourceSubscriptions = [...uris]
     }
-    const headers: Record<string, string> = {}
-    for (const [k, v] of Object.entries(reply.getHeaders())) if (typeof v === 'string') headers[k] = v
-    reply.hijack()
-    reply.raw.writeHead(200, { ...headers, ...SSE_HEADERS })
-    // Send the headers now: a stream may stay silent for a while, and the client waits for them.
-    reply.raw.flushHeaders()
+    startSse(reply)
     const stream: ListenStream = { id: msg.id, reply, kinds, uris, timer: null }
     this.#listeners.add(stream)
     this.#send(stream, 'notifications/subscriptions/acknowledged', { notifications: honored })
