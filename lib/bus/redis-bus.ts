@@ -39,10 +39,13 @@ export class RedisBus implements Bus {
     this.prefix = options.prefix ?? 'mcp:'
     this.#log = options.log
     this.#sharded = options.redis instanceof Cluster
-    // The subscriber is ours: created here, closed in close().
+    // The subscriber is ours: created here, closed in close(). It keeps an offline queue even when
+    // the publishing client is fail-fast (LOCK_CLIENT_OPTIONS): a SUBSCRIBE sent before the new
+    // connection is up must wait for it, not fail (it still fails once the client gives up
+    // reconnecting, after its maxRetriesPerRequest).
     this.#sub = this.#sharded
-      ? (options.redis as Cluster).duplicate(undefined, { shardedSubscribers: true })
-      : (options.redis as Redis).duplicate()
+      ? (options.redis as Cluster).duplicate(undefined, { shardedSubscribers: true, enableOfflineQueue: true })
+      : (options.redis as Redis).duplicate({ enableOfflineQueue: true })
     const onMessage = (channel: string, text: string): void => { this.#dispatch(channel, text) }
     this.#sub.on(this.#sharded ? 'smessage' : 'message', onMessage)
     // Errors are reported through commands; an 'error' listener keeps ioredis from printing them.
@@ -83,14 +86,21 @@ export class RedisBus implements Bus {
     if (this.#closed) throw new Error('bus closed')
     const name = this.channelName(channel)
     let set = this.#listeners.get(name)
+    const fresh = set === undefined
     if (set === undefined) {
       set = new Set()
       this.#listeners.set(name, set)
-      set.add(listener)
-      await this.#queue(name, () => this.#sharded ? (this.#sub as Cluster).ssubscribe(name) : (this.#sub as Redis).subscribe(name))
-    } else {
-      set.add(listener)
-      await this.#pending.get(name)
+    }
+    set.add(listener)
+    try {
+      if (fresh) await this.#queue(name, () => this.#sharded ? (this.#sub as Cluster).ssubscribe(name) : (this.#sub as Redis).subscribe(name))
+      else await this.#pending.get(name)
+    } catch (err) {
+      // Not subscribed (Redis down): forget the listener, so that the next subscribe to this
+      // channel sends SUBSCRIBE again instead of trusting one that never happened.
+      set.delete(listener)
+      if (set.size === 0 && this.#listeners.get(name) === set) this.#listeners.delete(name)
+      throw err
     }
     let done = false
     return async () => {

@@ -26,6 +26,13 @@ import { allowsBatches, isLegacyVersion, negotiateLegacyVersion, supportsSsePoll
 /** Visible ASCII, as the spec requires of session ids; bounded length. */
 const SESSION_ID = /^[\x21-\x7E]{1,128}$/
 
+const LOCK_LOST = 'Session lock was lost; the changes of this request were not saved.'
+
+/** Why a request's handlers were stopped when its session lease was lost. */
+class LeaseLostError extends Error {
+  constructor () { super('session lock lost') }
+}
+
 /** An HTTP-level refusal: status + JSON-RPC error body. */
 export class HttpRefusal extends Error {
   readonly status: number
@@ -154,7 +161,7 @@ export class LegacyWire {
     s.lease = lease
     if (lease === null) return
     lease.signal.addEventListener('abort', () => {
-      if (s.lease === lease) s.lost.abort(new Error('session lock lost'))
+      if (s.lease === lease) s.lost.abort(new LeaseLostError())
     }, { once: true })
   }
 
@@ -269,11 +276,12 @@ export class LegacyWire {
       }
       await Promise.all(runs)
       // Saved before answering: the client's next request must see what this one changed.
-      if (await this.#close(request, session) === 'fenced') {
-        // The lease ran out under this request and the session changed since: its changes were
-        // dropped, so its results must not be reported as done.
+      const saved = await this.#close(request, session)
+      if (saved === 'fenced' || session.lost.signal.reason instanceof LeaseLostError) {
+        // The lease ran out under this request (and, when fenced, the session changed since): its
+        // changes were dropped, so its results must not be reported as done.
         const dropped = responses.map(r => 'result' in (r as object)
-          ? errorResponse((r as { id: RequestId }).id, ErrorCode.ServerError, 'Session lock was lost; the changes of this request were not saved.')
+          ? errorResponse((r as { id: RequestId }).id, ErrorCode.ServerError, LOCK_LOST)
           : r)
         channel.finish(dropped, !batch, 503)
         return
@@ -363,10 +371,10 @@ export class LegacyWire {
     const ctx = this.#context(request, session, channel, msg, principal, controller.signal, () => finished)
     try {
       const result = await this.#dispatch(session.handle, msg, ctx, request.log)
-      if (controller.signal.aborted) return null
+      if (controller.signal.aborted) return this.#abortedResponse(msg.id, controller.signal)
       return resultResponse(msg.id, result)
     } catch (err) {
-      if (controller.signal.aborted) return null
+      if (controller.signal.aborted) return this.#abortedResponse(msg.id, controller.signal)
       if (err instanceof McpError) return errorResponse(msg.id, err.code, err.message, err.data)
       if (err instanceof HttpRefusal) return { ...err.body, id: msg.id }
       request.log.error({ err, method: msg.method }, 'MCP handler failed')
@@ -376,6 +384,11 @@ export class LegacyWire {
       leaseSignal.removeEventListener('abort', onLeaseLost)
       untrack()
     }
+  }
+
+  /** A cancelled request gets no response; one stopped because its lease was lost gets an error. */
+  #abortedResponse (id: RequestId, signal: AbortSignal): unknown {
+    return signal.reason instanceof LeaseLostError ? errorResponse(id, ErrorCode.ServerError, LOCK_LOST) : null
   }
 
   async #dispatch (handle: SessionHandle, msg: JsonRpcRequest, ctx: McpContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> {
