@@ -11,12 +11,12 @@
  * the bus and the event log are in Redis too, so instances behind a load balancer need no sticky
  * sessions.
  */
-import Fastify from 'fastify'
+import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import { Type } from '@sinclair/typebox'
 import mcp, {
   FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
-  type SessionLock, type SessionStore
+  type McpDecorator, type SessionLock, type SessionStore
 } from '../lib/index.js'
 
 export interface DemoOptions {
@@ -72,21 +72,9 @@ const sleep = (ms: number, signal?: AbortSignal): Promise<void> => new Promise((
   signal?.addEventListener('abort', onAbort, { once: true })
 })
 
-export async function buildDemo (opts: DemoOptions = {}): Promise<ReturnType<typeof Fastify>> {
-  const env = opts.env ?? process.env
-  const app = Fastify({ logger: opts.logger ?? true })
-  const sessions = sessionsFromEnv(env)
-  app.addHook('onClose', sessions.close)
-  await app.register(mcp, {
-    path: '/mcp',
-    serverInfo: { name: 'fastify-mcp-http-demo', version: '1.0.0' },
-    sessions: { store: sessions.store, lock: sessions.lock },
-    requestStateSecret: env.MCP_STATE_SECRET,
-    // The plugin makes its own client from the URL and closes it on app.close().
-    redis: env.REDIS_URL
-  })
-
-  app.mcp.tool({
+/** The demo's tools, on any registry (the tests reuse them). */
+export function registerDemoTools (mcp: McpDecorator): void {
+  mcp.tool({
     name: 'counter_add',
     description: 'Adds `by` to this session\'s counter (after waiting `delayMs`) and returns the new value.',
     input: Type.Object({
@@ -102,7 +90,7 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<ReturnType<typ
     return { content: [{ type: 'text', text: String(counter) }], structuredContent: { counter } }
   })
 
-  app.mcp.tool({
+  mcp.tool({
     name: 'counter_get',
     description: 'Returns this session\'s counter.',
     output: Type.Object({ counter: Type.Integer() })
@@ -111,7 +99,7 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<ReturnType<typ
     return { content: [{ type: 'text', text: String(counter) }], structuredContent: { counter } }
   })
 
-  app.mcp.tool({
+  mcp.tool({
     name: 'ask_name',
     description: 'Asks the user for their name and greets them.'
   }, async (_args, ctx) => {
@@ -123,7 +111,7 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<ReturnType<typ
     return `Hello, ${answer.content.name}!`
   })
 
-  app.mcp.tool({
+  mcp.tool({
     name: 'slow_count',
     description: 'Counts to `steps`, one step every `intervalMs`, reporting progress; stops when cancelled.',
     input: Type.Object({
@@ -137,6 +125,23 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<ReturnType<typ
     }
     return `Counted to ${steps}.`
   })
+}
+
+export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstance> {
+  const env = opts.env ?? process.env
+  const app = Fastify({ logger: opts.logger ?? true })
+  const sessions = sessionsFromEnv(env)
+  app.addHook('onClose', sessions.close)
+  await app.register(mcp, {
+    path: '/mcp',
+    serverInfo: { name: 'fastify-mcp-http-demo', version: '1.0.0' },
+    sessions: { store: sessions.store, lock: sessions.lock },
+    requestStateSecret: env.MCP_STATE_SECRET,
+    // The plugin makes its own client from the URL and closes it on app.close().
+    redis: env.REDIS_URL
+  })
+
+  registerDemoTools(app.mcp)
 
   if (env.MCP_DEMO_ADMIN === '1') {
     // For the many-instances tests: change this instance's tool list at run time, so that the
