@@ -36,11 +36,19 @@ interface SessionEntry {
   getStream: ServerStream | null
   /** Resource URIs the session subscribed to (known while it has a GET stream here). */
   subscriptions: Set<string>
-  /** Resolves when the bus subscription is active; its value unsubscribes. */
-  subscription: Promise<() => Promise<void>>
+  /**
+   * Resolves when the bus subscription is active; its value unsubscribes. `null` while only short
+   * requests are in flight: subscribing per request would cost two bus round trips each.
+   */
+  subscription: Promise<() => Promise<void>> | null
+  /** The subscription failed (bus down): the next `ready()` subscribes again. */
+  failed: boolean
 }
 
 export const sessionChannel = (sid: string): string => `s:${sid}`
+
+/** Milliseconds a request runs before this process subscribes to its session's channel. */
+const SUBSCRIBE_AFTER = 10
 
 /** @internal */
 export class Hub {
@@ -61,27 +69,50 @@ export class Hub {
     return `srv-${this.#prefix}-${++this.#counter}`
   }
 
-  #entry (sid: string): SessionEntry {
+  #entry (sid: string, subscribe = true): SessionEntry {
     let e = this.#sessions.get(sid)
     if (e === undefined) {
-      const entry: SessionEntry = {
+      e = {
         inflight: new Map(),
         waiters: new Map(),
         followers: new Set(),
         getStream: null,
         subscriptions: new Set(),
-        subscription: this.#bus.subscribe(sessionChannel(sid), (m) => this.#onMessage(sid, m))
+        subscription: null,
+        failed: false
       }
-      entry.subscription.catch((err: unknown) => this.#logger.error({ err, sessionId: sid }, 'bus subscription failed'))
-      this.#sessions.set(sid, entry)
-      e = entry
+      this.#sessions.set(sid, e)
     }
+    if (subscribe && e.subscription === null) this.#subscribe(sid, e)
     return e
+  }
+
+  /** Subscribes the entry to the session's channel (again, after a failed attempt). */
+  #subscribe (sid: string, entry: SessionEntry): void {
+    const subscription = this.#bus.subscribe(sessionChannel(sid), (m) => this.#onMessage(sid, m))
+    entry.subscription = subscription
+    entry.failed = false
+    subscription.catch((err: unknown) => {
+      this.#logger.error({ err, sessionId: sid }, 'bus subscription failed')
+      // A failed subscription is not kept: the next ready() subscribes again.
+      if (entry.subscription === subscription) entry.failed = true
+    })
   }
 
   /** Waits until this process listens to the session's channel (so nothing sent after is missed). */
   async ready (sid: string): Promise<void> {
-    await this.#entry(sid).subscription
+    await this.#subscribed(sid, this.#entry(sid))
+  }
+
+  /** Awaits the entry's subscription, re-subscribing after a failure; on failure drops what holds nothing. */
+  async #subscribed (sid: string, e: SessionEntry): Promise<void> {
+    if (e.failed || e.subscription === null) this.#subscribe(sid, e)
+    try {
+      await e.subscription
+    } catch (err) {
+      this.#release(sid)
+      throw err
+    }
   }
 
   #release (sid: string): void {
@@ -89,15 +120,23 @@ export class Hub {
     if (e === undefined) return
     if (e.inflight.size > 0 || e.waiters.size > 0 || e.followers.size > 0 || e.getStream !== null) return
     this.#sessions.delete(sid)
+    if (e.failed || e.subscription === null) return
     e.subscription.then(unsub => unsub()).catch((err: unknown) => this.#logger.warn({ err, sessionId: sid }, 'bus unsubscribe failed'))
   }
 
   /** Registers a running request so a `notifications/cancelled` can abort it. */
   trackRequest (sid: string, requestId: string | number, controller: AbortController): () => void {
-    const e = this.#entry(sid)
+    const e = this.#entry(sid, false)
     const key = String(requestId)
     e.inflight.set(key, controller)
+    // A cancel from another instance can only reach a request that runs long enough to be
+    // cancelled: subscribe once it has run for a moment (local cancels are delivered directly).
+    const timer = e.subscription === null
+      ? setTimeout(() => { if (this.#sessions.get(sid) === e && e.inflight.has(key) && e.subscription === null) this.#subscribe(sid, e) }, SUBSCRIBE_AFTER)
+      : null
+    timer?.unref()
     return () => {
+      if (timer !== null) clearTimeout(timer)
       if (e.inflight.get(key) === controller) e.inflight.delete(key)
       this.#release(sid)
     }
@@ -190,7 +229,13 @@ export class Hub {
     const e = this.#entry(sid)
     const f: Follower = { streamId: parsed?.streamId ?? '', conn, seq: parsed?.seq ?? 0, buffer: [], ended: false }
     e.followers.add(f)
-    await e.subscription
+    try {
+      await this.#subscribed(sid, e)
+    } catch (err) {
+      e.followers.delete(f)
+      this.#release(sid)
+      throw err
+    }
     const stop = (): void => {
       if (!e.followers.delete(f)) return
       f.ended = true
@@ -218,6 +263,8 @@ export class Hub {
   /** Publishes a message on a session's channel (reaches whichever process holds the waiter or stream). */
   async publish (sid: string, message: BusMessage): Promise<void> {
     await this.#bus.publish(sessionChannel(sid), message)
+    // A session held here without a subscription (short requests only) gets it directly.
+    if (this.#sessions.get(sid)?.subscription === null) this.#onMessage(sid, message)
   }
 
   #onMessage (sid: string, m: BusMessage): void {
@@ -282,7 +329,7 @@ export class Hub {
       for (const c of e.inflight.values()) c.abort(new Error('server shutting down'))
       for (const f of e.followers) { writeTo(f.conn, `retry: ${retryMs}\n\n`, this.#logger, {}); f.conn.end() }
       e.getStream?.end(retryMs)
-      unsubs.push(e.subscription.then(u => u()).catch(() => {}))
+      if (e.subscription !== null) unsubs.push(e.subscription.then(u => u()).catch(() => {}))
       this.#sessions.delete(sid)
     }
     await Promise.all(unsubs)
