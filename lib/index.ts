@@ -85,11 +85,16 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
     (redis !== undefined ? new RedisEventLog({ redis, prefix, ...options?.eventLogOptions }) : new MemoryEventLog(options?.eventLogOptions))
 
   const registry = new McpDecorator()
+  // What the server offers follows what is registered; rebuilt only when the registry changed.
+  let caps: Record<string, unknown> = {}
+  let capsRevision = -1
   const capabilities = (): Record<string, unknown> => {
-    const caps: Record<string, unknown> = { logging: {}, completions: {} }
+    if (capsRevision === registry.revision) return caps
+    caps = { logging: {}, completions: {} }
     if (registry.tools.size > 0) caps.tools = { listChanged: true }
     if (registry.resources.size > 0 || registry.templates.size > 0) caps.resources = { subscribe: true, listChanged: true }
     if (registry.prompts.size > 0) caps.prompts = { listChanged: true }
+    capsRevision = registry.revision
     return caps
   }
   const gc = new GcPolicy({ gcProbability: opts.gcProbability, gcDivisor: opts.gcDivisor })

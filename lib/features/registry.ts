@@ -169,11 +169,14 @@ export class Registry extends EventEmitter<{ changed: [ListKind], resourceUpdate
   readonly templates = new Map<string, TemplateEntry>()
   readonly prompts = new Map<string, PromptEntry>()
   #started = false
+  /** @internal Bumped by every change of the lists (lets derived data be cached). */
+  revision = 0
 
   /** @internal Called when the server is ready: later changes are announced. */
   start (): void { this.#started = true }
 
   #changed (kind: ListKind): void {
+    this.revision++
     if (this.#started) this.emit('changed', kind)
   }
 

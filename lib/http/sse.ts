@@ -82,6 +82,7 @@ export class ServerStream {
   #ended = false
   #chain: Promise<void> = Promise.resolve()
   #onDetach: (() => void) | null = null
+  #corked = false
 
   constructor (options: ServerStreamOptions) {
     this.#o = options
@@ -173,6 +174,12 @@ export class ServerStream {
   #write (text: string): void {
     const conn = this.#conn
     if (conn === null) return
+    // Frames written in one burst (progress, then the result) leave in one socket write.
+    if (!this.#corked && !conn.destroyed) {
+      this.#corked = true
+      conn.cork()
+      setImmediate(() => { this.#corked = false; conn.uncork() })
+    }
     if (!writeTo(conn, text, this.#o.logger, { sessionId: this.sessionId, streamId: this.id })) this.#detachConn()
   }
 

@@ -271,7 +271,7 @@ export class LegacyWire {
             await this.#notification(sid, m.message.method, m.message.params ?? {})
             break
           case 'request':
-            runs.push(this.#run(request, session, channel, m.message, principal).then(r => { if (r !== null) responses.push(r) }))
+            runs.push(this.#run(request, session, channel, m.message, principal, !batch).then(r => { if (r !== null) responses.push(r) }))
         }
       }
       await Promise.all(runs)
@@ -360,13 +360,16 @@ export class LegacyWire {
   // ─── running one request ─────────────────────────────────────────────────────────────────────
 
   /** Runs one request; resolves its response, or `null` when it was cancelled. */
-  async #run (request: FastifyRequest, session: OpenSession, channel: ResponseChannel, msg: JsonRpcRequest, principal: McpPrincipal | null): Promise<unknown> {
+  async #run (request: FastifyRequest, session: OpenSession, channel: ResponseChannel, msg: JsonRpcRequest, principal: McpPrincipal | null,
+    alone: boolean): Promise<unknown> {
     const sid = session.handle.id
-    const controller = new AbortController()
+    // The only request of its POST shares the session's controller (one less per request);
+    // requests of a batch each get their own, so that a cancel stops only its target.
+    const controller = alone ? session.lost : new AbortController()
     const untrack = this.hub.trackRequest(sid, msg.id, controller)
     const leaseSignal = session.lost.signal
     const onLeaseLost = (): void => controller.abort(leaseSignal.reason)
-    leaseSignal.addEventListener('abort', onLeaseLost, { once: true })
+    if (!alone) leaseSignal.addEventListener('abort', onLeaseLost, { once: true })
     let finished = false
     const ctx = this.#context(request, session, channel, msg, principal, controller.signal, () => finished)
     try {

@@ -270,10 +270,12 @@ export class ModernWire {
     if (responses !== undefined && !isPlainObject(responses)) {
       throw new McpError(ErrorCode.InvalidParams, 'Invalid params: inputResponses must be an object')
     }
-    const digest = paramsDigest(params)
+    // The digest is a SHA-256 over the canonical params: only computed when a state is involved.
+    let digest: string | undefined
+    const digestOf = (): string => (digest ??= paramsDigest(params))
     let state: Record<string, unknown> = {}
     if (params.requestState !== undefined) {
-      const opened = this.#d.sealer.open(params.requestState, { p: principal?.id ?? null, m: msg.method, d: digest })
+      const opened = this.#d.sealer.open(params.requestState, { p: principal?.id ?? null, m: msg.method, d: digestOf() })
       if (!opened.ok) {
         request.log.warn({ reason: opened.reason, method: msg.method }, 'requestState refused')
         throw new McpError(ErrorCode.InvalidParams, `Invalid params: ${opened.reason}`)
@@ -347,7 +349,7 @@ export class ModernWire {
       inputRequired: (): Record<string, unknown> => ({
         resultType: 'input_required',
         inputRequests: asked,
-        requestState: sealer.seal({ p: principal?.id ?? null, m: msg.method, d: digest, s: ctx.state })
+        requestState: sealer.seal({ p: principal?.id ?? null, m: msg.method, d: digestOf(), s: ctx.state })
       })
     }
   }
