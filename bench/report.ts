@@ -1,0 +1,270 @@
+/**
+ * Results: the row types, the ratio to each block's baseline, the target checks, and the three
+ * renderings (terminal table, `results.json`, `results.md` for the README's performance section).
+ */
+import { cpus, totalmem } from 'node:os'
+
+/** One server in one throughput block (scenario × connections × sessions), medians over rounds. */
+export interface Row {
+  scenario: string
+  title: string
+  connections: number
+  /** Stores scenario: all connections on one session, or one session per connection. */
+  sessions?: 'one' | 'many'
+  server: string
+  baseline: string
+  isBaseline: boolean
+  rounds: number
+  reqPerSec: number
+  p50: number
+  p99: number
+  cpuUsPerReq: number
+  rssMiB: number
+  /** Client → Redis commands (round trips) per MCP request, counted with MONITOR. */
+  redisRoundTrips?: number
+  redisRoundTripsBy?: Record<string, number>
+  /** Redis commands per MCP request including those scripts run (INFO total_commands_processed). */
+  redisCommands?: number
+  /** Cores busy with other work during the measured windows (host CPU minus server and load generator; Redis included). */
+  otherCores: number
+  /** Non-2xx answers plus connection errors over all timed rounds. */
+  failures: number
+  statusCodes: Record<string, number>
+  ratio: { reqPerSec: number, p50: number, p99: number, cpuUsPerReq: number, rssMiB: number }
+  perRound: Array<{ reqPerSec: number, p50: number, p99: number, cpuUsPerReq: number, rssMiB: number, otherCores: number }>
+}
+
+export interface ParallelResult {
+  variant: string
+  processes: number
+  calls: number
+  handlerMs: number
+  floorMs: number
+  totalMs: number
+  ratio: number
+  status503: number
+  otherFailures: number
+  /** The counter went 1..calls with every call seeing the previous one (no lost update). */
+  serialized: boolean
+  /** Answer-to-answer gap (one handler run + one lock handoff) when the lock stayed in a process, ms (median of rounds). */
+  sameGapMs: number
+  /** Handoffs of the lock between processes per round (median). */
+  crossProcessHandoffs: number
+  /** Answer-to-answer gap when the lock moved to the other process, ms. */
+  crossGapMs: number
+  perRound: Array<{
+    totalMs: number
+    status503: number
+    otherFailures: number
+    serialized: boolean
+    handoffs: { sameProcess: number, sameGapMs: number, crossProcess: number, crossGapMs: number, firstAnswerMs: number }
+  }>
+}
+
+export interface IdleResult {
+  server: string
+  sessions: number
+  createSeconds: number
+  heapBytesPerSession?: number
+  rssBytesPerSession?: number
+  gcScanMs?: number
+  gcRemoveMs?: number
+  gcRemoved?: number
+  note?: string
+}
+
+export interface Target {
+  name: string
+  want: string
+  got: string
+  pass: boolean
+}
+
+export interface Results {
+  meta: { date: string, node: string, cpu: string, cores: number, memGiB: number, command: string }
+  options: Record<string, unknown>
+  rows: Row[]
+  parallel: ParallelResult[]
+  idle: IdleResult[]
+  targets: Target[]
+}
+
+export function machine (): Results['meta'] {
+  const c = cpus()
+  return {
+    date: new Date().toISOString(),
+    node: process.version,
+    cpu: c[0]?.model.trim() ?? 'unknown',
+    cores: c.length,
+    memGiB: Math.round(totalmem() / 2 ** 30),
+    command: process.argv.length > 2 ? `npm run bench -- ${process.argv.slice(2).join(' ')}` : 'npm run bench'
+  }
+}
+
+/** Fills `ratio` of every row against the baseline row of its block. */
+export function addRatios (rows: Row[]): void {
+  for (const r of rows) {
+    const base = rows.find(b => b.isBaseline && b.scenario === r.scenario && b.connections === r.connections && b.sessions === r.sessions)
+    const q = (a: number, b: number | undefined): number => b === undefined || b === 0 ? NaN : a / b
+    r.ratio = {
+      reqPerSec: q(r.reqPerSec, base?.reqPerSec),
+      p50: q(r.p50, base?.p50),
+      p99: q(r.p99, base?.p99),
+      cpuUsPerReq: q(r.cpuUsPerReq, base?.cpuUsPerReq),
+      rssMiB: q(r.rssMiB, base?.rssMiB)
+    }
+  }
+}
+
+// ─── targets ─────────────────────────────────────────────────────────────────────────────────
+
+const f2 = (x: number): string => Number.isFinite(x) ? x.toFixed(2) : 'n/a'
+
+export function checkTargets (res: Pick<Results, 'rows' | 'parallel' | 'idle'>): Target[] {
+  const out: Target[] = []
+  const find = (scenario: string, server: string, connections?: number, sessions?: string): Row[] =>
+    res.rows.filter(r => r.scenario === scenario && r.server === server && (connections === undefined || r.connections === connections) && (sessions === undefined || r.sessions === sessions))
+  for (const r of find('modern', OURS_MEMORY)) {
+    out.push({ name: `modern tools/call JSON, c=${r.connections}: req/s vs bare Fastify`, want: '≥ 0.85×', got: `${f2(r.ratio.reqPerSec)}×`, pass: r.ratio.reqPerSec >= 0.85 })
+    out.push({ name: `modern tools/call JSON, c=${r.connections}: CPU/request vs bare Fastify`, want: '≤ 1.2×', got: `${f2(r.ratio.cpuUsPerReq)}×`, pass: r.ratio.cpuUsPerReq <= 1.2 })
+  }
+  for (const r of find('session', OURS_MEMORY)) {
+    out.push({ name: `2025-wire tools/call on a session (memory store), c=${r.connections}: req/s vs bare Fastify`, want: '≥ 0.8×', got: `${f2(r.ratio.reqPerSec)}×`, pass: r.ratio.reqPerSec >= 0.8 })
+  }
+  for (const r of res.rows.filter(x => x.scenario === 'stores' && x.server === OURS_REDIS_LOCKED)) {
+    const block = `c=${r.connections}, ${r.sessions === 'one' ? 'one session' : 'a session per connection'}`
+    if (r.redisRoundTrips !== undefined) {
+      out.push({ name: `Redis store + Redis lock, ${block}: Redis round trips per request`, want: 'exactly 2', got: f2(r.redisRoundTrips), pass: Math.abs(r.redisRoundTrips - 2) < 1e-9 })
+    }
+    out.push({ name: `Redis store + Redis lock, ${block}: req/s vs memory store`, want: '≥ 0.5×', got: `${f2(r.ratio.reqPerSec)}×`, pass: r.ratio.reqPerSec >= 0.5 })
+  }
+  for (const p of res.parallel.filter(x => x.variant.startsWith('redis'))) {
+    out.push({ name: `${p.calls} parallel calls on one session, ${p.variant}: total vs serial floor`, want: '≤ 1.2×', got: `${f2(p.ratio)}× (${Math.round(p.totalMs)} ms vs ${p.floorMs} ms)`, pass: p.ratio <= 1.2 })
+    const bad = p.perRound.reduce((a, r) => a + r.status503, 0)
+    out.push({ name: `${p.calls} parallel calls on one session, ${p.variant}: 503 answers`, want: '0', got: String(bad), pass: bad === 0 })
+  }
+  const mem = res.idle.find(i => i.server === OURS_MEMORY && i.heapBytesPerSession !== undefined)
+  if (mem !== undefined) {
+    const b = mem.heapBytesPerSession as number
+    out.push({ name: `memory store, ${mem.sessions} idle sessions: heap bytes per session`, want: '≤ 2048', got: String(Math.round(b)), pass: b <= 2048 })
+  }
+  return out
+}
+
+export const BARE = 'bare Fastify route'
+export const SDK_V2 = 'SDK v2 createMcpHandler'
+export const SDK_V1 = 'SDK v1 stateful transport'
+export const OURS_MEMORY = 'ours, memory store'
+export const OURS_REDIS_LOCKED = 'ours, Redis store + Redis lock'
+
+// ─── rendering ───────────────────────────────────────────────────────────────────────────────
+
+function num (x: number | undefined, digits: number): string {
+  if (x === undefined || !Number.isFinite(x)) return '–'
+  return x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })
+}
+
+function ratio (x: number, isBaseline: boolean): string {
+  if (isBaseline) return '1'
+  return Number.isFinite(x) ? x.toFixed(2) : '–'
+}
+
+const HEAD = ['scenario', 'c', 'server', 'req/s', '×', 'p50 ms', '×', 'p99 ms', '×', 'CPU µs/req', '×', 'RSS MiB', '×', 'Redis RT/req', 'fail', 'other load']
+
+function cells (r: Row): string[] {
+  const scenario = r.sessions === undefined ? r.title : `${r.title}, ${r.sessions === 'one' ? 'one session' : 'a session per connection'}`
+  return [
+    scenario,
+    String(r.connections),
+    r.server,
+    num(r.reqPerSec, 0), ratio(r.ratio.reqPerSec, r.isBaseline),
+    num(r.p50, 2), ratio(r.ratio.p50, r.isBaseline),
+    num(r.p99, 2), ratio(r.ratio.p99, r.isBaseline),
+    num(r.cpuUsPerReq, 0), ratio(r.ratio.cpuUsPerReq, r.isBaseline),
+    num(r.rssMiB, 0), ratio(r.ratio.rssMiB, r.isBaseline),
+    r.redisRoundTrips === undefined ? '' : `${num(r.redisRoundTrips, 2)} (${num(r.redisCommands, 1)} cmds)`,
+    String(r.failures),
+    num(r.otherCores, 2)
+  ]
+}
+
+function textTable (head: string[], body: string[][]): string {
+  const width = head.map((h, i) => Math.max(h.length, ...body.map(row => (row[i] ?? '').length)))
+  const line = (row: string[]): string => row.map((c, i) => i <= 2 ? c.padEnd(width[i] as number) : c.padStart(width[i] as number)).join('  ')
+  return [line(head), width.map(w => '-'.repeat(w)).join('  '), ...body.map(line)].join('\n')
+}
+
+function mdTable (head: string[], body: string[][], leftCols = 3): string {
+  const align = head.map((_, i) => i < leftCols ? '---' : '---:')
+  const esc = (c: string): string => c.replace(/\|/g, '\\|')
+  return [`| ${head.map(esc).join(' | ')} |`, `| ${align.join(' | ')} |`, ...body.map(r => `| ${r.map(esc).join(' | ')} |`)].join('\n')
+}
+
+const PAR_HEAD = ['variant', 'processes', 'calls × handler', 'serial floor ms', 'total ms', '× floor', 'gap in-process ms', 'cross-process handoffs (gap ms)', '503s', 'other failures', 'no lost update']
+function parCells (p: ParallelResult): string[] {
+  return [p.variant, String(p.processes), `${p.calls} × ${p.handlerMs} ms`, String(p.floorMs), num(p.totalMs, 0), num(p.ratio, 2),
+    num(p.sameGapMs, 1), p.processes < 2 ? '–' : `${num(p.crossProcessHandoffs, 0)} (${num(p.crossGapMs, 1)})`,
+    String(p.perRound.reduce((a, r) => a + r.status503, 0)), String(p.perRound.reduce((a, r) => a + r.otherFailures, 0)),
+    p.perRound.every(r => r.serialized) ? 'yes' : 'NO']
+}
+
+const IDLE_HEAD = ['server', 'sessions', 'create s', 'heap B/session', 'RSS B/session', 'gc() scan ms', 'gc() remove-all ms']
+function idleCells (i: IdleResult): string[] {
+  return [i.server, String(i.sessions), num(i.createSeconds, 1), num(i.heapBytesPerSession, 0), num(i.rssBytesPerSession, 0),
+    num(i.gcScanMs, 0), i.gcRemoveMs === undefined ? '–' : `${num(i.gcRemoveMs, 0)} (${i.gcRemoved ?? 0} removed)`]
+}
+
+/** A warning when other work kept the machine busy during the measured windows (Redis excluded). */
+function disturbance (res: Results): string | null {
+  const others = res.rows.filter(r => r.server.includes('Redis') === false).map(r => r.otherCores).filter(x => Number.isFinite(x))
+  if (others.length === 0) return null
+  const worst = Math.max(...others)
+  if (worst <= 0.5) return null
+  const mean = others.reduce((a, b) => a + b, 0) / others.length
+  return `Warning: other work kept ${mean.toFixed(2)} cores busy on average (up to ${worst.toFixed(2)}) during the measured windows ` +
+    `of this ${res.meta.cores}-core machine: absolute figures are depressed and ratios noisier than on a quiet machine.`
+}
+
+export function renderText (res: Results): string {
+  const parts = [textTable(HEAD, res.rows.map(cells))]
+  const warning = disturbance(res)
+  if (warning !== null) parts.push('', warning)
+  if (res.parallel.length > 0) parts.push('', 'Parallel calls on ONE session with the lock on', textTable(PAR_HEAD, res.parallel.map(parCells)))
+  if (res.idle.length > 0) parts.push('', 'Idle sessions', textTable(IDLE_HEAD, res.idle.map(idleCells)))
+  if (res.targets.length > 0) {
+    parts.push('', 'Targets')
+    for (const t of res.targets) parts.push(`  ${t.pass ? 'PASS' : 'FAIL'}  ${t.name}: ${t.got} (want ${t.want})`)
+  }
+  return parts.join('\n')
+}
+
+export function renderMarkdown (res: Results): string {
+  const m = res.meta
+  const o = res.options
+  const out = [
+    '<!-- Generated by `npm run bench` (bench/run.ts): do not edit by hand. -->',
+    '',
+    `Measured ${m.date.slice(0, 10)} on ${m.cores} × ${m.cpu}, ${m.memGiB} GiB, Node.js ${m.node}; ` +
+      `\`${m.command}\` (${String(o.rounds)} alternating rounds of ${String(o.duration)} s per server after ${String(o.warmup)} s of warm-up; medians).`,
+    'Load generator (autocannon) and server share the machine; each server runs in its own process. ' +
+      '"×" is the ratio to the first row of its block (req/s: higher is better; latency, CPU and RSS: lower is better). ' +
+      'CPU is the server process\'s own `process.cpuUsage()` over the measured window divided by the requests answered. ' +
+      '"Redis RT/req" counts the commands clients sent to Redis per MCP request (MONITOR), and in brackets all commands Redis ran, those inside Lua scripts included. ' +
+      '"other load" is the number of cores busy with anything but the measured server and the load generator during the window (Redis, the kernel\'s loopback work, other processes): ' +
+      'on a 2-core machine, values well above the Redis share mean the figures of that run are disturbed.',
+    '',
+    mdTable(HEAD, res.rows.map(cells))
+  ]
+  const warning = disturbance(res)
+  if (warning !== null) out.push('', `> ${warning}`)
+  if (res.parallel.length > 0) {
+    out.push('', `**${String(res.parallel[0]?.calls)} parallel \`tools/call\` on one session, lock on** (each call reads a session counter, works ${String(res.parallel[0]?.handlerMs)} ms, writes it back; the floor is calls × handler time):`, '', mdTable(PAR_HEAD, res.parallel.map(parCells), 1))
+  }
+  if (res.idle.length > 0) {
+    out.push('', '**Idle sessions** (created with `initialize`; heap and RSS growth after a full GC, divided by the sessions; `gc()` of the file store with none expired, then with all expired):', '', mdTable(IDLE_HEAD, res.idle.map(idleCells), 1))
+  }
+  if (res.targets.length > 0) {
+    out.push('', '**Targets**', '', mdTable(['target', 'want', 'measured', 'result'], res.targets.map(t => [t.name, t.want, t.got, t.pass ? 'met' : '**not met**']), 1))
+  }
+  return out.join('\n') + '\n'
+}

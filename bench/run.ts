@@ -1,0 +1,585 @@
+/**
+ * `npm run bench` — throughput, latency, CPU and memory of fastify-mcp-http against baselines
+ * measured in the same run (not part of `npm test`).
+ *
+ *   npm run bench                         # every scenario, 5 rounds of 3 s runs: ~10 minutes on 2 cores
+ *   npm run bench -- --quick              # 2 rounds of 3 s runs: ~5 minutes
+ *   npm run bench -- --scenarios modern,session --duration 10 --connections 1,50,100
+ *   npm run bench -- --profile --scenarios modern   # + V8 CPU profiles of the servers
+ *
+ * Each server runs in its own process; the load generator (autocannon) runs here. Per block
+ * (scenario × connections × sessions) every server is validated, warmed up, then measured
+ * `--rounds` times in alternation (A B C A B C …); the table shows medians and each figure's ratio
+ * to the block's baseline (its first row). Results go to bench/results/results.json and
+ * results.md; `--readme` also puts the latter into README.md between `<!-- bench:start -->` and
+ * `<!-- bench:end -->` (the README's performance section is generated, not hand-typed).
+ *
+ * Scenarios: modern (2026-07-28 tools/call, JSON), session (2025-wire tools/call on an existing
+ * session, memory store), stores (memory/file/Redis stores, lock off and on, one session and one
+ * per connection, Redis round trips per request), sse (10 progress notifications on SSE),
+ * parallel (100 parallel calls on one session with the lock on), idle (10,000 idle sessions).
+ * The Redis scenarios start a private redis-server (from PATH) on a free port.
+ */
+import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { buildServers } from './build.js'
+import {
+  ROOT, ServerProcess, countRoundTrips, hostCpu, load, median, redisCommandsProcessed, startRedis,
+  type LoadResult, type PrivateRedis, type ServerKind
+} from './harness.js'
+import {
+  BARE, OURS_MEMORY, OURS_REDIS_LOCKED, SDK_V1, SDK_V2, addRatios, checkTargets, machine, renderMarkdown, renderText,
+  type IdleResult, type ParallelResult, type Results, type Row
+} from './report.js'
+import { ECHO_TEXT, expectToolResult, initializeRequest, legacyCall, modernCall, openSession, post, type RequestSpec } from './requests.js'
+
+const SCENARIOS = ['modern', 'session', 'stores', 'sse', 'parallel', 'idle'] as const
+/** The README's generated performance block lies between these markers (`--readme`). */
+const README_START = '<!-- bench:start -->'
+const README_END = '<!-- bench:end -->'
+type Scenario = typeof SCENARIOS[number]
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    duration: { type: 'string' },
+    warmup: { type: 'string' },
+    rounds: { type: 'string' },
+    connections: { type: 'string' },
+    scenarios: { type: 'string' },
+    sessions: { type: 'string' },
+    'parallel-calls': { type: 'string' },
+    'handler-ms': { type: 'string' },
+    'idle-sessions': { type: 'string' },
+    profile: { type: 'boolean', default: false },
+    readme: { type: 'boolean', default: false },
+    out: { type: 'string' },
+    help: { type: 'boolean', default: false }
+  }
+})
+
+if (args.help === true) {
+  console.log(`npm run bench -- [options]
+  --quick                 3 s runs, 1 s warm-up, 2 rounds (default: 3 s runs, 2 s warm-up, 5 rounds)
+  --duration <s>          seconds per measured run
+  --warmup <s>            seconds of warm-up per server and block
+  --rounds <n>            alternating rounds per block (medians are reported)
+  --connections <list>    connections for modern and session (default 1,50); stores and sse use the largest
+  --scenarios <list>      ${SCENARIOS.join(',')} (default: all)
+  --sessions <list>       stores scenario: one,many (default both)
+  --parallel-calls <n>    parallel scenario: calls on one session (default 100)
+  --handler-ms <ms>       parallel scenario: handler time (default 20)
+  --idle-sessions <n>     idle scenario: sessions (default 10000)
+  --profile               write V8 CPU profiles of the servers to <out>/profiles (see bench/profile.ts)
+  --readme                also replace the block between ${README_START} and ${README_END} in README.md
+                          with results.md
+  --out <dir>             results directory (default bench/results)`)
+  process.exit(0)
+}
+
+const quick = args.quick === true
+const int = (v: string | undefined, def: number, name: string): number => {
+  if (v === undefined) return def
+  const n = Number(v)
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number`)
+  return n
+}
+const opts = {
+  quick,
+  // Many short alternating rounds rather than a few long ones: on a shared 2-core machine the
+  // background load drifts, and finer alternation keeps it from landing on one server only.
+  duration: int(args.duration, 3, 'duration'),
+  warmup: int(args.warmup, quick ? 1 : 2, 'warmup'),
+  rounds: int(args.rounds, quick ? 2 : 5, 'rounds'),
+  connections: (args.connections ?? '1,50').split(',').map(s => int(s.trim(), 1, 'connections')),
+  scenarios: (args.scenarios ?? SCENARIOS.join(',')).split(',').map(s => s.trim()) as Scenario[],
+  sessions: (args.sessions ?? 'one,many').split(',').map(s => s.trim()) as Array<'one' | 'many'>,
+  parallelCalls: int(args['parallel-calls'], 100, 'parallel-calls'),
+  handlerMs: int(args['handler-ms'], 20, 'handler-ms'),
+  idleSessions: int(args['idle-sessions'], 10_000, 'idle-sessions'),
+  profile: args.profile === true,
+  readme: args.readme === true,
+  out: args.out ?? join(ROOT, 'bench', 'results')
+}
+for (const s of opts.scenarios) if (!(SCENARIOS as readonly string[]).includes(s)) throw new Error(`unknown scenario ${s} (one of ${SCENARIOS.join(', ')})`)
+for (const s of opts.sessions) if (s !== 'one' && s !== 'many') throw new Error('--sessions takes one, many')
+const maxConnections = Math.max(...opts.connections)
+const profileDir = opts.profile ? join(opts.out, 'profiles') : undefined
+const slug = (s: string): string => s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '')
+
+const log = (msg: string): void => { process.stderr.write(`${msg}\n`) }
+
+// ─── throughput blocks ───────────────────────────────────────────────────────────────────────
+
+interface ServerDef {
+  label: string
+  kind: ServerKind
+  config?: object
+  /** URL path of the endpoint. */
+  path?: string
+  /** Whether this server talks to the private Redis (round trips are counted). */
+  redis?: boolean
+}
+
+interface Block {
+  scenario: Scenario
+  title: string
+  servers: ServerDef[]
+  connections: number[]
+  sessions?: Array<'one' | 'many'>
+  /** Whether requests name a 2025-era session (opened per server before timing). */
+  needsSession: boolean
+  /** The request for a server (with the session id when `needsSession`). */
+  request: (s: ServerDef, sessionId: string | undefined) => RequestSpec
+  /** Throws unless the answer is the expected one. */
+  validate: (s: ServerDef, answer: Awaited<ReturnType<typeof post>>) => void
+}
+
+interface Running { def: ServerDef, proc: ServerProcess, url: string }
+
+async function startServers (defs: ServerDef[]): Promise<Running[]> {
+  const out: Running[] = []
+  for (const def of defs) {
+    log(`  starting ${def.label}`)
+    const proc = await ServerProcess.start(def.label, def.kind, def.config, {})
+    out.push({ def, proc, url: `${proc.url}${def.path ?? '/mcp'}` })
+  }
+  return out
+}
+
+async function stopAll (servers: Running[]): Promise<void> {
+  await Promise.all(servers.map(async s => await s.proc.stop()))
+}
+
+async function runBlock (block: Block, redis: PrivateRedis | null): Promise<Row[]> {
+  log(`\n== ${block.title}`)
+  const servers = await startServers(block.servers)
+  const rows: Row[] = []
+  try {
+    for (const connections of block.connections) {
+      for (const sessions of block.sessions ?? [undefined]) {
+        const tag = `c=${connections}${sessions === undefined ? '' : `, ${sessions === 'one' ? 'one session' : 'session per connection'}`}`
+        // Sessions: one for all connections, or one per connection.
+        const sids = new Map<Running, string[]>()
+        for (const s of servers) {
+          if (!block.needsSession || s.def.kind === 'bare') { sids.set(s, ['bare-has-no-session']); continue }
+          const n = sessions === 'many' ? connections : 1
+          const list: string[] = []
+          for (let i = 0; i < n; i++) list.push(await openSession(s.url))
+          sids.set(s, list)
+        }
+        // Validate every server's answer before timing.
+        for (const s of servers) {
+          const list = sids.get(s) as string[]
+          block.validate(s.def, await post(s.url, block.request(s.def, list[0])))
+        }
+        const spec = (s: Running): Parameters<typeof load>[0] => {
+          const list = sids.get(s) as string[]
+          const req = block.request(s.def, list[0])
+          return {
+            url: s.url,
+            headers: req.headers,
+            body: req.body,
+            connections,
+            duration: opts.duration,
+            perConnection: list.length > 1 ? (i) => ({ 'mcp-session-id': list[i % list.length] as string }) : undefined
+          }
+        }
+        log(`  ${tag}: warm-up`)
+        for (const s of servers) await load({ ...spec(s), duration: opts.warmup })
+        const perServer = new Map<Running, Array<{ load: LoadResult, cpuUs: number, rss: number, otherCores: number, redisCommands?: number }>>()
+        for (let round = 1; round <= opts.rounds; round++) {
+          for (const s of servers) {
+            const before = s.def.redis === true && redis !== null ? await redisCommandsProcessed(redis.client) : 0
+            const host0 = hostCpu()
+            const self0 = process.cpuUsage()
+            await s.proc.cpuStart()
+            const result = await load(spec(s))
+            const cpu = await s.proc.cpuStop()
+            const self = process.cpuUsage(self0)
+            const host1 = hostCpu()
+            const after = s.def.redis === true && redis !== null ? await redisCommandsProcessed(redis.client) : 0
+            const wall = cpu.wallMs / 1000
+            // Cores busy with anything but this server and the load generator (Redis included).
+            const otherCores = ((host1.busy - host0.busy) - (cpu.userUs + cpu.systemUs) / 1e6 - (self.user + self.system) / 1e6) / wall
+            const entry = {
+              load: result,
+              cpuUs: cpu.userUs + cpu.systemUs,
+              rss: cpu.rss,
+              otherCores,
+              redisCommands: s.def.redis === true ? (after - before - 1) / Math.max(1, result.ok) : undefined
+            }
+            const list = perServer.get(s) ?? []
+            list.push(entry)
+            perServer.set(s, list)
+            const bad = result.non2xx + result.errors
+            log(`  ${tag} round ${round} ${s.def.label}: ${result.reqPerSec.toFixed(0)} req/s, p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms, ` +
+              `${(entry.cpuUs / Math.max(1, result.ok)).toFixed(0)} µs CPU/req, other load ${otherCores.toFixed(2)} cores` +
+              `${bad > 0 ? `, ${bad} FAILED ${JSON.stringify(result.statusCodes)}` : ''}`)
+          }
+        }
+        if (profileDir !== undefined) {
+          // One more (untimed) run per server under the V8 sampling profiler.
+          for (const s of servers) {
+            const file = join(profileDir, `${block.scenario}-c${connections}${sessions === undefined ? '' : `-${sessions}`}-${slug(s.def.label)}.cpuprofile`)
+            await s.proc.profileStart()
+            const result = await load(spec(s))
+            await s.proc.profileStop(file)
+            await writeFile(file.replace(/\.cpuprofile$/, '.json'), JSON.stringify({ server: s.def.label, scenario: block.scenario, connections, sessions, requests: result.ok, seconds: result.seconds, reqPerSec: result.reqPerSec }) + '\n')
+            log(`  profile of ${s.def.label}: ${file} (${result.ok} requests)`)
+          }
+        }
+        for (const [i, s] of servers.entries()) {
+          const runs = perServer.get(s) ?? []
+          const perRound = runs.map(r => ({
+            reqPerSec: r.load.reqPerSec,
+            p50: r.load.p50,
+            p99: r.load.p99,
+            cpuUsPerReq: r.cpuUs / Math.max(1, r.load.ok),
+            rssMiB: r.rss / 2 ** 20,
+            otherCores: r.otherCores
+          }))
+          const statusCodes: Record<string, number> = {}
+          for (const r of runs) for (const [k, v] of Object.entries(r.load.statusCodes)) statusCodes[k] = (statusCodes[k] ?? 0) + v
+          const row: Row = {
+            scenario: block.scenario,
+            title: block.title,
+            connections,
+            sessions,
+            server: s.def.label,
+            baseline: servers[0]?.def.label ?? '',
+            isBaseline: i === 0,
+            rounds: runs.length,
+            reqPerSec: median(perRound.map(r => r.reqPerSec)),
+            p50: median(perRound.map(r => r.p50)),
+            p99: median(perRound.map(r => r.p99)),
+            cpuUsPerReq: median(perRound.map(r => r.cpuUsPerReq)),
+            rssMiB: median(perRound.map(r => r.rssMiB)),
+            otherCores: median(perRound.map(r => r.otherCores)),
+            failures: runs.reduce((a, r) => a + r.load.non2xx + r.load.errors, 0),
+            statusCodes,
+            ratio: { reqPerSec: NaN, p50: NaN, p99: NaN, cpuUsPerReq: NaN, rssMiB: NaN },
+            perRound
+          }
+          if (s.def.redis === true && redis !== null) {
+            row.redisCommands = median(runs.map(r => r.redisCommands ?? NaN))
+            // Round trips, counted exactly: sequential requests under MONITOR (not timed).
+            const n = 200
+            const list = sids.get(s) as string[]
+            const rt = await countRoundTrips(redis.url, async () => {
+              for (let k = 0; k < n; k++) {
+                const answer = await post(s.url, block.request(s.def, list[k % list.length]))
+                block.validate(s.def, answer)
+              }
+            })
+            row.redisRoundTrips = rt.total / n
+            row.redisRoundTripsBy = Object.fromEntries(Object.entries(rt.byCommand).map(([k, v]) => [k, v / n]))
+            log(`  ${tag} ${s.def.label}: ${row.redisRoundTrips} Redis round trips per request ${JSON.stringify(row.redisRoundTripsBy)}`)
+          }
+          rows.push(row)
+        }
+      }
+    }
+  } finally {
+    await stopAll(servers)
+  }
+  return rows
+}
+
+// ─── scenario definitions ────────────────────────────────────────────────────────────────────
+
+const echoArgs = { text: ECHO_TEXT }
+
+function modernBlock (): Block {
+  return {
+    scenario: 'modern',
+    title: 'modern tools/call (JSON)',
+    connections: opts.connections,
+    needsSession: false,
+    servers: [
+      { label: BARE, kind: 'bare' },
+      { label: SDK_V2, kind: 'sdk-v2', config: { mode: 'json' } },
+      { label: OURS_MEMORY, kind: 'ours', config: { store: 'memory' } }
+    ],
+    request: () => modernCall('echo', echoArgs),
+    validate: (s, answer) => expectToolResult(s.label, answer, { text: ECHO_TEXT })
+  }
+}
+
+function sessionBlock (): Block {
+  return {
+    scenario: 'session',
+    title: '2025-wire tools/call on a session',
+    connections: opts.connections,
+    needsSession: true,
+    servers: [
+      { label: BARE, kind: 'bare' },
+      { label: SDK_V1, kind: 'sdk-v1' },
+      { label: OURS_MEMORY, kind: 'ours', config: { store: 'memory' } }
+    ],
+    request: (_s, sid) => legacyCall('echo', echoArgs, sid),
+    validate: (s, answer) => expectToolResult(s.label, answer, { text: ECHO_TEXT })
+  }
+}
+
+async function storesBlock (redis: PrivateRedis, dirs: string[]): Promise<Block> {
+  const dir = async (): Promise<string> => {
+    const d = await mkdtemp(join(tmpdir(), 'mcp-bench-sessions-'))
+    dirs.push(d)
+    return d
+  }
+  return {
+    scenario: 'stores',
+    title: 'stores, 2025-wire tools/call',
+    connections: [maxConnections],
+    sessions: opts.sessions,
+    needsSession: true,
+    servers: [
+      { label: OURS_MEMORY, kind: 'ours', config: { store: 'memory' } },
+      { label: 'ours, memory store + memory lock', kind: 'ours', config: { store: 'memory', lock: 'memory' } },
+      { label: 'ours, file store', kind: 'ours', config: { store: 'file', dir: await dir() } },
+      { label: 'ours, file store + file lock', kind: 'ours', config: { store: 'file', lock: 'file', dir: await dir() } },
+      { label: 'ours, Redis store', kind: 'ours', config: { store: 'redis', redisUrl: redis.url }, redis: true },
+      { label: OURS_REDIS_LOCKED, kind: 'ours', config: { store: 'redis', lock: 'redis', redisUrl: redis.url }, redis: true }
+    ],
+    request: (_s, sid) => legacyCall('echo', echoArgs, sid),
+    validate: (s, answer) => expectToolResult(s.label, answer, { text: ECHO_TEXT })
+  }
+}
+
+function sseBlock (): Block {
+  const steps = 10
+  return {
+    scenario: 'sse',
+    title: `modern tools/call, SSE (${steps} progress notifications)`,
+    connections: [maxConnections],
+    needsSession: false,
+    servers: [
+      { label: BARE, kind: 'bare', path: '/sse' },
+      { label: SDK_V2, kind: 'sdk-v2', config: { mode: 'auto' } },
+      { label: OURS_MEMORY, kind: 'ours', config: { store: 'memory' } }
+    ],
+    request: () => modernCall('progress', { steps }, { progressToken: 'p1' }),
+    validate: (s, answer) => expectToolResult(s.label, answer, { text: `counted to ${steps}`, sse: true, progress: steps })
+  }
+}
+
+// ─── parallel calls on one session ───────────────────────────────────────────────────────────
+
+async function parallelScenario (redis: PrivateRedis | null, dirs: string[]): Promise<ParallelResult[]> {
+  log('\n== parallel calls on one session, lock on')
+  const variants: Array<{ variant: string, processes: number, config: () => Promise<object> }> = [
+    { variant: 'memory store + memory lock, 1 process', processes: 1, config: async () => ({ store: 'memory', lock: 'memory' }) },
+    {
+      variant: 'file store + file lock, 2 processes',
+      processes: 2,
+      config: async () => {
+        const d = await mkdtemp(join(tmpdir(), 'mcp-bench-sessions-'))
+        dirs.push(d)
+        return { store: 'file', lock: 'file', dir: d }
+      }
+    }
+  ]
+  if (redis !== null) variants.push({ variant: 'redis store + Redis lock, 2 processes', processes: 2, config: async () => ({ store: 'redis', lock: 'redis', redisUrl: redis.url }) })
+  const out: ParallelResult[] = []
+  const calls = opts.parallelCalls
+  const handlerMs = opts.handlerMs
+  for (const v of variants) {
+    const config = await v.config()
+    const procs: ServerProcess[] = []
+    try {
+      for (let p = 0; p < v.processes; p++) procs.push(await ServerProcess.start(`${v.variant} #${p + 1}`, 'ours', config, {}))
+      const urls = procs.map(p => `${p.url}/mcp`)
+      const rounds: ParallelResult['perRound'] = []
+      // One untimed round warms the servers (and the Redis scripts) up.
+      for (let round = 0; round <= opts.rounds; round++) {
+        const sid = await openSession(urls[0] as string)
+        for (const u of urls) expectToolResult(u, await post(u, legacyCall('counter_get', {}, sid)), { text: '0' })
+        const t0 = performance.now()
+        const answers = await Promise.all(Array.from({ length: calls }, async (_, i) => {
+          const a = await post(urls[i % urls.length] as string, legacyCall('counter_add', { delayMs: handlerMs }, sid, i + 1))
+          return { ...a, at: performance.now() - t0, process: i % urls.length }
+        }))
+        const totalMs = performance.now() - t0
+        const seen: number[] = []
+        const order: Array<{ counter: number, at: number, process: number }> = []
+        let status503 = 0
+        let otherFailures = 0
+        for (const a of answers) {
+          if (a.status === 503) { status503++; continue }
+          try {
+            const text = (JSON.parse(a.text) as { result?: { content?: Array<{ text?: string }> } }).result?.content?.[0]?.text
+            if (a.status !== 200 || text === undefined) throw new Error('bad answer')
+            seen.push(Number(text))
+            order.push({ counter: Number(text), at: a.at, process: a.process })
+          } catch { otherFailures++ }
+        }
+        // Where the time goes: the gap between two consecutive holders' answers is one handler run
+        // plus one lock handoff; split by whether the lock stayed in the process or moved.
+        order.sort((a, b) => a.counter - b.counter)
+        const same: number[] = []
+        const moved: number[] = []
+        for (let k = 1; k < order.length; k++) {
+          const prev = order[k - 1] as typeof order[number]
+          const cur = order[k] as typeof order[number]
+          ;(cur.process === prev.process ? same : moved).push(cur.at - prev.at)
+        }
+        const mean = (xs: number[]): number => xs.length === 0 ? NaN : xs.reduce((x, y) => x + y, 0) / xs.length
+        const handoffs = { sameProcess: same.length, sameGapMs: mean(same), crossProcess: moved.length, crossGapMs: mean(moved), firstAnswerMs: order[0]?.at ?? NaN }
+        const final = await post(urls[0] as string, legacyCall('counter_get', {}, sid))
+        const finalText = (JSON.parse(final.text) as { result?: { content?: Array<{ text?: string }> } }).result?.content?.[0]?.text
+        seen.sort((a, b) => a - b)
+        const serialized = seen.length === calls && seen.every((x, i) => x === i + 1) && finalText === String(calls)
+        if (round === 0) { log(`  ${v.variant}: warm-up ${totalMs.toFixed(0)} ms`); continue }
+        rounds.push({ totalMs, status503, otherFailures, serialized, handoffs })
+        log(`  ${v.variant} round ${round}: ${totalMs.toFixed(0)} ms for ${calls} × ${handlerMs} ms (floor ${calls * handlerMs} ms), ${status503} × 503, ${otherFailures} other failures, counter ${String(finalText)}${serialized ? '' : ' LOST UPDATES'}; ` +
+          `first answer after ${handoffs.firstAnswerMs.toFixed(1)} ms, ${handoffs.sameProcess} in-process handoffs of ${handoffs.sameGapMs.toFixed(1)} ms, ${handoffs.crossProcess} cross-process of ${handoffs.crossGapMs.toFixed(1)} ms (answer to answer)`)
+      }
+      const totalMs = median(rounds.map(r => r.totalMs))
+      out.push({
+        variant: v.variant,
+        processes: v.processes,
+        calls,
+        handlerMs,
+        floorMs: calls * handlerMs,
+        totalMs,
+        ratio: totalMs / (calls * handlerMs),
+        status503: rounds.reduce((a, r) => a + r.status503, 0),
+        otherFailures: rounds.reduce((a, r) => a + r.otherFailures, 0),
+        serialized: rounds.every(r => r.serialized),
+        sameGapMs: median(rounds.map(r => r.handoffs.sameGapMs)),
+        crossProcessHandoffs: median(rounds.map(r => r.handoffs.crossProcess)),
+        crossGapMs: median(rounds.map(r => r.handoffs.crossGapMs)),
+        perRound: rounds
+      })
+    } finally {
+      await Promise.all(procs.map(async p => await p.stop()))
+    }
+  }
+  return out
+}
+
+// ─── idle sessions ───────────────────────────────────────────────────────────────────────────
+
+async function createSessions (url: string, n: number): Promise<number> {
+  const init = initializeRequest()
+  const t0 = performance.now()
+  const r = await load({ url, headers: init.headers, body: init.body, connections: 10, duration: 0, amount: n })
+  if (r.ok !== n) throw new Error(`creating ${n} sessions at ${url}: only ${r.ok} answered 2xx (${JSON.stringify(r.statusCodes)}, ${r.errors} errors)`)
+  return (performance.now() - t0) / 1000
+}
+
+async function idleScenario (dirs: string[]): Promise<IdleResult[]> {
+  log('\n== idle sessions')
+  const n = opts.idleSessions
+  const out: IdleResult[] = []
+  const memoryCase = async (label: string, kind: ServerKind, config: object): Promise<void> => {
+    const proc = await ServerProcess.start(label, kind, config, { exposeGc: true })
+    try {
+      // Validate the handshake, warm the path up (these sessions are ended again), then measure.
+      const url = `${proc.url}/mcp`
+      await openSession(url)
+      const before = await proc.mem()
+      if (!before.gcExposed) throw new Error('--expose-gc did not reach the server')
+      const createSeconds = await createSessions(url, n)
+      const after = await proc.mem()
+      const count = await proc.admin<number | null>('sessions')
+      out.push({
+        server: label,
+        sessions: n,
+        createSeconds,
+        heapBytesPerSession: (after.heapUsed + after.arrayBuffers - before.heapUsed - before.arrayBuffers) / n,
+        rssBytesPerSession: (after.rss - before.rss) / n,
+        note: `${String(count)} sessions held`
+      })
+      log(`  ${label}: ${out.at(-1)?.heapBytesPerSession?.toFixed(0)} heap B/session, ${out.at(-1)?.rssBytesPerSession?.toFixed(0)} RSS B/session (${String(count)} held)`)
+    } finally {
+      await proc.stop()
+    }
+  }
+  await memoryCase(OURS_MEMORY, 'ours', { store: 'memory', max: n + 100 })
+  await memoryCase(SDK_V1, 'sdk-v1', {})
+
+  const dir = await mkdtemp(join(tmpdir(), 'mcp-bench-sessions-'))
+  dirs.push(dir)
+  const label = 'ours, file store'
+  const proc = await ServerProcess.start(label, 'ours', { store: 'file', dir })
+  try {
+    const url = `${proc.url}/mcp`
+    await openSession(url)
+    const createSeconds = await createSessions(url, n)
+    const scan = await proc.admin<{ ms: number, removed: number }>('store-gc')
+    const aged = await proc.admin<number>('age-files')
+    const removeAll = await proc.admin<{ ms: number, removed: number }>('store-gc')
+    out.push({ server: label, sessions: n, createSeconds, gcScanMs: scan.ms, gcRemoveMs: removeAll.ms, gcRemoved: removeAll.removed, note: `${aged} files aged` })
+    log(`  ${label}: gc() ${scan.ms.toFixed(0)} ms with none expired, ${removeAll.ms.toFixed(0)} ms removing ${removeAll.removed}`)
+  } finally {
+    await proc.stop()
+  }
+  return out
+}
+
+/** Where the generated block of README.md lies. */
+function readmeBlock (readme: string): { start: number, end: number } {
+  const start = readme.indexOf(README_START)
+  const end = readme.indexOf(README_END)
+  if (start === -1 || end < start) throw new Error(`--readme: README.md has no ${README_START} … ${README_END} block to regenerate`)
+  return { start, end }
+}
+
+// ─── main ────────────────────────────────────────────────────────────────────────────────────
+
+async function main (): Promise<void> {
+  const started = performance.now()
+  const wants = (s: Scenario): boolean => opts.scenarios.includes(s)
+  const needsRedis = wants('stores') || wants('parallel')
+  const dirs: string[] = []
+  let redis: PrivateRedis | null = null
+  const results: Results = { meta: machine(), options: { ...opts, out: undefined }, rows: [], parallel: [], idle: [], targets: [] }
+  if (profileDir !== undefined) await mkdir(profileDir, { recursive: true })
+  if (opts.readme) readmeBlock(await readFile(join(ROOT, 'README.md'), 'utf8')) // fail before, not after, the run
+  log(`compiled ${await buildServers()} files into bench/.build`)
+  try {
+    if (needsRedis) {
+      redis = await startRedis()
+      log(`private redis-server on ${redis.url}`)
+    }
+    if (wants('modern')) results.rows.push(...await runBlock(modernBlock(), redis))
+    if (wants('session')) results.rows.push(...await runBlock(sessionBlock(), redis))
+    if (wants('stores') && redis !== null) results.rows.push(...await runBlock(await storesBlock(redis, dirs), redis))
+    if (wants('sse')) results.rows.push(...await runBlock(sseBlock(), redis))
+    if (wants('parallel')) results.parallel = await parallelScenario(redis, dirs)
+    if (wants('idle')) results.idle = await idleScenario(dirs)
+  } finally {
+    await redis?.stop()
+    await Promise.all(dirs.map(async d => await rm(d, { recursive: true, force: true })))
+  }
+  addRatios(results.rows)
+  results.targets = checkTargets(results)
+  console.log(`\n${renderText(results)}\n`)
+  await mkdir(opts.out, { recursive: true })
+  const write = async (name: string, text: string): Promise<void> => {
+    const path = join(opts.out, name)
+    await writeFile(`${path}.tmp`, text)
+    await rename(`${path}.tmp`, path)
+  }
+  const markdown = renderMarkdown(results)
+  await write('results.json', JSON.stringify(results, null, 2) + '\n')
+  await write('results.md', markdown)
+  if (opts.readme) {
+    const path = join(ROOT, 'README.md')
+    const readme = await readFile(path, 'utf8')
+    const { start, end } = readmeBlock(readme)
+    await writeFile(`${path}.tmp`, `${readme.slice(0, start + README_START.length)}\n${markdown}${readme.slice(end)}`)
+    await rename(`${path}.tmp`, path)
+    log('regenerated the performance block of README.md')
+  }
+  log(`wrote ${join(opts.out, 'results.json')} and results.md in ${((performance.now() - started) / 1000).toFixed(0)} s`)
+}
+
+main().then(() => process.exit(0), (err: unknown) => {
+  console.error(err)
+  process.exit(1)
+})

@@ -1,0 +1,124 @@
+/**
+ * fastify-mcp-http with the store and lock the driver asks for (`BENCH_SERVER` JSON: store
+ * memory | file | redis, lock none | memory | file | redis, dir, redisUrl). Tools: `echo` (the
+ * tool every server has), `progress` (`steps` progress notifications, then the result: the SSE
+ * scenario) and `counter_add` (read-modify-write of a session counter around `delayMs` of work:
+ * the parallel-calls scenario).
+ */
+import { readdir, utimes } from 'node:fs/promises'
+import { join } from 'node:path'
+import Fastify from 'fastify'
+import { Redis } from 'ioredis'
+import { Type } from '@sinclair/typebox'
+import mcp, {
+  FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
+  type SessionLock, type SessionStore
+} from '../../lib/index.js'
+import { config, serve } from './child.js'
+
+interface OursConfig {
+  store?: 'memory' | 'file' | 'redis'
+  lock?: 'none' | 'memory' | 'file' | 'redis'
+  dir?: string
+  redisUrl?: string
+  /** Session idle TTL (ms). */
+  ttl?: number
+  /** MemorySessionStore `max`. */
+  max?: number
+}
+
+const cfg = config<OursConfig>()
+const dir = cfg.dir ?? '.bench-sessions'
+const ttl = cfg.ttl ?? 3_600_000
+const redisUrl = cfg.redisUrl ?? 'redis://127.0.0.1:6379'
+
+let redis: Redis | undefined
+let store: SessionStore
+switch (cfg.store ?? 'memory') {
+  case 'memory': store = new MemorySessionStore({ ttl, max: cfg.max }); break
+  case 'file': store = new FileSessionStore({ dir, ttl }); break
+  case 'redis':
+    redis = new Redis(redisUrl)
+    store = new RedisSessionStore({ redis, ttl })
+    break
+  default: throw new Error(`unknown store ${String(cfg.store)}`)
+}
+let lock: SessionLock | undefined
+switch (cfg.lock ?? 'none') {
+  case 'none': break
+  case 'memory': lock = new MemorySessionLock({}); break
+  case 'file': lock = new FileSessionLock({ dir }); break
+  case 'redis': {
+    const l = new RedisSessionLock({ redis: redisUrl })
+    await l.ready()
+    lock = l
+    break
+  }
+  default: throw new Error(`unknown lock ${String(cfg.lock)}`)
+}
+
+const app = Fastify({ logger: false })
+await app.register(mcp, {
+  serverInfo: { name: 'bench', version: '1.0.0' },
+  sessions: { store, lock },
+  requestStateSecret: 'bench-request-state-secret-0123456789'
+})
+app.addHook('onClose', async () => {
+  await lock?.close?.()
+  await store.close?.()
+  await redis?.quit().catch(() => redis?.disconnect())
+})
+
+app.mcp.tool({
+  name: 'echo',
+  description: 'Echoes its text.',
+  input: Type.Object({ text: Type.String() })
+}, async ({ text }) => ({ content: [{ type: 'text', text }] }))
+
+app.mcp.tool({
+  name: 'progress',
+  description: 'Reports `steps` progress notifications, then answers.',
+  input: Type.Object({ steps: Type.Integer({ minimum: 1, maximum: 1000 }) })
+}, async ({ steps }, ctx) => {
+  for (let i = 1; i <= steps; i++) await ctx.progress({ progress: i, total: steps })
+  return { content: [{ type: 'text', text: `counted to ${steps}` }] }
+})
+
+const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(resolve, ms))
+
+app.mcp.tool({
+  name: 'counter_add',
+  description: 'Adds 1 to the session counter after `delayMs` of work; returns the new value.',
+  input: Type.Object({ delayMs: Type.Integer({ minimum: 0 }) })
+}, async ({ delayMs }, ctx) => {
+  const before = ctx.session?.get<number>('counter') ?? 0
+  if (delayMs > 0) await sleep(delayMs)
+  ctx.session?.set('counter', before + 1)
+  return { content: [{ type: 'text', text: String(before + 1) }] }
+})
+
+app.mcp.tool({
+  name: 'counter_get',
+  description: 'Returns the session counter.'
+}, async (_args, ctx) => ({ content: [{ type: 'text', text: String(ctx.session?.get<number>('counter') ?? 0) }] }))
+
+await serve(app, {
+  /** Times `store.gc()`. */
+  'store-gc': async () => {
+    const t0 = performance.now()
+    const removed = await store.gc()
+    return { ms: performance.now() - t0, removed: removed.length }
+  },
+  /** Makes every session file of the file store look idle for longer than the TTL. */
+  'age-files': async () => {
+    const past = new Date(Date.now() - ttl - 60_000)
+    let n = 0
+    for (const name of await readdir(dir)) {
+      if (!name.endsWith('.json')) continue
+      await utimes(join(dir, name), past, past)
+      n++
+    }
+    return n
+  },
+  sessions: () => store instanceof MemorySessionStore ? store.size : null
+})
