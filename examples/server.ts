@@ -15,7 +15,7 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import { Type } from '@sinclair/typebox'
 import mcp, {
-  FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
+  createLockClient, FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
   type McpDecorator, type SessionLock, type SessionStore
 } from '../lib/index.js'
 
@@ -38,7 +38,8 @@ function sessionsFromEnv (env: Record<string, string | undefined>): { store: Ses
     case 'memory': store = new MemorySessionStore(); break
     case 'file': store = new FileSessionStore({ dir }); break
     case 'redis': {
-      const redis = new Redis(redisUrl, { lazyConnect: false })
+      // Fail fast while Redis is down (503 at once) instead of queueing commands for minutes.
+      const redis = createLockClient(redisUrl)
       clients.push(redis)
       store = new RedisSessionStore({ redis })
       break

@@ -11,6 +11,7 @@ import { Redis } from 'ioredis'
 import { BROADCAST_CHANNEL, MemoryBus, type BusMessage } from './bus/bus.js'
 import { RedisBus } from './bus/redis-bus.js'
 import { RedisEventLog } from './bus/redis-event-log.js'
+import { LOCK_CLIENT_OPTIONS } from './locks/redis-lock.js'
 import { MemoryEventLog } from './bus/event-log.js'
 import type { McpPrincipal } from './context.js'
 import { Registry } from './features/registry.js'
@@ -75,7 +76,8 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   const lock = sessions.lock ?? null
   // Redis: a URL makes a client we own (and quit on close); a client passed in stays the caller's.
   const redisOpt = options?.redis
-  const ownRedis = typeof redisOpt === 'string' ? new Redis(redisOpt) : undefined
+  // Fail fast while Redis is down (the request gets a 503 at once) rather than queueing commands.
+  const ownRedis = typeof redisOpt === 'string' ? new Redis(redisOpt, { ...LOCK_CLIENT_OPTIONS }) : undefined
   if (ownRedis !== undefined) ownRedis.on('error', (err) => fastify.log.warn({ err }, 'redis connection error'))
   const redis = ownRedis ?? (typeof redisOpt === 'object' ? redisOpt : undefined)
   const prefix = options?.redisPrefix ?? 'mcp:'
@@ -130,6 +132,8 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
     }
   }
   const broadcastSubscription = bus.subscribe(BROADCAST_CHANNEL, onBroadcast)
+  // An instance started while the bus is down keeps running (and logs); it must not crash.
+  broadcastSubscription.catch((err: unknown) => fastify.log.error({ err }, 'broadcast subscription failed'))
   const publish = (m: BusMessage): void => {
     bus.publish(BROADCAST_CHANNEL, m).catch((err: unknown) => fastify.log.warn({ err }, 'broadcast failed'))
   }

@@ -39,13 +39,14 @@ export class RedisBus implements Bus {
     this.prefix = options.prefix ?? 'mcp:'
     this.#log = options.log
     this.#sharded = options.redis instanceof Cluster
-    // The subscriber is ours: created here, closed in close(). It keeps an offline queue even when
-    // the publishing client is fail-fast (LOCK_CLIENT_OPTIONS): a SUBSCRIBE sent before the new
-    // connection is up must wait for it, not fail (it still fails once the client gives up
-    // reconnecting, after its maxRetriesPerRequest).
+    // The subscriber is ours: created here, closed in close(). It keeps an offline queue and has
+    // no command timeout even when the publishing client is fail-fast (LOCK_CLIENT_OPTIONS): a
+    // SUBSCRIBE sent before the new connection is up (at start-up, on a busy machine) must wait for
+    // it, not fail. It still fails in a real outage, once the client gives up reconnecting
+    // (after its maxRetriesPerRequest).
     this.#sub = this.#sharded
-      ? (options.redis as Cluster).duplicate(undefined, { shardedSubscribers: true, enableOfflineQueue: true })
-      : (options.redis as Redis).duplicate({ enableOfflineQueue: true })
+      ? (options.redis as Cluster).duplicate(undefined, { shardedSubscribers: true, enableOfflineQueue: true, redisOptions: { commandTimeout: undefined } })
+      : (options.redis as Redis).duplicate({ enableOfflineQueue: true, commandTimeout: undefined })
     const onMessage = (channel: string, text: string): void => { this.#dispatch(channel, text) }
     this.#sub.on(this.#sharded ? 'smessage' : 'message', onMessage)
     // Errors are reported through commands; an 'error' listener keeps ioredis from printing them.

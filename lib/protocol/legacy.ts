@@ -260,15 +260,18 @@ export class LegacyWire {
       const responses: unknown[] = []
       const runs: Array<Promise<void>> = []
       for (const m of messages) {
+        // The bus failing (Redis down) is a 503 like the store failing, never a 500.
         switch (m.kind) {
           case 'invalid':
             responses.push(errorResponse(m.id, m.error.code, m.error.message))
             break
           case 'response':
             await this.hub.deliverAnswer(sid, m.message as unknown as Record<string, unknown>, this.#d.opts.clientRequestTimeout)
+              .catch((err: unknown) => { throw this.#busDown(err, request.log, sid) })
             break
           case 'notification':
             await this.#notification(sid, m.message.method, m.message.params ?? {})
+              .catch((err: unknown) => { throw this.#busDown(err, request.log, sid) })
             break
           case 'request':
             runs.push(this.#run(request, session, channel, m.message, principal, !batch).then(r => { if (r !== null) responses.push(r) }))
@@ -291,6 +294,11 @@ export class LegacyWire {
     } finally {
       await this.#close(request, session)
     }
+  }
+
+  #busDown (err: unknown, log: FastifyBaseLogger, sid: string): HttpRefusal {
+    log.error({ err, sessionId: sid }, 'message bus unavailable')
+    return new HttpRefusal(503, null, ErrorCode.ServerError, 'Message bus is unavailable.')
   }
 
   /** Unbounded growth is a bug: cap what one session may hold open on this instance. */
@@ -570,6 +578,7 @@ export class LegacyWire {
     const parsed = typeof lastEventId === 'string' ? parseEventId(lastEventId) : null
     if (parsed !== null && parsed.streamId.startsWith('p-')) {
       const follower = await this.hub.follow(sid, lastEventId as string, reply.raw)
+        .catch((err: unknown) => { throw this.#busDown(err, request.log, sid) })
       let replay
       try {
         replay = await this.#d.eventLog.replay(sid, lastEventId as string)
@@ -593,7 +602,7 @@ export class LegacyWire {
       const replay = await this.#d.eventLog.replay(sid, lastEventId as string).catch(() => null)
       if (replay !== null) { backlog = replay.events; resumeId = replay.streamId }
     }
-    await this.hub.ready(sid)
+    await this.hub.ready(sid).catch((err: unknown) => { throw this.#busDown(err, request.log, sid) })
     startSse(reply)
     const polling = supportsSsePolling(version)
     const stream = new ServerStream({
