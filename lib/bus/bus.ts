@@ -20,6 +20,8 @@ export type BusMessage =
   | { t: 'event', sid: string, streamId: string, id: string, data: string }
   /** A resumable stream ended. */
   | { t: 'streamEnd', sid: string, streamId: string }
+  /** A GET stream of the session opened (on some instance): any other one steps down. */
+  | { t: 'getStream', sid: string, claim: string }
   /** The session ended. */
   | { t: 'ended', sid: string }
   /** A notification for every session's GET stream and every matching listen stream. */

@@ -147,12 +147,33 @@ export class Hub {
     return this.#sessions.get(sid)?.getStream ?? null
   }
 
+  /**
+   * Registers a new GET stream of the session and tells the other instances, so that a GET stream
+   * they hold for the session steps down: each message for the session reaches one stream.
+   */
+  async claimGetStream (sid: string, stream: ServerStream, subscriptions: string[], retryMs: number): Promise<void> {
+    const old = this.getStream(sid)
+    if (old !== null && old !== stream) old.disconnect(retryMs)
+    this.setGetStream(sid, stream, subscriptions)
+    this.#retryMs = retryMs
+    // A claim names this registration (a resumed GET stream keeps its stream id, so the id alone
+    // cannot tell the new holder from the old one).
+    const claim = `${this.#prefix}-${++this.#counter}`
+    this.#claims.set(sid, claim)
+    await this.publish(sid, { t: 'getStream', sid, claim })
+  }
+
+  #retryMs = 1000
+  /** The claim of each GET stream this process holds. */
+  #claims = new Map<string, string>()
+
   /** Sets (or clears) the session's standalone GET stream, with the session's subscriptions. */
   setGetStream (sid: string, stream: ServerStream | null, subscriptions: string[] = []): void {
     const e = this.#entry(sid)
     if (stream === null) {
       e.getStream = null
       e.subscriptions.clear()
+      this.#claims.delete(sid)
       this.#release(sid)
     } else {
       e.getStream = stream
@@ -291,6 +312,18 @@ export class Hub {
         return
       case 'subs':
         if (e.getStream !== null) e.subscriptions = new Set(m.uris)
+        return
+      case 'getStream':
+        // Another GET stream of this session opened (here or elsewhere): this one steps down.
+        // (Claims of this process are settled in claimGetStream; only other processes' count here.)
+        if (e.getStream !== null && !m.claim.startsWith(`${this.#prefix}-`) && this.#claims.get(sid) !== m.claim) {
+          const old = e.getStream
+          e.getStream = null
+          e.subscriptions.clear()
+          this.#claims.delete(sid)
+          old.disconnect(this.#retryMs)
+          this.#release(sid)
+        }
         return
       case 'event':
         for (const f of e.followers) {

@@ -593,17 +593,15 @@ export class LegacyWire {
       }
       follower.cancel()
     }
-    // One GET stream per session: a new one takes over (the old connection is told to retry), so a
-    // client that reconnects before the server noticed its old connection drop is not locked out.
-    this.hub.getStream(sid)?.disconnect(this.#d.opts.retryInterval)
+    // One GET stream per session, across instances: a new one takes over (the old connection is
+    // told to retry), so a client that reconnects before the server noticed its old connection
+    // drop is not locked out, and each message for the session still reaches one stream.
     let backlog: Array<{ id: string, data: string }> = []
     let resumeId: string | undefined
     if (parsed !== null && parsed.streamId.startsWith('g-')) {
       const replay = await this.#d.eventLog.replay(sid, lastEventId as string).catch(() => null)
       if (replay !== null) { backlog = replay.events; resumeId = replay.streamId }
     }
-    await this.hub.ready(sid).catch((err: unknown) => { throw this.#busDown(err, request.log, sid) })
-    startSse(reply)
     const polling = supportsSsePolling(version)
     const stream = new ServerStream({
       sessionId: sid,
@@ -614,7 +612,14 @@ export class LegacyWire {
       keepAlive: this.#d.opts.keepAliveInterval,
       resumable: polling
     })
-    this.hub.setGetStream(sid, stream, subscriptions)
+    try {
+      await this.hub.ready(sid)
+      await this.hub.claimGetStream(sid, stream, subscriptions, this.#d.opts.retryInterval)
+    } catch (err) {
+      if (this.hub.getStream(sid) === stream) this.hub.setGetStream(sid, null)
+      throw this.#busDown(err, request.log, sid)
+    }
+    startSse(reply)
     stream.attach(reply.raw, () => {
       if (this.hub.getStream(sid) === stream) this.hub.setGetStream(sid, null)
     })
