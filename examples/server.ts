@@ -13,11 +13,13 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
-import { Type } from '@sinclair/typebox'
 import mcp, {
   createLockClient, FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
-  type McpDecorator, type SessionLock, type SessionStore
+  type SessionLock, type SessionStore
 } from '../lib/index.js'
+import { registerDemoTools } from './demo-tools.js'
+
+export { registerDemoTools }
 
 export interface DemoOptions {
   logger?: boolean
@@ -66,68 +68,6 @@ function sessionsFromEnv (env: Record<string, string | undefined>): { store: Ses
   }
 }
 
-const sleep = (ms: number, signal?: AbortSignal): Promise<void> => new Promise((resolve, reject) => {
-  if (signal?.aborted === true) { reject(signal.reason); return }
-  const timer = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve() }, ms)
-  const onAbort = (): void => { clearTimeout(timer); reject(signal?.reason) }
-  signal?.addEventListener('abort', onAbort, { once: true })
-})
-
-/** The demo's tools, on any registry (the tests reuse them). */
-export function registerDemoTools (mcp: McpDecorator): void {
-  mcp.tool({
-    name: 'counter_add',
-    description: 'Adds `by` to this session\'s counter (after waiting `delayMs`) and returns the new value.',
-    input: Type.Object({
-      by: Type.Optional(Type.Integer({ default: 1 })),
-      delayMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000, default: 0 }))
-    }),
-    output: Type.Object({ counter: Type.Integer() })
-  }, async ({ by = 1, delayMs = 0 }, ctx) => {
-    const before = ctx.session?.get<number>('counter') ?? 0
-    if (delayMs > 0) await sleep(delayMs, ctx.signal)
-    const counter = before + by
-    ctx.session?.set('counter', counter)
-    return { content: [{ type: 'text', text: String(counter) }], structuredContent: { counter } }
-  })
-
-  mcp.tool({
-    name: 'counter_get',
-    description: 'Returns this session\'s counter.',
-    output: Type.Object({ counter: Type.Integer() })
-  }, async (_args, ctx) => {
-    const counter = ctx.session?.get<number>('counter') ?? 0
-    return { content: [{ type: 'text', text: String(counter) }], structuredContent: { counter } }
-  })
-
-  mcp.tool({
-    name: 'ask_name',
-    description: 'Asks the user for their name and greets them.'
-  }, async (_args, ctx) => {
-    const answer = await ctx.elicit('name', {
-      message: 'What is your name?',
-      requestedSchema: { type: 'object', properties: { name: { type: 'string', title: 'Name' } }, required: ['name'] }
-    })
-    if (answer.action !== 'accept' || typeof answer.content?.name !== 'string') return 'No name given.'
-    return `Hello, ${answer.content.name}!`
-  })
-
-  mcp.tool({
-    name: 'slow_count',
-    description: 'Counts to `steps`, one step every `intervalMs`, reporting progress; stops when cancelled.',
-    input: Type.Object({
-      steps: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 5 })),
-      intervalMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000, default: 100 }))
-    })
-  }, async ({ steps = 5, intervalMs = 100 }, ctx) => {
-    for (let i = 1; i <= steps; i++) {
-      await sleep(intervalMs, ctx.signal)
-      await ctx.progress({ progress: i, total: steps, message: `step ${i}` })
-    }
-    return `Counted to ${steps}.`
-  })
-}
-
 export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstance> {
   const env = opts.env ?? process.env
   const app = Fastify({ logger: opts.logger ?? true })
@@ -142,20 +82,7 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstanc
     redis: env.REDIS_URL
   })
 
-  registerDemoTools(app.mcp)
-
-  if (env.MCP_DEMO_ADMIN === '1') {
-    // For the many-instances tests: change this instance's tool list at run time, so that the
-    // resulting tools/list_changed can be watched arriving on streams held by other instances.
-    app.mcp.tool({
-      name: 'demo_add_tool',
-      description: 'Registers an echo tool with the given name on this instance.',
-      input: Type.Object({ name: Type.String({ pattern: '^[A-Za-z0-9_]{1,64}$' }) })
-    }, async ({ name }) => {
-      if (!app.mcp.tools.has(name)) app.mcp.tool({ name, description: 'Echoes its text.' }, async (args) => JSON.stringify(args))
-      return `added ${name}`
-    })
-  }
+  registerDemoTools(app.mcp, { admin: env.MCP_DEMO_ADMIN === '1' })
 
   return app
 }
