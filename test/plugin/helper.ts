@@ -5,6 +5,7 @@
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import mcp, { type McpDecorator, type McpPluginOptions } from '../../lib/index.js'
+import { parseSse, SseReader } from '../helpers/sse.js'
 
 /** The `t` of a tap test (only what the helpers need). */
 export interface TestLike {
@@ -117,131 +118,7 @@ export async function call (app: FastifyInstance, session: Session | null, metho
 
 // ─── SSE ──────────────────────────────────────────────────────────────────────────────────────
 
-export interface SseEvent {
-  id?: string
-  data?: string
-  retry?: number
-  comment?: string
-  /** The JSON of `data`, when it parses. */
-  json?: Record<string, any>
-}
-
-/** Parses a complete SSE text into its events (comment-only and retry-only blocks included). */
-export function parseSse (text: string): SseEvent[] {
-  const events: SseEvent[] = []
-  for (const block of text.split(/\n\n/)) {
-    if (block.trim() === '') continue
-    events.push(parseBlock(block))
-  }
-  return events
-}
-
-function parseBlock (block: string): SseEvent {
-  const e: SseEvent = {}
-  const data: string[] = []
-  for (const line of block.split('\n')) {
-    if (line.startsWith(':')) { e.comment = line.slice(1).trim(); continue }
-    const colon = line.indexOf(':')
-    const field = colon === -1 ? line : line.slice(0, colon)
-    let value = colon === -1 ? '' : line.slice(colon + 1)
-    if (value.startsWith(' ')) value = value.slice(1)
-    if (field === 'id') e.id = value
-    else if (field === 'data') data.push(value)
-    else if (field === 'retry') e.retry = Number(value)
-  }
-  if (data.length > 0) {
-    e.data = data.join('\n')
-    if (e.data !== '') {
-      try { e.json = JSON.parse(e.data) } catch {}
-    }
-  }
-  return e
-}
-
-/** JSON-RPC messages of an SSE text. */
-export function sseMessages (text: string): Array<Record<string, any>> {
-  return parseSse(text).filter(e => e.json !== undefined).map(e => e.json!)
-}
-
-/** Reads a live SSE response incrementally. */
-export class SseReader {
-  readonly events: SseEvent[] = []
-  closed = false
-  #buffer = ''
-  #waiters: Array<() => void> = []
-  #reader: ReadableStreamDefaultReader<Uint8Array>
-
-  constructor (res: Response) {
-    if (res.body === null) throw new Error('no body')
-    this.#reader = res.body.getReader()
-    this.#pump().catch(() => {})
-  }
-
-  async #pump (): Promise<void> {
-    const decoder = new TextDecoder()
-    try {
-      for (;;) {
-        const { done, value } = await this.#reader.read()
-        if (done) break
-        this.#buffer += decoder.decode(value, { stream: true })
-        let i
-        while ((i = this.#buffer.indexOf('\n\n')) !== -1) {
-          const block = this.#buffer.slice(0, i)
-          this.#buffer = this.#buffer.slice(i + 2)
-          if (block.trim() !== '') this.events.push(parseBlock(block))
-        }
-        this.#wake()
-      }
-    } finally {
-      this.closed = true
-      this.#wake()
-    }
-  }
-
-  #wake (): void {
-    const w = this.#waiters
-    this.#waiters = []
-    for (const f of w) f()
-  }
-
-  /** Resolves the first event (from index `from`) matching `pred`; rejects after `timeout` ms. */
-  async waitFor (pred: (e: SseEvent) => boolean, timeout = 3000, from = 0): Promise<SseEvent> {
-    const deadline = Date.now() + timeout
-    for (;;) {
-      const found = this.events.slice(from).find(pred)
-      if (found !== undefined) return found
-      if (this.closed) throw new Error(`stream closed before the expected event; got ${JSON.stringify(this.events)}`)
-      const left = deadline - Date.now()
-      if (left <= 0) throw new Error(`timed out waiting for an event; got ${JSON.stringify(this.events)}`)
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, left)
-        this.#waiters.push(() => { clearTimeout(timer); resolve() })
-      })
-    }
-  }
-
-  /** Waits until the server ends the stream. */
-  async waitClosed (timeout = 3000): Promise<void> {
-    const deadline = Date.now() + timeout
-    while (!this.closed) {
-      const left = deadline - Date.now()
-      if (left <= 0) throw new Error('timed out waiting for the stream to close')
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, left)
-        this.#waiters.push(() => { clearTimeout(timer); resolve() })
-      })
-    }
-  }
-
-  /** JSON-RPC messages received so far. */
-  get messages (): Array<Record<string, any>> {
-    return this.events.filter(e => e.json !== undefined).map(e => e.json!)
-  }
-
-  async cancel (): Promise<void> {
-    await this.#reader.cancel().catch(() => {})
-  }
-}
+export { parseSse, sseMessages, SseReader, type SseEvent } from '../helpers/sse.js'
 
 // ─── live server ──────────────────────────────────────────────────────────────────────────────
 
