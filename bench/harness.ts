@@ -7,7 +7,7 @@ import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { createServer } from 'node:net'
-import { tmpdir } from 'node:os'
+import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
@@ -16,6 +16,30 @@ import { Redis } from 'ioredis'
 export const ROOT = fileURLToPath(new URL('../', import.meta.url))
 /** The compiled servers (see build.ts: `buildServers()` runs first). */
 const SERVERS = join(ROOT, 'bench', '.build', 'bench', 'servers')
+
+/**
+ * CPU placement (Linux, 2 or more CPUs, `taskset` on PATH): the driver and its load generator on
+ * CPU 0, every server on the other CPUs. Unpinned, the scheduler sometimes puts a server and the
+ * load generator on one core and sometimes not, and the same server's CPU per request then swings
+ * by a third from round to round; pinned, every server meets the same placement.
+ */
+export const PINNABLE = process.platform === 'linux' && availableParallelism() >= 2 &&
+  spawnSync('taskset', ['-V'], { stdio: 'ignore' }).status === 0
+const SERVER_CPUS = `1-${availableParallelism() - 1}`
+let pinning = false
+
+/** Pins this process (the load generator) to CPU 0 and servers started from now on to the others. */
+export function pinProcesses (): boolean {
+  if (!PINNABLE) return false
+  pinning = taskset(process.pid, '0')
+  return pinning
+}
+
+function taskset (pid: number | undefined, cpus: string): boolean {
+  if (pid === undefined) return false
+  // -a: every thread of the process (libuv's pool and V8's helpers included).
+  return spawnSync('taskset', ['-a', '-cp', cpus, String(pid)], { stdio: 'ignore' }).status === 0
+}
 
 export type ServerKind = 'bare' | 'ours' | 'sdk-v2' | 'sdk-v1'
 
@@ -79,6 +103,8 @@ export class ServerProcess {
     })
     liveChildren.add(child)
     child.once('exit', () => liveChildren.delete(child))
+    // A forked child inherits the driver's CPU 0: move it (threads are still few before it is ready).
+    if (pinning) taskset(child.pid, SERVER_CPUS)
     const port = await new Promise<number>((resolve, reject) => {
       const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`${label} did not start in 60 s`)) }, 60_000)
       child.on('message', function onReady (raw) {
@@ -166,6 +192,8 @@ export async function startRedis (): Promise<PrivateRedis> {
   ], { stdio: ['ignore', 'pipe', 'pipe'] })
   liveChildren.add(proc)
   proc.once('exit', () => liveChildren.delete(proc))
+  // Redis serves the server under test, not the load generator: it may run on any CPU.
+  if (pinning) taskset(proc.pid, `0-${availableParallelism() - 1}`)
   proc.stdout.resume()
   proc.stderr.resume()
   const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: (n) => n > 50 ? null : 100 })

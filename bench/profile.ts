@@ -4,7 +4,10 @@
  * function, and self time per file, as a share of busy time and in µs per request, so the cost of
  * the plugin's own request path (lib/) can be told from Fastify's, Node's and the kernel's.
  *
- *   npx tsx bench/profile.ts bench/results/profiles/<file>.cpuprofile [--top 40] [--filter lib/]
+ *   npx tsx bench/profile.ts bench/results/profiles/<file>.cpuprofile [--top 40] [--filter lib/] [--callers name]
+ *
+ * `--callers name` adds, for each function whose name contains `name`, where its time comes from
+ * (its callers, two frames up).
  */
 import { readFile } from 'node:fs/promises'
 import { parseArgs } from 'node:util'
@@ -15,7 +18,7 @@ interface CpuProfile { nodes: ProfileNode[], startTime: number, endTime: number,
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { top: { type: 'string', default: '35' }, filter: { type: 'string' } }
+  options: { top: { type: 'string', default: '35' }, filter: { type: 'string' }, callers: { type: 'string' } }
 })
 if (positionals.length === 0) {
   console.error('usage: npx tsx bench/profile.ts <file.cpuprofile> [--top N] [--filter substring]')
@@ -55,6 +58,8 @@ for (const path of positionals) {
   const self = new Map<string, number>()
   const total = new Map<string, number>()
   const files = new Map<string, number>()
+  const callers = new Map<string, number>()
+  const wanted = values.callers
   let all = 0
   let idle = 0
   for (let i = 0; i < profile.samples.length; i++) {
@@ -66,6 +71,19 @@ for (const path of positionals) {
     all += dt
     self.set(key(leaf), (self.get(key(leaf)) ?? 0) + dt)
     files.set(fileOf(leaf.callFrame), (files.get(fileOf(leaf.callFrame)) ?? 0) + dt)
+    if (wanted !== undefined) {
+      // Every frame of this sample whose function matches, with the two frames above it.
+      for (let id: number | undefined = leaf.id; id !== undefined; id = parent.get(id)) {
+        const n = byId.get(id) as ProfileNode
+        if (!n.callFrame.functionName.includes(wanted)) continue
+        const p1 = parent.get(id)
+        const p2 = p1 === undefined ? undefined : parent.get(p1)
+        const chain = [n, p1, p2].filter((x): x is number | ProfileNode => x !== undefined)
+          .map(x => key(typeof x === 'number' ? byId.get(x) as ProfileNode : x)).join('  ←  ')
+        callers.set(chain, (callers.get(chain) ?? 0) + dt)
+        break
+      }
+    }
     const seen = new Set<string>()
     for (let id: number | undefined = leaf.id; id !== undefined; id = parent.get(id)) {
       const n = byId.get(id) as ProfileNode
@@ -93,5 +111,9 @@ for (const path of positionals) {
   for (const [k, v] of rank(self)) console.log(`  ${pct(v)}  ${k}`)
   console.log('\n## inclusive time by function')
   for (const [k, v] of rank(total)) console.log(`  ${pct(v)}  ${k}`)
+  if (wanted !== undefined) {
+    console.log(`\n## callers of "${wanted}" (inclusive)`)
+    for (const [k, v] of [...callers].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`  ${pct(v)}  ${k}`)
+  }
   console.log('')
 }

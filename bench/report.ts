@@ -81,7 +81,7 @@ export interface Target {
 }
 
 export interface Results {
-  meta: { date: string, node: string, cpu: string, cores: number, memGiB: number, command: string }
+  meta: { date: string, node: string, cpu: string, cores: number, memGiB: number, command: string, pinned?: boolean }
   options: Record<string, unknown>
   rows: Row[]
   parallel: ParallelResult[]
@@ -246,7 +246,9 @@ export function renderMarkdown (res: Results): string {
     '',
     `Measured ${m.date.slice(0, 10)} on ${m.cores} × ${m.cpu}, ${m.memGiB} GiB, Node.js ${m.node}; ` +
       `\`${m.command}\` (${String(o.rounds)} alternating rounds of ${String(o.duration)} s per server after ${String(o.warmup)} s of warm-up; medians).`,
-    'Load generator (autocannon) and server share the machine; each server runs in its own process. ' +
+    (m.pinned === true
+      ? `Load generator (autocannon) and servers share the machine, pinned apart: the load generator on CPU 0, each server in its own process on CPU${m.cores > 2 ? 's' : ''} 1${m.cores > 2 ? `–${m.cores - 1}` : ''}. `
+      : 'Load generator (autocannon) and server share the machine, unpinned; each server runs in its own process. ') +
       '"×" is the ratio to the first row of its block (req/s: higher is better; latency, CPU and RSS: lower is better). ' +
       'CPU is the server process\'s own `process.cpuUsage()` over the measured window divided by the requests answered. ' +
       '"Redis RT/req" counts the commands clients sent to Redis per MCP request (MONITOR), and in brackets all commands Redis ran, those inside Lua scripts included. ' +

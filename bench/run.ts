@@ -26,7 +26,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { buildServers } from './build.js'
 import {
-  ROOT, ServerProcess, countRoundTrips, hostCpu, load, median, redisCommandsProcessed, startRedis,
+  ROOT, ServerProcess, pinProcesses, countRoundTrips, hostCpu, load, median, redisCommandsProcessed, startRedis,
   type LoadResult, type PrivateRedis, type ServerKind
 } from './harness.js'
 import {
@@ -54,6 +54,7 @@ const { values: args } = parseArgs({
     'handler-ms': { type: 'string' },
     'idle-sessions': { type: 'string' },
     profile: { type: 'boolean', default: false },
+    'no-pin': { type: 'boolean', default: false },
     readme: { type: 'boolean', default: false },
     out: { type: 'string' },
     help: { type: 'boolean', default: false }
@@ -72,6 +73,7 @@ if (args.help === true) {
   --parallel-calls <n>    parallel scenario: calls on one session (default 100)
   --handler-ms <ms>       parallel scenario: handler time (default 20)
   --idle-sessions <n>     idle scenario: sessions (default 10000)
+  --no-pin                do not pin the load generator to CPU 0 and the servers to the other CPUs
   --profile               write V8 CPU profiles of the servers to <out>/profiles (see bench/profile.ts)
   --readme                also replace the block between ${README_START} and ${README_END} in README.md
                           with results.md
@@ -100,6 +102,7 @@ const opts = {
   handlerMs: int(args['handler-ms'], 20, 'handler-ms'),
   idleSessions: int(args['idle-sessions'], 10_000, 'idle-sessions'),
   profile: args.profile === true,
+  pin: args['no-pin'] !== true,
   readme: args.readme === true,
   out: args.out ?? join(ROOT, 'bench', 'results')
 }
@@ -538,6 +541,7 @@ async function main (): Promise<void> {
   const dirs: string[] = []
   let redis: PrivateRedis | null = null
   const results: Results = { meta: machine(), options: { ...opts, out: undefined }, rows: [], parallel: [], idle: [], targets: [] }
+  if (opts.pin) results.meta.pinned = pinProcesses()
   if (profileDir !== undefined) await mkdir(profileDir, { recursive: true })
   if (opts.readme) readmeBlock(await readFile(join(ROOT, 'README.md'), 'utf8')) // fail before, not after, the run
   log(`compiled ${await buildServers()} files into bench/.build`)
