@@ -172,7 +172,12 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   // Routes live in an encapsulated child so our body parser does not touch the user's routes.
   await fastify.register(async (child) => {
     child.removeAllContentTypeParsers()
-    child.addContentTypeParser('*', { parseAs: 'string', bodyLimit: opts.bodyLimit }, (_req, body, done) => { done(null, body) })
+    // The body is read as text and parsed by parseBody (JSON-RPC errors for bad JSON). JSON is
+    // registered by name so that Fastify caches the parser per Content-Type (the catch-all is
+    // looked up afresh on every request); other types arrive too, for checkContentType's 415.
+    const asText = (_req: unknown, body: string | Buffer, done: (err: null, body: string | Buffer) => void): void => { done(null, body) }
+    child.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: opts.bodyLimit }, asText)
+    child.addContentTypeParser('*', { parseAs: 'string', bodyLimit: opts.bodyLimit }, asText)
 
     child.setErrorHandler((err: Error & { statusCode?: number, code?: string }, request, reply) => {
       if (err instanceof HttpRefusal) { sendRefusal(reply, err); return }
@@ -191,12 +196,12 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
     child.post(opts.path, async (request, reply) => {
       checkOrigin(request, opts)
       checkContentType(request)
-      const principal = await authenticate(request)
+      const principal = opts.authenticate === undefined ? null : await authenticate(request)
       const parsed = parseBody(typeof request.body === 'string' ? request.body : '')
       if (!parsed.ok) { sendError(reply, 400, parsed.error); return reply }
       const first = parsed.messages[0]
       const id = first.kind === 'request' ? first.message.id : first.kind === 'invalid' ? first.id : null
-      const { sseOnly } = checkPostAccept(request, id)
+      const sseOnly = checkPostAccept(request, id)
       if (!parsed.batch && first.kind === 'invalid') {
         sendError(reply, 400, errorResponse(first.id, first.error.code, first.error.message))
         return reply

@@ -3,6 +3,7 @@
  * which era or transport carries them: each takes the params and a handler context and returns the
  * result object, or throws an `McpError`.
  */
+import type { FastifyBaseLogger } from 'fastify'
 import { InputRequiredSignal, type McpContext } from '../context.js'
 import { ErrorCode, McpError } from '../jsonrpc/messages.js'
 import { paginate } from './pagination.js'
@@ -54,7 +55,7 @@ function errorResult (text: string): Record<string, unknown> {
  * `tools/call`. Unknown tool → -32602. Invalid arguments and handler failures are tool results
  * with `isError: true` (2025-11-25, SEP-1303), so the model can see and correct them.
  */
-export async function callTool (registry: Registry, params: Params, ctx: McpContext, onError: (err: unknown) => void): Promise<Record<string, unknown>> {
+export async function callTool (registry: Registry, params: Params, ctx: McpContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> {
   if (typeof params.name !== 'string') throw invalid('name must be a string')
   const tool = registry.tools.get(params.name)
   if (tool === undefined) throw invalid(`unknown tool "${params.name}"`)
@@ -67,17 +68,17 @@ export async function callTool (registry: Registry, params: Params, ctx: McpCont
     result = toolResult(await tool.handler(args as Record<string, unknown>, ctx))
   } catch (err) {
     if (err instanceof McpError || err instanceof InputRequiredSignal || ctx.signal.aborted) throw err
-    onError(err)
+    log.error({ err, tool: params.name }, 'tool handler failed')
     return errorResult(err instanceof Error && err.message !== '' ? err.message : 'Tool execution failed')
   }
   if (tool.validateOutput !== null && result.isError !== true) {
     if (result.structuredContent === undefined) {
-      onError(new Error(`tool "${params.name}" declares an outputSchema but returned no structuredContent`))
+      log.error({ err: new Error(`tool "${params.name}" declares an outputSchema but returned no structuredContent`), tool: params.name }, 'tool handler failed')
       return errorResult('Tool returned no structured content')
     }
     const outProblem = tool.validateOutput(result.structuredContent)
     if (outProblem !== null) {
-      onError(new Error(`tool "${params.name}" returned structuredContent that does not match its outputSchema: ${outProblem}`))
+      log.error({ err: new Error(`tool "${params.name}" returned structuredContent that does not match its outputSchema: ${outProblem}`), tool: params.name }, 'tool handler failed')
       return errorResult('Tool returned structured content that does not match its output schema')
     }
   }
@@ -114,7 +115,8 @@ export async function getPrompt (registry: Registry, params: Params, ctx: McpCon
   const missing = (prompt.def.arguments ?? []).filter(x => x.required === true && a[x.name] === undefined).map(x => x.name)
   if (missing.length > 0) throw invalid(`missing required arguments: ${missing.join(', ')}`)
   const value = await prompt.handler(a as Record<string, string>, ctx)
-  const result: { description?: string, messages: PromptMessage[] } = Array.isArray(value) ? { messages: value } : value
+  // A copy: the wires complete the result object in place, and a handler may return a shared one.
+  const result: { description?: string, messages: PromptMessage[] } = Array.isArray(value) ? { messages: value } : { ...value }
   if (result.description === undefined && prompt.def.description !== '') result.description = prompt.def.description
   return result as unknown as Record<string, unknown>
 }

@@ -31,24 +31,46 @@ function mediaTypes (accept: string | undefined): string[] {
   return accept.split(',').map(p => p.split(';')[0].trim().toLowerCase())
 }
 
-/** For POST: the client must accept JSON and SSE (406). Returns whether it accepts only SSE. */
-export function checkPostAccept (request: FastifyRequest, id: RequestId | null): { sseOnly: boolean } {
-  const types = mediaTypes(request.headers.accept)
-  const any = types.includes('*/*')
-  const json = any || types.includes('application/json') || types.includes('application/*')
-  const sse = any || types.includes('text/event-stream') || types.includes('text/*')
+/** What an Accept header allows, for the POST and GET checks. */
+interface Acceptance { json: boolean, sse: boolean }
+
+/**
+ * Clients send the same Accept on every request: what each value allows is remembered (a bounded
+ * map, emptied when full, so odd values cannot make it grow) instead of parsed per request.
+ */
+const acceptances = new Map<string, Acceptance>()
+const MAX_ACCEPTANCES = 64
+
+function acceptance (accept: string | undefined): Acceptance {
+  if (accept === undefined) return { json: false, sse: false }
+  let a = acceptances.get(accept)
+  if (a === undefined) {
+    const types = mediaTypes(accept)
+    const any = types.includes('*/*')
+    a = {
+      json: any || types.includes('application/json') || types.includes('application/*'),
+      sse: any || types.includes('text/event-stream') || types.includes('text/*')
+    }
+    if (acceptances.size >= MAX_ACCEPTANCES) acceptances.clear()
+    acceptances.set(accept, a)
+  }
+  return a
+}
+
+/** For POST: the client must accept SSE, and should accept JSON (406). Returns whether it accepts only SSE. */
+export function checkPostAccept (request: FastifyRequest, id: RequestId | null): boolean {
+  const { json, sse } = acceptance(request.headers.accept)
   // Without SSE the server could not send progress or requests to the client; a client that
   // accepts only SSE gets every response as a stream.
   if (!sse) {
     throw new HttpRefusal(406, id, ErrorCode.ServerError, 'Not Acceptable: the client must accept application/json and text/event-stream')
   }
-  return { sseOnly: !json }
+  return !json
 }
 
 /** For GET: the client must accept SSE (406). */
 export function checkGetAccept (request: FastifyRequest): void {
-  const types = mediaTypes(request.headers.accept)
-  if (!types.includes('text/event-stream') && !types.includes('*/*') && !types.includes('text/*')) {
+  if (!acceptance(request.headers.accept).sse) {
     throw new HttpRefusal(406, null, ErrorCode.ServerError, 'Not Acceptable: the client must accept text/event-stream')
   }
 }
@@ -56,8 +78,7 @@ export function checkGetAccept (request: FastifyRequest): void {
 /** For POST: the body must be JSON (415). */
 export function checkContentType (request: FastifyRequest): void {
   const ct = request.headers['content-type']
-  const type = ct?.split(';')[0].trim().toLowerCase()
-  if (type !== 'application/json') {
+  if (ct !== 'application/json' && ct?.split(';')[0].trim().toLowerCase() !== 'application/json') {
     throw new HttpRefusal(415, null, ErrorCode.InvalidRequest, 'Unsupported Media Type: Content-Type must be application/json')
   }
 }

@@ -30,7 +30,7 @@ interface Follower {
 }
 
 interface SessionEntry {
-  inflight: Map<string, AbortController>
+  inflight: Map<string, { abort: (reason: unknown) => void }>
   waiters: Map<string, Waiter>
   followers: Set<Follower>
   getStream: ServerStream | null
@@ -125,7 +125,7 @@ export class Hub {
   }
 
   /** Registers a running request so a `notifications/cancelled` can abort it. */
-  trackRequest (sid: string, requestId: string | number, controller: AbortController): () => void {
+  trackRequest (sid: string, requestId: string | number, controller: { abort: (reason: unknown) => void }): () => void {
     const e = this.#entry(sid, false)
     const key = String(requestId)
     e.inflight.set(key, controller)

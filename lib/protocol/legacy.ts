@@ -7,8 +7,8 @@ import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import type { Bus } from '../bus/bus.js'
 import type { EventLog } from '../bus/event-log.js'
-import { LOG_LEVELS, type LogLevel, type McpContext, type McpPrincipal } from '../context.js'
-import { FST_ERR_MCP_CAPABILITY, FST_ERR_MCP_CLIENT_REQUEST, FST_ERR_MCP_CLIENT_TIMEOUT, FST_ERR_MCP_SESSION_BUSY } from '../errors.js'
+import { LOG_LEVELS, type McpContext, type McpPrincipal } from '../context.js'
+import { FST_ERR_MCP_CLIENT_REQUEST, FST_ERR_MCP_CLIENT_TIMEOUT, FST_ERR_MCP_SESSION_BUSY } from '../errors.js'
 import { callTool, complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from '../features/methods.js'
 import type { Registry } from '../features/registry.js'
 import { ResponseChannel } from '../http/response.js'
@@ -18,6 +18,8 @@ import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
 import type { SessionLease, SessionLock } from '../locks/session-lock.js'
 import type { ResolvedOptions } from '../options.js'
 import { K, SessionHandle } from '../sessions/session-handle.js'
+import { LegacyContext, levelIndex, type ClientRequester, type OpenSession } from './legacy-context.js'
+import { RequestAbort } from './request-abort.js'
 import { isLockingStore, type SaveResult, type SessionRecord, type SessionStore } from '../sessions/session-store.js'
 import { parseEventId } from '../bus/event-log.js'
 import { Hub } from './hub.js'
@@ -64,31 +66,8 @@ export interface LegacyDeps {
   maybeGc: (log: FastifyBaseLogger) => void
 }
 
-/** A session opened for one request: handle + lease (when locked). */
-interface OpenSession {
-  handle: SessionHandle
-  lease: SessionLease | null
-  /** Set once the request's changes were written back (or given up). */
-  closed: boolean
-  /** Aborted when a lease held for this request is lost, or the client went away for good. */
-  lost: AbortController
-}
-
-function levelIndex (level: unknown): number {
-  return LOG_LEVELS.indexOf(level as LogLevel)
-}
-
-/** Whether the client declared the elicitation mode. `{}` means form only. */
-function elicitationAllows (caps: Record<string, unknown>, mode: 'form' | 'url'): boolean {
-  const e = caps.elicitation
-  if (typeof e !== 'object' || e === null) return false
-  const keys = Object.keys(e)
-  if (mode === 'form') return keys.length === 0 || 'form' in e || !('url' in e)
-  return 'url' in e
-}
-
 /** @internal The legacy engine. */
-export class LegacyWire {
+export class LegacyWire implements ClientRequester {
   readonly hub: Hub
   #d: LegacyDeps
 
@@ -176,7 +155,7 @@ export class LegacyWire {
       const handle = new SessionHandle(sid, record)
       this.#checkPrincipal(handle, principal, id)
       request.mcpSession = handle
-      const s: OpenSession = { handle, lease: null, closed: false, lost: new AbortController() }
+      const s: OpenSession = { handle, lease: null, closed: false, lost: new RequestAbort() }
       this.#hold(s, lease)
       return s
     } catch (err) {
@@ -280,7 +259,7 @@ export class LegacyWire {
       await Promise.all(runs)
       // Saved before answering: the client's next request must see what this one changed.
       const saved = await this.#close(request, session)
-      if (saved === 'fenced' || session.lost.signal.reason instanceof LeaseLostError) {
+      if (saved === 'fenced' || session.lost.reason instanceof LeaseLostError) {
         // The lease ran out under this request (and, when fenced, the session changed since): its
         // changes were dropped, so its results must not be reported as done.
         const dropped = responses.map(r => 'result' in (r as object)
@@ -371,35 +350,32 @@ export class LegacyWire {
   async #run (request: FastifyRequest, session: OpenSession, channel: ResponseChannel, msg: JsonRpcRequest, principal: McpPrincipal | null,
     alone: boolean): Promise<unknown> {
     const sid = session.handle.id
-    // The only request of its POST shares the session's controller (one less per request);
-    // requests of a batch each get their own, so that a cancel stops only its target.
-    const controller = alone ? session.lost : new AbortController()
-    const untrack = this.hub.trackRequest(sid, msg.id, controller)
-    const leaseSignal = session.lost.signal
-    const onLeaseLost = (): void => controller.abort(leaseSignal.reason)
-    if (!alone) leaseSignal.addEventListener('abort', onLeaseLost, { once: true })
-    let finished = false
-    const ctx = this.#context(request, session, channel, msg, principal, controller.signal, () => finished)
+    // The only request of its POST shares the POST's cancellation; requests of a batch each get
+    // their own (following the POST's), so that a cancel stops only its target.
+    const abort = alone ? session.lost : new RequestAbort()
+    const unfollow = alone ? null : session.lost.follow(abort)
+    const untrack = this.hub.trackRequest(sid, msg.id, abort)
+    const ctx = new LegacyContext(this, request, session, channel, msg, principal, abort)
     try {
       const result = await this.#dispatch(session.handle, msg, ctx, request.log)
-      if (controller.signal.aborted) return this.#abortedResponse(msg.id, controller.signal)
+      if (abort.aborted) return this.#abortedResponse(msg.id, abort)
       return resultResponse(msg.id, result)
     } catch (err) {
-      if (controller.signal.aborted) return this.#abortedResponse(msg.id, controller.signal)
+      if (abort.aborted) return this.#abortedResponse(msg.id, abort)
       if (err instanceof McpError) return errorResponse(msg.id, err.code, err.message, err.data)
       if (err instanceof HttpRefusal) return { ...err.body, id: msg.id }
       request.log.error({ err, method: msg.method }, 'MCP handler failed')
       return errorResponse(msg.id, ErrorCode.InternalError, 'Internal error')
     } finally {
-      finished = true
-      leaseSignal.removeEventListener('abort', onLeaseLost)
+      ctx.finished = true
+      unfollow?.()
       untrack()
     }
   }
 
   /** A cancelled request gets no response; one stopped because its lease was lost gets an error. */
-  #abortedResponse (id: RequestId, signal: AbortSignal): unknown {
-    return signal.reason instanceof LeaseLostError ? errorResponse(id, ErrorCode.ServerError, LOCK_LOST) : null
+  #abortedResponse (id: RequestId, abort: RequestAbort): unknown {
+    return abort.reason instanceof LeaseLostError ? errorResponse(id, ErrorCode.ServerError, LOCK_LOST) : null
   }
 
   async #dispatch (handle: SessionHandle, msg: JsonRpcRequest, ctx: McpContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> {
@@ -413,7 +389,7 @@ export class LegacyWire {
       case 'ping': return {}
       case 'initialize': throw new McpError(ErrorCode.InvalidRequest, 'Invalid Request: the session is already initialized')
       case 'tools/list': need('tools'); return listTools(registry, params, opts.pageSize)
-      case 'tools/call': need('tools'); return await callTool(registry, params, ctx, (err) => log.error({ err, tool: params.name }, 'tool handler failed'))
+      case 'tools/call': need('tools'); return await callTool(registry, params, ctx, log)
       case 'resources/list': need('resources'); return listResources(registry, params, opts.pageSize)
       case 'resources/templates/list': need('resources'); return listResourceTemplates(registry, params, opts.pageSize)
       case 'resources/read': need('resources'); return await readResource(registry, params, ctx, (uri) => new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri }))
@@ -441,73 +417,16 @@ export class LegacyWire {
     }
   }
 
-  // ─── handler context ─────────────────────────────────────────────────────────────────────────
-
-  #context (request: FastifyRequest, session: OpenSession, channel: ResponseChannel, msg: JsonRpcRequest, principal: McpPrincipal | null,
-    signal: AbortSignal, finished: () => boolean): McpContext {
-    const handle = session.handle
-    const meta = msg.params?._meta as Record<string, unknown> | undefined
-    const progressToken = meta?.progressToken
-    const caps = handle.getProtocol<Record<string, unknown>>(K.capabilities) ?? {}
-    let lastProgress = -Infinity
-    const wire = this
-    const clientRequest = async (method: string, params: Record<string, unknown>): Promise<Record<string, unknown>> => {
-      return await wire.#clientRequest(request, session, channel, method, params, signal)
-    }
-    return {
-      signal,
-      request,
-      session: handle,
-      principal,
-      requestId: msg.id,
-      meta,
-      clientCapabilities: caps,
-      async progress (update) {
-        if (progressToken === undefined || finished() || signal.aborted) return
-        if (!(update.progress > lastProgress)) {
-          request.log.debug({ progress: update.progress }, 'progress must increase; dropped')
-          return
-        }
-        lastProgress = update.progress
-        channel.emit({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken, ...update } })
-      },
-      async log (level, data, logger) {
-        if (finished() || signal.aborted) return
-        const min = handle.getProtocol<string>(K.logLevel)
-        if (levelIndex(level) < (min === undefined ? 0 : levelIndex(min))) return
-        const params: Record<string, unknown> = { level, data }
-        if (logger !== undefined) params.logger = logger
-        channel.emit({ jsonrpc: '2.0', method: 'notifications/message', params })
-      },
-      async elicit (_key, params) {
-        const mode = params.mode === 'url' ? 'url' : 'form'
-        if (!elicitationAllows(caps, mode)) throw new FST_ERR_MCP_CAPABILITY(mode === 'url' ? 'elicitation.url' : 'elicitation')
-        const p: Record<string, unknown> = { ...params }
-        if (mode === 'url' && p.elicitationId === undefined) p.elicitationId = randomBytes(12).toString('base64url')
-        return await clientRequest('elicitation/create', p) as Awaited<ReturnType<McpContext['elicit']>>
-      },
-      async sample (_key, params) {
-        if (typeof caps.sampling !== 'object' || caps.sampling === null) throw new FST_ERR_MCP_CAPABILITY('sampling')
-        if (params.tools !== undefined && typeof (caps.sampling as Record<string, unknown>).tools !== 'object') throw new FST_ERR_MCP_CAPABILITY('sampling.tools')
-        return await clientRequest('sampling/createMessage', params) as Awaited<ReturnType<McpContext['sample']>>
-      },
-      async roots (_key) {
-        if (typeof caps.roots !== 'object' || caps.roots === null) throw new FST_ERR_MCP_CAPABILITY('roots')
-        const r = await clientRequest('roots/list', {})
-        return Array.isArray(r.roots) ? r.roots : []
-      },
-      closeSSEStream (retryMs) {
-        channel.disconnect(retryMs ?? wire.#d.opts.retryInterval)
-      }
-    }
-  }
+  /** @internal Default `retry` of `ctx.closeSSEStream()`. */
+  get retryInterval (): number { return this.#d.opts.retryInterval }
 
   /**
-   * Sends a request to the client on the POST's stream and waits for the answer, which arrives in
+   * @internal Sends a request to the client on the POST's stream and waits for the answer, which arrives in
    * a separate POST (on any process, through the bus). With a lock, the session is saved and the
    * lease released while waiting, then taken back and re-read before the handler goes on.
    */
-  async #clientRequest (request: FastifyRequest, session: OpenSession, channel: ResponseChannel, method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<Record<string, unknown>> {
+  async clientRequest (request: FastifyRequest, session: OpenSession, channel: ResponseChannel, method: string, params: Record<string, unknown>, abort: RequestAbort): Promise<Record<string, unknown>> {
+    const signal = abort.signal
     const sid = session.handle.id
     if (signal.aborted) throw signal.reason
     if (this.hub.pending(sid) >= this.#d.opts.maxPendingClientRequests) {

@@ -5,7 +5,7 @@
  * `subscriptions/listen` streams.
  */
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
-import { InputRequiredSignal, LOG_LEVELS, type LogLevel, type McpContext, type McpPrincipal } from '../context.js'
+import { InputRequiredSignal, LOG_LEVELS, type LogLevel, type McpPrincipal } from '../context.js'
 import { callTool, complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from '../features/methods.js'
 import type { ListKind, Registry } from '../features/registry.js'
 import { ResponseChannel } from '../http/response.js'
@@ -14,7 +14,9 @@ import { ErrorCode, errorResponse, McpError, resultResponse, type JsonRpcRequest
 import type { EventLog } from '../bus/event-log.js'
 import type { ResolvedOptions } from '../options.js'
 import { HttpRefusal } from './legacy.js'
-import { paramsDigest, type StateSealer } from './request-state.js'
+import { ModernContext } from './modern-context.js'
+import { RequestAbort } from './request-abort.js'
+import type { StateSealer } from './request-state.js'
 import { isLegacyVersion } from './versions.js'
 
 export const MODERN_VERSIONS = ['2026-07-28'] as const
@@ -102,11 +104,11 @@ export class ModernWire {
 
   constructor (deps: ModernDeps) {
     this.#d = deps
+    this.#serverMeta = { [META_SERVER]: deps.opts.serverInfo }
   }
 
-  #serverMeta (): Record<string, unknown> {
-    return { [META_SERVER]: this.#d.opts.serverInfo }
-  }
+  /** The `_meta` every result carries; shared (it is only ever serialized). */
+  readonly #serverMeta: Record<string, unknown>
 
   /** Handles a modern POST whose body parsed. */
   async post (request: FastifyRequest, reply: FastifyReply, body: ParsedBody & { ok: true }, principal: McpPrincipal | null, sseOnly: boolean): Promise<void> {
@@ -131,20 +133,17 @@ export class ModernWire {
       return
     }
     const channel = new ResponseChannel(request, reply, { sessionId: null, polling: false, sseOnly, log: nullLog, hub: null })
-    const controller = new AbortController()
     // Closing the response stream is cancellation on this revision.
-    const onClose = (): void => { if (!channel.done) controller.abort(new Error('client closed the stream')) }
-    reply.raw.on('close', onClose)
+    const abort = new RequestAbort()
+    const raw = reply.raw
+    const onClose = (): void => { if (!channel.done) abort.abort(new Error('client closed the stream')) }
+    raw.on('close', onClose)
     try {
-      const response = await this.#run(request, msg, caps, logLevel as LogLevel | undefined, principal, channel, controller.signal)
-      if (controller.signal.aborted) return
-      if ('error' in response && response.status !== 200) {
-        channel.finish([response.body], true, response.status)
-      } else {
-        channel.finish([response.body], true)
-      }
+      const response = await this.#run(request, msg, caps, logLevel as LogLevel | undefined, principal, channel, abort)
+      if (abort.aborted) return
+      channel.finish([response.body], true, response.status)
     } finally {
-      reply.raw.off('close', onClose)
+      raw.off('close', onClose)
     }
   }
 
@@ -202,155 +201,67 @@ export class ModernWire {
     }
   }
 
+  /** A `complete` (or `input_required`) result with the server's `_meta`, and cache hints when given. */
+  #ok (id: RequestId, result: Record<string, unknown>, cache?: CacheHint): { body: unknown, status: number } {
+    // The result objects the methods build are fresh: completed in place rather than copied.
+    result.resultType ??= 'complete'
+    if (cache !== undefined && result.resultType === 'complete') { result.ttlMs = cache.ttlMs; result.cacheScope = cache.cacheScope }
+    const own = result._meta as Record<string, unknown> | undefined
+    result._meta = own === undefined ? this.#serverMeta : { ...own, ...this.#serverMeta }
+    return { body: resultResponse(id, result), status: 200 }
+  }
+
+  /** -32601 (404 on this revision) unless the server offers the capability. */
+  #need (caps: Record<string, unknown>, cap: string, method: string): void {
+    if (caps[cap] === undefined) throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${method}`, undefined, 404)
+  }
+
   /** Runs a request; returns the response and the HTTP status for it. */
   async #run (request: FastifyRequest, msg: JsonRpcRequest, caps: Record<string, unknown>, logLevel: LogLevel | undefined,
-    principal: McpPrincipal | null, channel: ResponseChannel, signal: AbortSignal): Promise<{ body: unknown, status: number, error?: true }> {
+    principal: McpPrincipal | null, channel: ResponseChannel, abort: RequestAbort): Promise<{ body: unknown, status: number }> {
     const { registry, opts } = this.#d
     const params = msg.params ?? {}
     const serverCaps = this.#d.capabilities()
-    const notFound = (): McpError => new McpError(ErrorCode.MethodNotFound, `Method not found: ${msg.method}`, undefined, 404)
-    const need = (cap: string): void => { if (serverCaps[cap] === undefined) throw notFound() }
-    const ok = (result: Record<string, unknown>, cache?: CacheHint): { body: unknown, status: number } => {
-      const out: Record<string, unknown> = { ...result, resultType: result.resultType ?? 'complete' }
-      if (cache !== undefined && out.resultType === 'complete') { out.ttlMs = cache.ttlMs; out.cacheScope = cache.cacheScope }
-      out._meta = { ...(result._meta as Record<string, unknown> | undefined), ...this.#serverMeta() }
-      return { body: resultResponse(msg.id, out), status: 200 }
-    }
+    const id = msg.id
     try {
       switch (msg.method) {
         case 'server/discover': {
           const result: Record<string, unknown> = { supportedVersions: [...MODERN_VERSIONS], capabilities: serverCaps }
           if (opts.instructions !== undefined) result.instructions = opts.instructions
-          return ok(result, this.#d.cache('discover'))
+          return this.#ok(id, result, this.#d.cache('discover'))
         }
-        case 'tools/list': need('tools'); return ok(listTools(registry, params, opts.pageSize), this.#d.cache('tools'))
-        case 'resources/list': need('resources'); return ok(listResources(registry, params, opts.pageSize), this.#d.cache('resources'))
-        case 'resources/templates/list': need('resources'); return ok(listResourceTemplates(registry, params, opts.pageSize), this.#d.cache('templates'))
-        case 'prompts/list': need('prompts'); return ok(listPrompts(registry, params, opts.pageSize), this.#d.cache('prompts'))
-        case 'completion/complete': need('completions'); return ok(await complete(registry, params))
+        case 'tools/list': this.#need(serverCaps, 'tools', msg.method); return this.#ok(id, listTools(registry, params, opts.pageSize), this.#d.cache('tools'))
+        case 'resources/list': this.#need(serverCaps, 'resources', msg.method); return this.#ok(id, listResources(registry, params, opts.pageSize), this.#d.cache('resources'))
+        case 'resources/templates/list': this.#need(serverCaps, 'resources', msg.method); return this.#ok(id, listResourceTemplates(registry, params, opts.pageSize), this.#d.cache('templates'))
+        case 'prompts/list': this.#need(serverCaps, 'prompts', msg.method); return this.#ok(id, listPrompts(registry, params, opts.pageSize), this.#d.cache('prompts'))
+        case 'completion/complete': this.#need(serverCaps, 'completions', msg.method); return this.#ok(id, await complete(registry, params))
         case 'tools/call':
         case 'prompts/get':
         case 'resources/read': {
-          need(msg.method === 'tools/call' ? 'tools' : msg.method === 'prompts/get' ? 'prompts' : 'resources')
-          const mrtr = this.#mrtr(request, msg, caps, logLevel, principal, channel, signal)
+          this.#need(serverCaps, msg.method === 'tools/call' ? 'tools' : msg.method === 'prompts/get' ? 'prompts' : 'resources', msg.method)
+          const ctx = new ModernContext({ request, msg, caps, logLevel, principal, channel, abort, sealer: this.#d.sealer })
           let result: Record<string, unknown>
           try {
             result = msg.method === 'tools/call'
-              ? await callTool(registry, params, mrtr.ctx, (err) => request.log.error({ err, tool: params.name }, 'tool handler failed'))
+              ? await callTool(registry, params, ctx, request.log)
               : msg.method === 'prompts/get'
-                ? await getPrompt(registry, params, mrtr.ctx)
-                : await readResource(registry, params, mrtr.ctx, (uri) => new McpError(ErrorCode.InvalidParams, 'Resource not found', { uri }))
+                ? await getPrompt(registry, params, ctx)
+                : await readResource(registry, params, ctx, resourceNotFound)
           } catch (err) {
-            if (!(err instanceof InputRequiredSignal) || !mrtr.asked()) throw err
+            if (!(err instanceof InputRequiredSignal) || !ctx.asked) throw err
             result = {}
           }
-          if (mrtr.asked()) return ok(mrtr.inputRequired())
-          return ok(result, msg.method === 'resources/read' ? this.#d.cache('read', params.uri as string) : undefined)
+          if (ctx.asked) return this.#ok(id, ctx.inputRequired())
+          return this.#ok(id, result, msg.method === 'resources/read' ? this.#d.cache('read', params.uri as string) : undefined)
         }
         default:
-          throw notFound()
+          throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${msg.method}`, undefined, 404)
       }
     } catch (err) {
-      if (err instanceof HttpRefusal) return { body: { ...err.body, id: msg.id }, status: err.status, error: true }
-      if (err instanceof McpError) return { body: errorResponse(msg.id, err.code, err.message, err.data), status: err.status ?? 200, error: true }
+      if (err instanceof HttpRefusal) return { body: { ...err.body, id }, status: err.status }
+      if (err instanceof McpError) return { body: errorResponse(id, err.code, err.message, err.data), status: err.status ?? 200 }
       request.log.error({ err, method: msg.method }, 'MCP handler failed')
-      return { body: errorResponse(msg.id, ErrorCode.InternalError, 'Internal error'), status: 200, error: true }
-    }
-  }
-
-  /**
-   * The context of one run of a multi-round-trip request. `elicit`/`sample`/`roots` answer from
-   * `inputResponses` when the client sent the key, else record the request and end the run
-   * (after the current turn, so requests made together in `Promise.all` are all collected).
-   */
-  #mrtr (request: FastifyRequest, msg: JsonRpcRequest, caps: Record<string, unknown>, logLevel: LogLevel | undefined,
-    principal: McpPrincipal | null, channel: ResponseChannel, signal: AbortSignal) {
-    const params = msg.params ?? {}
-    const responses = params.inputResponses
-    if (responses !== undefined && !isPlainObject(responses)) {
-      throw new McpError(ErrorCode.InvalidParams, 'Invalid params: inputResponses must be an object')
-    }
-    // The digest is a SHA-256 over the canonical params: only computed when a state is involved.
-    let digest: string | undefined
-    const digestOf = (): string => (digest ??= paramsDigest(params))
-    let state: Record<string, unknown> = {}
-    if (params.requestState !== undefined) {
-      const opened = this.#d.sealer.open(params.requestState, { p: principal?.id ?? null, m: msg.method, d: digestOf() })
-      if (!opened.ok) {
-        request.log.warn({ reason: opened.reason, method: msg.method }, 'requestState refused')
-        throw new McpError(ErrorCode.InvalidParams, `Invalid params: ${opened.reason}`)
-      }
-      state = opened.payload.s
-    }
-    const asked: Record<string, { method: string, params: Record<string, unknown> }> = {}
-    const progressToken = (params._meta as Record<string, unknown>).progressToken
-    let lastProgress = -Infinity
-    const input = async <T> (key: string, method: string, p: Record<string, unknown>, valid: (v: unknown) => boolean): Promise<T> => {
-      if (typeof key !== 'string' || key === '') throw new TypeError('an input request needs a non-empty key')
-      const answer = responses?.[key]
-      if (answer !== undefined && valid(answer)) return answer as T
-      asked[key] = { method, params: p }
-      // End the run after this turn: requests made in the same turn are collected first.
-      return await new Promise<T>((_resolve, reject) => setImmediate(() => reject(new InputRequiredSignal())))
-    }
-    const requireCap = (name: string, present: boolean, needed: Record<string, unknown> = {}): void => {
-      if (!present) {
-        throw new McpError(ErrorCode.MissingRequiredClientCapability, `Missing required client capability: ${name}`,
-          { requiredCapabilities: { [name]: needed } }, 400)
-      }
-    }
-    const ctx: McpContext & { state: Record<string, unknown> } = {
-      signal,
-      request,
-      session: null,
-      principal,
-      requestId: msg.id,
-      meta: params._meta as Record<string, unknown>,
-      clientCapabilities: caps,
-      state,
-      async progress (update) {
-        if (progressToken === undefined || channel.done || signal.aborted) return
-        if (!(update.progress > lastProgress)) return
-        lastProgress = update.progress
-        channel.emit({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken, ...update } })
-      },
-      async log (level, data, logger) {
-        // Only with a per-request logLevel, and only at or above it.
-        if (logLevel === undefined || channel.done || signal.aborted) return
-        if (LOG_LEVELS.indexOf(level) < LOG_LEVELS.indexOf(logLevel)) return
-        const p: Record<string, unknown> = { level, data }
-        if (logger !== undefined) p.logger = logger
-        channel.emit({ jsonrpc: '2.0', method: 'notifications/message', params: p })
-      },
-      async elicit (key, p) {
-        const e = caps.elicitation
-        const mode = p.mode === 'url' ? 'url' : 'form'
-        const declared = isPlainObject(e) && (mode === 'url' ? 'url' in e : (Object.keys(e).length === 0 || 'form' in e || !('url' in e)))
-        // Name the missing mode when the client declared elicitation without it.
-        requireCap('elicitation', declared, mode === 'url' ? { url: {} } : isPlainObject(e) ? { form: {} } : {})
-        const { elicitationId: _drop, ...rest } = p as unknown as Record<string, unknown>
-        return await input(key, 'elicitation/create', rest, (v) => isPlainObject(v) && typeof v.action === 'string')
-      },
-      async sample (key, p) {
-        requireCap('sampling', isPlainObject(caps.sampling))
-        return await input(key, 'sampling/createMessage', p, (v) => isPlainObject(v) && 'content' in v)
-      },
-      async roots (key) {
-        requireCap('roots', isPlainObject(caps.roots))
-        const r = await input<{ roots: unknown[] }>(key, 'roots/list', {}, (v) => isPlainObject(v) && Array.isArray(v.roots))
-        return r.roots as Array<{ uri: string }>
-      },
-      closeSSEStream () { /* no resumable streams on this revision */ }
-    }
-    const sealer = this.#d.sealer
-    return {
-      ctx,
-      asked: () => Object.keys(asked).length > 0,
-      inputRequired: (): Record<string, unknown> => ({
-        resultType: 'input_required',
-        inputRequests: asked,
-        requestState: sealer.seal({ p: principal?.id ?? null, m: msg.method, d: digestOf(), s: ctx.state })
-      })
+      return { body: errorResponse(id, ErrorCode.InternalError, 'Internal error'), status: 200 }
     }
   }
 
@@ -421,6 +332,11 @@ export class ModernWire {
       this.#drop(s)
     }
   }
+}
+
+/** -32602: resources/read of a URI nobody serves (the 2026-07-28 code). */
+function resourceNotFound (uri: string): McpError {
+  return new McpError(ErrorCode.InvalidParams, 'Resource not found', { uri })
 }
 
 /** Modern SSE responses are not resumable: no event log. */
