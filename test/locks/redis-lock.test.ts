@@ -177,6 +177,27 @@ t.test('a hung Redis (SIGSTOP) makes acquire fail with SessionLockError within t
   t.equal(lock.size, 0)
 })
 
+t.test('the next waiter of this process sends its acquire right behind the release, not after its reply', async t => {
+  const lock = await newLock(t)
+  const id = generateSessionId()
+  const first = await lock.acquire(id)
+  const setsBefore = (await commandCalls()).get('set') ?? 0
+  const next = lock.acquire(id, { timeout: 5000 })
+  // Commands sent and not yet answered: with the server paused, nothing is answered.
+  const unanswered = (): number => (lock.client as unknown as { commandQueue: { length: number } }).commandQueue.length
+  server.pause()
+  t.teardown(() => { try { server.resume() } catch {} })
+  const released = first.release()
+  await sleep(20)
+  t.equal(unanswered(), 2, 'the release and the next acquire are both on the wire (one round trip per handoff)')
+  server.resume()
+  await released
+  const lease = await next
+  t.equal(((await commandCalls()).get('set') ?? 0) - setsBefore, 1, 'Redis ran the release first: the acquire took the lease at its first try')
+  await lease.release()
+  t.equal(lock.size, 0)
+})
+
 t.test('renewal errors are retried until the local deadline, then the signal aborts', async t => {
   const lock = await newLock(t, { ttl: 300 })
   const lease = await lock.acquire(generateSessionId())
