@@ -30,7 +30,7 @@ interface Follower {
 }
 
 interface SessionEntry {
-  inflight: Map<string, { abort: (reason: unknown) => void }>
+  inflight: Map<string, Abortable>
   waiters: Map<string, Waiter>
   followers: Set<Follower>
   getStream: ServerStream | null
@@ -43,11 +43,16 @@ interface SessionEntry {
   subscription: Promise<() => Promise<void>> | null
   /** The subscription failed (bus down): the next `ready()` subscribes again. */
   failed: boolean
+  /** Requests in flight at the last sweep (see `#subscribeLongRunning`), while unsubscribed. */
+  seen: Set<Abortable> | null
 }
+
+/** What a cancellation aborts. */
+interface Abortable { abort: (reason: unknown) => void }
 
 export const sessionChannel = (sid: string): string => `s:${sid}`
 
-/** Milliseconds a request runs before this process subscribes to its session's channel. */
+/** Milliseconds a request runs (10–20) before this process subscribes to its session's channel. */
 const SUBSCRIBE_AFTER = 10
 
 /** @internal */
@@ -79,7 +84,8 @@ export class Hub {
         getStream: null,
         subscriptions: new Set(),
         subscription: null,
-        failed: false
+        failed: false,
+        seen: null
       }
       this.#sessions.set(sid, e)
     }
@@ -125,20 +131,51 @@ export class Hub {
   }
 
   /** Registers a running request so a `notifications/cancelled` can abort it. */
-  trackRequest (sid: string, requestId: string | number, controller: { abort: (reason: unknown) => void }): () => void {
+  trackRequest (sid: string, requestId: string | number, controller: Abortable): () => void {
     const e = this.#entry(sid, false)
     const key = String(requestId)
     e.inflight.set(key, controller)
     // A cancel from another instance can only reach a request that runs long enough to be
-    // cancelled: subscribe once it has run for a moment (local cancels are delivered directly).
-    const timer = e.subscription === null
-      ? setTimeout(() => { if (this.#sessions.get(sid) === e && e.inflight.has(key) && e.subscription === null) this.#subscribe(sid, e) }, SUBSCRIBE_AFTER)
-      : null
-    timer?.unref()
+    // cancelled: its session is subscribed once it has run for a moment (local cancels are
+    // delivered directly). One timer checks them all, rather than a timer per request.
+    if (e.subscription === null) {
+      this.#unsubscribed.add(sid)
+      if (this.#sweeper === null) {
+        this.#sweeper = setInterval(() => { this.#subscribeLongRunning() }, SUBSCRIBE_AFTER)
+        this.#sweeper.unref()
+      }
+    }
     return () => {
-      if (timer !== null) clearTimeout(timer)
       if (e.inflight.get(key) === controller) e.inflight.delete(key)
       this.#release(sid)
+    }
+  }
+
+  /** Sessions with requests in flight and no subscription, checked every SUBSCRIBE_AFTER ms. */
+  #unsubscribed = new Set<string>()
+  #sweeper: NodeJS.Timeout | null = null
+
+  /** Subscribes the sessions of requests seen in flight at two sweeps in a row. */
+  #subscribeLongRunning (): void {
+    for (const sid of this.#unsubscribed) {
+      const e = this.#sessions.get(sid)
+      if (e === undefined || e.subscription !== null || e.inflight.size === 0) {
+        this.#unsubscribed.delete(sid)
+        if (e !== undefined) e.seen = null
+        continue
+      }
+      const now = new Set(e.inflight.values())
+      if (e.seen !== null && [...e.seen].some(c => now.has(c))) {
+        this.#unsubscribed.delete(sid)
+        e.seen = null
+        this.#subscribe(sid, e)
+      } else {
+        e.seen = now
+      }
+    }
+    if (this.#unsubscribed.size === 0 && this.#sweeper !== null) {
+      clearInterval(this.#sweeper)
+      this.#sweeper = null
     }
   }
 
@@ -356,6 +393,9 @@ export class Hub {
   async close (retryMs: number): Promise<void> {
     if (this.#closed) return
     this.#closed = true
+    if (this.#sweeper !== null) clearInterval(this.#sweeper)
+    this.#sweeper = null
+    this.#unsubscribed.clear()
     const unsubs: Array<Promise<unknown>> = []
     for (const [sid, e] of this.#sessions) {
       for (const w of e.waiters.values()) w.reject(new Error('server shutting down'))

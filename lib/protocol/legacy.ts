@@ -66,6 +66,11 @@ export interface LegacyDeps {
   maybeGc: (log: FastifyBaseLogger) => void
 }
 
+/** -32601 unless the server offers the capability the method belongs to. */
+function needCapability (caps: Record<string, unknown>, cap: string, method: string): void {
+  if (caps[cap] === undefined) throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${method}`)
+}
+
 /** @internal The legacy engine. */
 export class LegacyWire implements ClientRequester {
   readonly hub: Hub
@@ -212,7 +217,7 @@ export class LegacyWire implements ClientRequester {
       throw new HttpRefusal(400, null, ErrorCode.InvalidRequest, 'Invalid Request: initialize cannot be part of a batch')
     }
     const sid = this.#sessionId(request, batch ? null : firstId)
-    const hasRequests = messages.some(m => m.kind === 'request')
+    const hasRequests = batch ? messages.some(m => m.kind === 'request') : first.kind === 'request'
     if (hasRequests) this.#checkStreamCap(sid, batch ? null : firstId)
     // Answers and notifications never wait behind a running handler (that handler may be waiting for them).
     const session = await this.#open(request, sid, principal, batch ? null : firstId, hasRequests)
@@ -232,10 +237,7 @@ export class LegacyWire implements ClientRequester {
       })
       // A client that goes away before it can resume the response (no SSE event id yet) will never
       // see it: stop the handlers, so the lease is freed now rather than when they finish.
-      const onGone = (): void => {
-        if (!channel.done && !channel.resumable) session.lost.abort(new Error('client went away'))
-      }
-      reply.raw.once('close', onGone)
+      session.lost.watch(reply.raw, channel)
       const responses: unknown[] = []
       const runs: Array<Promise<void>> = []
       for (const m of messages) {
@@ -253,10 +255,14 @@ export class LegacyWire implements ClientRequester {
               .catch((err: unknown) => { throw this.#busDown(err, request.log, sid) })
             break
           case 'request':
-            runs.push(this.#run(request, session, channel, m.message, principal, !batch).then(r => { if (r !== null) responses.push(r) }))
+            if (batch) runs.push(this.#run(request, session, channel, m.message, principal, false).then(r => { if (r !== null) responses.push(r) }))
+            else {
+              const r = await this.#run(request, session, channel, m.message, principal, true)
+              if (r !== null) responses.push(r)
+            }
         }
       }
-      await Promise.all(runs)
+      if (runs.length > 0) await Promise.all(runs)
       // Saved before answering: the client's next request must see what this one changed.
       const saved = await this.#close(request, session)
       if (saved === 'fenced' || session.lost.reason instanceof LeaseLostError) {
@@ -271,6 +277,7 @@ export class LegacyWire implements ClientRequester {
       const status = !batch && messages.length === 1 && messages[0].kind === 'invalid' ? 400 : 200
       channel.finish(responses, !batch, status)
     } finally {
+      session.lost.unwatch()
       await this.#close(request, session)
     }
   }
@@ -382,20 +389,17 @@ export class LegacyWire implements ClientRequester {
     const { registry, opts } = this.#d
     const params = msg.params ?? {}
     const caps = this.#d.capabilities()
-    const need = (cap: string): void => {
-      if (caps[cap] === undefined) throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${msg.method}`)
-    }
     switch (msg.method) {
       case 'ping': return {}
       case 'initialize': throw new McpError(ErrorCode.InvalidRequest, 'Invalid Request: the session is already initialized')
-      case 'tools/list': need('tools'); return listTools(registry, params, opts.pageSize)
-      case 'tools/call': need('tools'); return await callTool(registry, params, ctx, log)
-      case 'resources/list': need('resources'); return listResources(registry, params, opts.pageSize)
-      case 'resources/templates/list': need('resources'); return listResourceTemplates(registry, params, opts.pageSize)
-      case 'resources/read': need('resources'); return await readResource(registry, params, ctx, (uri) => new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri }))
+      case 'tools/list': needCapability(caps, 'tools', msg.method); return listTools(registry, params, opts.pageSize)
+      case 'tools/call': needCapability(caps, 'tools', msg.method); return await callTool(registry, params, ctx, log)
+      case 'resources/list': needCapability(caps, 'resources', msg.method); return listResources(registry, params, opts.pageSize)
+      case 'resources/templates/list': needCapability(caps, 'resources', msg.method); return listResourceTemplates(registry, params, opts.pageSize)
+      case 'resources/read': needCapability(caps, 'resources', msg.method); return await readResource(registry, params, ctx, (uri) => new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri }))
       case 'resources/subscribe':
       case 'resources/unsubscribe': {
-        need('resources')
+        needCapability(caps, 'resources', msg.method)
         if (typeof params.uri !== 'string') throw new McpError(ErrorCode.InvalidParams, 'Invalid params: uri must be a string')
         const subs = new Set(handle.getProtocol<string[]>(K.subscriptions) ?? [])
         if (msg.method === 'resources/subscribe') subs.add(params.uri)
@@ -405,9 +409,9 @@ export class LegacyWire implements ClientRequester {
         await this.hub.publish(handle.id, { t: 'subs', sid: handle.id, uris: [...subs] })
         return {}
       }
-      case 'prompts/list': need('prompts'); return listPrompts(registry, params, opts.pageSize)
-      case 'prompts/get': need('prompts'); return await getPrompt(registry, params, ctx)
-      case 'completion/complete': need('completions'); return await complete(registry, params)
+      case 'prompts/list': needCapability(caps, 'prompts', msg.method); return listPrompts(registry, params, opts.pageSize)
+      case 'prompts/get': needCapability(caps, 'prompts', msg.method); return await getPrompt(registry, params, ctx)
+      case 'completion/complete': needCapability(caps, 'completions', msg.method); return await complete(registry, params)
       case 'logging/setLevel': {
         if (levelIndex(params.level) === -1) throw new McpError(ErrorCode.InvalidParams, `Invalid params: level must be one of ${LOG_LEVELS.join(', ')}`)
         handle.setProtocol(K.logLevel, params.level)

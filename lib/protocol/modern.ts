@@ -135,15 +135,13 @@ export class ModernWire {
     const channel = new ResponseChannel(request, reply, { sessionId: null, polling: false, sseOnly, log: nullLog, hub: null })
     // Closing the response stream is cancellation on this revision.
     const abort = new RequestAbort()
-    const raw = reply.raw
-    const onClose = (): void => { if (!channel.done) abort.abort(new Error('client closed the stream')) }
-    raw.on('close', onClose)
+    abort.watch(reply.raw, channel)
     try {
       const response = await this.#run(request, msg, caps, logLevel as LogLevel | undefined, principal, channel, abort)
       if (abort.aborted) return
       channel.finish([response.body], true, response.status)
     } finally {
-      raw.off('close', onClose)
+      abort.unwatch()
     }
   }
 

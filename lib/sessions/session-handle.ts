@@ -30,8 +30,9 @@ export class SessionHandle {
   readonly id: string
   #data: Record<string, JsonValue>
   #version: number
-  #set = new Map<string, JsonValue>()
-  #deleted = new Set<string>()
+  // Made on the first change: most requests change nothing.
+  #set: Map<string, JsonValue> | null = null
+  #deleted: Set<string> | null = null
 
   constructor (id: string, record: SessionRecord) {
     this.id = id
@@ -83,18 +84,18 @@ export class SessionHandle {
 
   /** @internal Whether this request changed anything. */
   get dirty (): boolean {
-    return this.#set.size > 0 || this.#deleted.size > 0
+    return (this.#set !== null && this.#set.size > 0) || (this.#deleted !== null && this.#deleted.size > 0)
   }
 
   /** @internal The keys this request changed, for the save. */
   changes (): SessionChanges {
-    return { set: Object.fromEntries(this.#set), delete: [...this.#deleted] }
+    return { set: this.#set === null ? {} : Object.fromEntries(this.#set), delete: this.#deleted === null ? [] : [...this.#deleted] }
   }
 
   /** @internal After a save: the changes are written. */
   markSaved (): void {
-    this.#set.clear()
-    this.#deleted.clear()
+    this.#set = null
+    this.#deleted = null
     this.#version++
   }
 
@@ -104,8 +105,8 @@ export class SessionHandle {
    */
   reload (record: SessionRecord): void {
     const data = record.data
-    for (const [k, v] of this.#set) data[k] = v
-    for (const k of this.#deleted) delete data[k]
+    if (this.#set !== null) for (const [k, v] of this.#set) data[k] = v
+    if (this.#deleted !== null) for (const k of this.#deleted) delete data[k]
     this.#data = data
     this.#version = record.version
   }
@@ -116,15 +117,15 @@ export class SessionHandle {
     if (text === undefined) throw new TypeError(`session key "${key}" must hold a JSON value`)
     const copy = JSON.parse(text) as JsonValue
     this.#data[key] = copy
-    this.#set.set(key, copy)
-    this.#deleted.delete(key)
+    ;(this.#set ??= new Map()).set(key, copy)
+    this.#deleted?.delete(key)
   }
 
   #remove (key: string): boolean {
     const had = Object.hasOwn(this.#data, key)
     delete this.#data[key]
-    this.#set.delete(key)
-    this.#deleted.add(key)
+    this.#set?.delete(key)
+    ;(this.#deleted ??= new Set()).add(key)
     return had
   }
 }
