@@ -42,6 +42,8 @@ export class MemorySessionStore implements SessionStore {
   /** Most sessions kept. */
   readonly max: number
   readonly #sessions = new Map<string, StoredSession>()
+  /** The id at the end of the map (created or accessed last). */
+  #newest: string | undefined
   #sweeper: NodeJS.Timeout | undefined
 
   /** @throws {RangeError} for a non-positive `ttl` or `max`, or a negative `sweepInterval`. */
@@ -72,6 +74,7 @@ export class MemorySessionStore implements SessionStore {
       this.#sessions.delete(this.#sessions.keys().next().value as string)
     }
     this.#sessions.set(id, { fields, snapshot: null, version: 0, touched: performance.now() })
+    this.#newest = id
   }
 
   async load (id: string): Promise<SessionRecord | null> {
@@ -129,8 +132,12 @@ export class MemorySessionStore implements SessionStore {
 
   #touch (id: string, session: StoredSession): void {
     session.touched = performance.now()
+    // The session accessed last is at the end already: a busy session is not moved (a Map delete
+    // and insert) on every request.
+    if (this.#newest === id) return
     this.#sessions.delete(id)
     this.#sessions.set(id, session)
+    this.#newest = id
   }
 
   /** Drops the expired head of the map (see the file comment) and returns the ids dropped. */
