@@ -29,13 +29,15 @@ interface Follower {
   ended: boolean
 }
 
+// An entry is made for every request of a session without one: besides `inflight`, its
+// collections are made when first needed (most requests never wait for the client or follow).
 interface SessionEntry {
   inflight: Map<string, Abortable>
-  waiters: Map<string, Waiter>
-  followers: Set<Follower>
+  waiters: Map<string, Waiter> | null
+  followers: Set<Follower> | null
   getStream: ServerStream | null
   /** Resource URIs the session subscribed to (known while it has a GET stream here). */
-  subscriptions: Set<string>
+  subscriptions: ReadonlySet<string>
   /**
    * Resolves when the bus subscription is active; its value unsubscribes. `null` while only short
    * requests are in flight: subscribing per request would cost two bus round trips each.
@@ -49,6 +51,10 @@ interface SessionEntry {
 
 /** What a cancellation aborts. */
 interface Abortable { abort: (reason: unknown) => void }
+
+/** Shared empty sets of entries that hold none (never added to: replaced when set). */
+const NO_URIS: ReadonlySet<string> = new Set()
+const NO_FOLLOWERS: ReadonlySet<Follower> = new Set()
 
 export const sessionChannel = (sid: string): string => `s:${sid}`
 
@@ -79,10 +85,10 @@ export class Hub {
     if (e === undefined) {
       e = {
         inflight: new Map(),
-        waiters: new Map(),
-        followers: new Set(),
+        waiters: null,
+        followers: null,
         getStream: null,
-        subscriptions: new Set(),
+        subscriptions: NO_URIS,
         subscription: null,
         failed: false,
         seen: null
@@ -124,7 +130,7 @@ export class Hub {
   #release (sid: string): void {
     const e = this.#sessions.get(sid)
     if (e === undefined) return
-    if (e.inflight.size > 0 || e.waiters.size > 0 || e.followers.size > 0 || e.getStream !== null) return
+    if (e.inflight.size > 0 || (e.waiters?.size ?? 0) > 0 || (e.followers?.size ?? 0) > 0 || e.getStream !== null) return
     this.#sessions.delete(sid)
     if (e.failed || e.subscription === null) return
     e.subscription.then(unsub => unsub()).catch((err: unknown) => this.#logger.warn({ err, sessionId: sid }, 'bus unsubscribe failed'))
@@ -209,7 +215,7 @@ export class Hub {
     const e = this.#entry(sid)
     if (stream === null) {
       e.getStream = null
-      e.subscriptions.clear()
+      e.subscriptions = NO_URIS
       this.#claims.delete(sid)
       this.#release(sid)
     } else {
@@ -232,12 +238,12 @@ export class Hub {
   /** Requests in flight plus open streams of a session on this process. */
   streams (sid: string): number {
     const e = this.#sessions.get(sid)
-    return e === undefined ? 0 : e.inflight.size + e.followers.size + (e.getStream !== null ? 1 : 0)
+    return e === undefined ? 0 : e.inflight.size + (e.followers?.size ?? 0) + (e.getStream !== null ? 1 : 0)
   }
 
   /** Number of pending client requests of a session on this process. */
   pending (sid: string): number {
-    return this.#sessions.get(sid)?.waiters.size ?? 0
+    return this.#sessions.get(sid)?.waiters?.size ?? 0
   }
 
   /**
@@ -249,7 +255,7 @@ export class Hub {
     const e = this.#entry(sid)
     let waiter!: Waiter
     const answer = new Promise<Record<string, unknown>>((resolve, reject) => { waiter = { resolve, reject } })
-    e.waiters.set(id, waiter)
+    ;(e.waiters ??= new Map()).set(id, waiter)
     let poll: NodeJS.Timeout | null = null
     const take = this.#bus.take?.bind(this.#bus)
     if (take !== undefined) {
@@ -262,7 +268,7 @@ export class Hub {
     }
     const done = (): void => {
       if (poll !== null) clearInterval(poll)
-      if (e.waiters.get(id) === waiter) e.waiters.delete(id)
+      if (e.waiters?.get(id) === waiter) e.waiters.delete(id)
       this.#release(sid)
     }
     answer.then(done, done)
@@ -286,16 +292,16 @@ export class Hub {
     const parsed = parseEventId(lastEventId)
     const e = this.#entry(sid)
     const f: Follower = { streamId: parsed?.streamId ?? '', conn, seq: parsed?.seq ?? 0, buffer: [], ended: false }
-    e.followers.add(f)
+    ;(e.followers ??= new Set()).add(f)
     try {
       await this.#subscribed(sid, e)
     } catch (err) {
-      e.followers.delete(f)
+      e.followers?.delete(f)
       this.#release(sid)
       throw err
     }
     const stop = (): void => {
-      if (!e.followers.delete(f)) return
+      if (e.followers?.delete(f) !== true) return
       f.ended = true
       this.#release(sid)
     }
@@ -331,7 +337,7 @@ export class Hub {
     switch (m.t) {
       case 'answer': {
         const id = String(m.msg.id)
-        const w = e.waiters.get(id)
+        const w = e.waiters?.get(id)
         if (w === undefined) {
           this.#logger.debug({ sessionId: sid, id }, 'answer for an unknown or expired request; dropped')
           return
@@ -356,32 +362,32 @@ export class Hub {
         if (e.getStream !== null && !m.claim.startsWith(`${this.#prefix}-`) && this.#claims.get(sid) !== m.claim) {
           const old = e.getStream
           e.getStream = null
-          e.subscriptions.clear()
+          e.subscriptions = NO_URIS
           this.#claims.delete(sid)
           old.disconnect(this.#retryMs)
           this.#release(sid)
         }
         return
       case 'event':
-        for (const f of e.followers) {
+        for (const f of e.followers ?? NO_FOLLOWERS) {
           if (f.streamId !== m.streamId) continue
           if (f.buffer !== null) f.buffer.push({ id: m.id, data: m.data })
           else this.#writeFollower(f, m.id, m.data)
         }
         return
       case 'streamEnd':
-        for (const f of [...e.followers]) {
+        for (const f of [...e.followers ?? NO_FOLLOWERS]) {
           if (f.streamId !== m.streamId || f.buffer !== null) continue
           f.conn.end()
-          e.followers.delete(f)
+          e.followers?.delete(f)
         }
         this.#release(sid)
         return
       case 'ended': {
         for (const c of e.inflight.values()) c.abort(new Error('session ended'))
-        for (const w of e.waiters.values()) w.reject(new Error('session ended'))
-        for (const f of e.followers) f.conn.end()
-        e.followers.clear()
+        for (const w of e.waiters?.values() ?? []) w.reject(new Error('session ended'))
+        for (const f of e.followers ?? NO_FOLLOWERS) f.conn.end()
+        e.followers?.clear()
         e.getStream?.end()
         e.getStream = null
         this.#release(sid)
@@ -398,9 +404,9 @@ export class Hub {
     this.#unsubscribed.clear()
     const unsubs: Array<Promise<unknown>> = []
     for (const [sid, e] of this.#sessions) {
-      for (const w of e.waiters.values()) w.reject(new Error('server shutting down'))
+      for (const w of e.waiters?.values() ?? []) w.reject(new Error('server shutting down'))
       for (const c of e.inflight.values()) c.abort(new Error('server shutting down'))
-      for (const f of e.followers) { writeTo(f.conn, `retry: ${retryMs}\n\n`, this.#logger, {}); f.conn.end() }
+      for (const f of e.followers ?? NO_FOLLOWERS) { writeTo(f.conn, `retry: ${retryMs}\n\n`, this.#logger, {}); f.conn.end() }
       e.getStream?.end(retryMs)
       if (e.subscription !== null) unsubs.push(e.subscription.then(u => u()).catch(() => {}))
       this.#sessions.delete(sid)

@@ -278,7 +278,8 @@ export class LegacyWire implements ClientRequester {
       channel.finish(responses, !batch, status)
     } finally {
       session.lost.unwatch()
-      await this.#close(request, session)
+      // Written back above unless something threw on the way.
+      if (!session.closed) await this.#close(request, session)
     }
   }
 
