@@ -212,7 +212,12 @@ export function delay (ms: number, ...signals: Array<AbortSignal | undefined>): 
 export class Lease implements SessionLease {
   readonly id: string
   readonly fence?: LeaseFence
-  readonly #controller = new AbortController()
+  // The signal is made on first access: a holder that never looks at it (the plugin's own
+  // requests register with whenLost()) does not pay for an AbortController per lease.
+  #controller: AbortController | null = null
+  #lost = false
+  #lostReason: unknown = undefined
+  #onLost: (() => void) | null = null
   readonly #onRelease: () => Promise<void>
   #state: 'held' | 'released' | 'revoked' = 'held'
 
@@ -223,7 +228,35 @@ export class Lease implements SessionLease {
   }
 
   get signal (): AbortSignal {
+    if (this.#controller === null) {
+      this.#controller = new AbortController()
+      if (this.#lost) this.#controller.abort(this.#lostReason)
+    }
     return this.#controller.signal
+  }
+
+  /** Whether the lease was lost or revoked (its signal is, or would be, aborted). */
+  get lost (): boolean {
+    return this.#lost
+  }
+
+  /**
+   * @internal Calls `fn` once when the lease is lost or revoked: what a listener on `signal` does,
+   * without making the signal.
+   */
+  whenLost (fn: () => void): void {
+    if (this.#lost) { fn(); return }
+    this.#onLost = fn
+  }
+
+  #markLost (reason: unknown): void {
+    if (this.#lost) return
+    this.#lost = true
+    this.#lostReason = reason
+    this.#controller?.abort(reason)
+    const fn = this.#onLost
+    this.#onLost = null
+    fn?.()
   }
 
   /** Whether neither the holder nor the lock has ended the lease yet. */
@@ -249,14 +282,14 @@ export class Lease implements SessionLease {
 
   /** Marks the lease lost: aborts its signal with `reason`; the holder still releases it. */
   lose (reason: unknown): void {
-    if (this.#state === 'held' && !this.#controller.signal.aborted) this.#controller.abort(reason)
+    if (this.#state === 'held') this.#markLost(reason)
   }
 
   /** Ends the lease from the lock's side (close): aborts the signal and releases. Never rejects. */
   async revoke (reason: unknown): Promise<void> {
     if (this.#state !== 'held') return
     this.#state = 'revoked'
-    if (!this.#controller.signal.aborted) this.#controller.abort(reason)
+    this.#markLost(reason)
     try { await this.#onRelease() } catch {}
   }
 }

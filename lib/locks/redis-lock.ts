@@ -294,7 +294,7 @@ export class RedisSessionLock implements SessionLock {
     try {
       renewed = await state.client.mcpLockExtend(state.key, state.token, this.ttl)
     } catch {
-      if (!this.#leases.has(lease) || lease.signal.aborted) return
+      if (!this.#leases.has(lease) || lease.lost) return
       // Transient: retry until the lease would have expired; the deadline timer ends it then.
       const wait = Math.min(Math.max(10, Math.floor(this.ttl / 10)), 1000)
       if (performance.now() + wait < expiresAt) {
@@ -302,7 +302,7 @@ export class RedisSessionLock implements SessionLock {
       }
       return
     }
-    if (!this.#leases.has(lease) || lease.signal.aborted) return
+    if (!this.#leases.has(lease) || lease.lost) return
     if (renewed === 1) this.#confirmed(lease, state, sentAt)
     else this.#lost(lease, state)
   }

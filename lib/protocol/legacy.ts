@@ -15,6 +15,7 @@ import { ResponseChannel } from '../http/response.js'
 import { ServerStream, startSse } from '../http/sse.js'
 import { ErrorCode, errorResponse, McpError, resultResponse, type JsonRpcRequest, type ParsedBody, type RequestId } from '../jsonrpc/messages.js'
 import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
+import { Lease } from '../locks/keyed-fifo.js'
 import type { SessionLease, SessionLock } from '../locks/session-lock.js'
 import type { ResolvedOptions } from '../options.js'
 import { K, SessionHandle } from '../sessions/session-handle.js'
@@ -144,9 +145,10 @@ export class LegacyWire implements ClientRequester {
   #hold (s: OpenSession, lease: SessionLease | null): void {
     s.lease = lease
     if (lease === null) return
-    lease.signal.addEventListener('abort', () => {
-      if (s.lease === lease) s.lost.abort(new LeaseLostError())
-    }, { once: true })
+    const onLost = (): void => { if (s.lease === lease) s.lost.abort(new LeaseLostError()) }
+    // The plugin's locks hand out Leases, which tell without an AbortSignal; others via the signal.
+    if (lease instanceof Lease) lease.whenLost(onLost)
+    else lease.signal.addEventListener('abort', onLost, { once: true })
   }
 
   /** Reads the session, taking the lock first when one is configured. */
