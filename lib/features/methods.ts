@@ -11,6 +11,19 @@ import type { CallToolResult, ContentBlock, PromptMessage, Registry, ResourceCon
 
 type Params = Record<string, unknown>
 
+/**
+ * -32601 unless the server offers the capability `method` belongs to (`status`: the HTTP status
+ * of the refusal, where the revision gives one).
+ */
+export function needCapability (caps: Record<string, unknown>, cap: string, method: string, status?: number): void {
+  if (caps[cap] === undefined) throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${method}`, undefined, status)
+}
+
+/** Logs a failed tool call; the caller answers it as a tool result with `isError: true`. */
+function toolFailed (log: FastifyBaseLogger, tool: string, err: unknown): void {
+  log.error({ err, tool }, 'tool handler failed')
+}
+
 function invalid (message: string, data?: unknown): McpError {
   return new McpError(ErrorCode.InvalidParams, `Invalid params: ${message}`, data)
 }
@@ -68,17 +81,17 @@ export async function callTool (registry: Registry, params: Params, ctx: McpCont
     result = toolResult(await tool.handler(args as Record<string, unknown>, ctx))
   } catch (err) {
     if (err instanceof McpError || err instanceof InputRequiredSignal || ctx.signal.aborted) throw err
-    log.error({ err, tool: params.name }, 'tool handler failed')
+    toolFailed(log, params.name, err)
     return errorResult(err instanceof Error && err.message !== '' ? err.message : 'Tool execution failed')
   }
   if (tool.validateOutput !== null && result.isError !== true) {
     if (result.structuredContent === undefined) {
-      log.error({ err: new Error(`tool "${params.name}" declares an outputSchema but returned no structuredContent`), tool: params.name }, 'tool handler failed')
+      toolFailed(log, params.name, new Error(`tool "${params.name}" declares an outputSchema but returned no structuredContent`))
       return errorResult('Tool returned no structured content')
     }
     const outProblem = tool.validateOutput(result.structuredContent)
     if (outProblem !== null) {
-      log.error({ err: new Error(`tool "${params.name}" returned structuredContent that does not match its outputSchema: ${outProblem}`), tool: params.name }, 'tool handler failed')
+      toolFailed(log, params.name, new Error(`tool "${params.name}" returned structuredContent that does not match its outputSchema: ${outProblem}`))
       return errorResult('Tool returned structured content that does not match its output schema')
     }
   }

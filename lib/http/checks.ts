@@ -41,8 +41,10 @@ interface Acceptance { json: boolean, sse: boolean }
 const acceptances = new Map<string, Acceptance>()
 const MAX_ACCEPTANCES = 64
 
+const ACCEPTS_NOTHING: Acceptance = { json: false, sse: false }
+
 function acceptance (accept: string | undefined): Acceptance {
-  if (accept === undefined) return { json: false, sse: false }
+  if (accept === undefined) return ACCEPTS_NOTHING
   let a = acceptances.get(accept)
   if (a === undefined) {
     const types = mediaTypes(accept)

@@ -101,7 +101,8 @@ function isId (v: unknown): v is RequestId {
   return (typeof v === 'string') || (typeof v === 'number' && Number.isFinite(v))
 }
 
-function isPlainObject (v: unknown): v is Record<string, unknown> {
+/** A JSON object (not null, not an array). */
+export function isPlainObject (v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 

@@ -9,7 +9,7 @@ import type { Bus } from '../bus/bus.js'
 import type { EventLog } from '../bus/event-log.js'
 import { LOG_LEVELS, type McpContext, type McpPrincipal } from '../context.js'
 import { FST_ERR_MCP_CLIENT_REQUEST, FST_ERR_MCP_CLIENT_TIMEOUT, FST_ERR_MCP_SESSION_BUSY } from '../errors.js'
-import { callTool, complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from '../features/methods.js'
+import { callTool, complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, needCapability, readResource } from '../features/methods.js'
 import type { Registry } from '../features/registry.js'
 import { ResponseChannel } from '../http/response.js'
 import { ServerStream, startSse } from '../http/sse.js'
@@ -65,11 +65,6 @@ export interface LegacyDeps {
   logger: FastifyBaseLogger
   capabilities: () => Record<string, unknown>
   maybeGc: (log: FastifyBaseLogger) => void
-}
-
-/** -32601 unless the server offers the capability the method belongs to. */
-function needCapability (caps: Record<string, unknown>, cap: string, method: string): void {
-  if (caps[cap] === undefined) throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${method}`)
 }
 
 /** @internal The legacy engine. */

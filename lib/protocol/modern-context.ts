@@ -14,15 +14,11 @@ import {
   type Root, type SamplingParams, type SamplingResult, type UrlElicitParams
 } from '../context.js'
 import type { ResponseChannel } from '../http/response.js'
-import { ErrorCode, McpError, type JsonRpcRequest, type RequestId } from '../jsonrpc/messages.js'
+import { ErrorCode, isPlainObject, McpError, type JsonRpcRequest, type RequestId } from '../jsonrpc/messages.js'
 import type { RequestAbort } from './request-abort.js'
 import { paramsDigest, type StateSealer } from './request-state.js'
 
 type InputRequest = { method: string, params: Record<string, unknown> }
-
-function isPlainObject (v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v)
-}
 
 function requireCap (name: string, present: boolean, needed: Record<string, unknown> = {}): void {
   if (!present) {

@@ -6,11 +6,11 @@
  */
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import { InputRequiredSignal, LOG_LEVELS, type LogLevel, type McpPrincipal } from '../context.js'
-import { callTool, complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from '../features/methods.js'
+import { callTool, complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, needCapability, readResource } from '../features/methods.js'
 import type { ListKind, Registry } from '../features/registry.js'
 import { ResponseChannel } from '../http/response.js'
 import { startSse } from '../http/sse.js'
-import { ErrorCode, errorResponse, McpError, resultResponse, type JsonRpcRequest, type ParsedBody, type RequestId } from '../jsonrpc/messages.js'
+import { ErrorCode, errorResponse, isPlainObject, McpError, resultResponse, type JsonRpcRequest, type ParsedBody, type RequestId } from '../jsonrpc/messages.js'
 import type { EventLog } from '../bus/event-log.js'
 import type { ResolvedOptions } from '../options.js'
 import { HttpRefusal } from './legacy.js'
@@ -73,10 +73,6 @@ function sameParam (headerValue: string, value: unknown): boolean {
   if (typeof value === 'number') return DECIMAL.test(headerValue) && Number(headerValue) === value
   if (typeof value === 'boolean') return headerValue === String(value)
   return headerValue === value
-}
-
-function isPlainObject (v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
 export interface ModernDeps {
@@ -209,11 +205,6 @@ export class ModernWire {
     return { body: resultResponse(id, result), status: 200 }
   }
 
-  /** -32601 (404 on this revision) unless the server offers the capability. */
-  #need (caps: Record<string, unknown>, cap: string, method: string): void {
-    if (caps[cap] === undefined) throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${method}`, undefined, 404)
-  }
-
   /** Runs a request; returns the response and the HTTP status for it. */
   async #run (request: FastifyRequest, msg: JsonRpcRequest, caps: Record<string, unknown>, logLevel: LogLevel | undefined,
     principal: McpPrincipal | null, channel: ResponseChannel, abort: RequestAbort): Promise<{ body: unknown, status: number }> {
@@ -228,15 +219,15 @@ export class ModernWire {
           if (opts.instructions !== undefined) result.instructions = opts.instructions
           return this.#ok(id, result, this.#d.cache('discover'))
         }
-        case 'tools/list': this.#need(serverCaps, 'tools', msg.method); return this.#ok(id, listTools(registry, params, opts.pageSize), this.#d.cache('tools'))
-        case 'resources/list': this.#need(serverCaps, 'resources', msg.method); return this.#ok(id, listResources(registry, params, opts.pageSize), this.#d.cache('resources'))
-        case 'resources/templates/list': this.#need(serverCaps, 'resources', msg.method); return this.#ok(id, listResourceTemplates(registry, params, opts.pageSize), this.#d.cache('templates'))
-        case 'prompts/list': this.#need(serverCaps, 'prompts', msg.method); return this.#ok(id, listPrompts(registry, params, opts.pageSize), this.#d.cache('prompts'))
-        case 'completion/complete': this.#need(serverCaps, 'completions', msg.method); return this.#ok(id, await complete(registry, params))
+        case 'tools/list': needCapability(serverCaps, 'tools', msg.method, 404); return this.#ok(id, listTools(registry, params, opts.pageSize), this.#d.cache('tools'))
+        case 'resources/list': needCapability(serverCaps, 'resources', msg.method, 404); return this.#ok(id, listResources(registry, params, opts.pageSize), this.#d.cache('resources'))
+        case 'resources/templates/list': needCapability(serverCaps, 'resources', msg.method, 404); return this.#ok(id, listResourceTemplates(registry, params, opts.pageSize), this.#d.cache('templates'))
+        case 'prompts/list': needCapability(serverCaps, 'prompts', msg.method, 404); return this.#ok(id, listPrompts(registry, params, opts.pageSize), this.#d.cache('prompts'))
+        case 'completion/complete': needCapability(serverCaps, 'completions', msg.method, 404); return this.#ok(id, await complete(registry, params))
         case 'tools/call':
         case 'prompts/get':
         case 'resources/read': {
-          this.#need(serverCaps, msg.method === 'tools/call' ? 'tools' : msg.method === 'prompts/get' ? 'prompts' : 'resources', msg.method)
+          needCapability(serverCaps, msg.method === 'tools/call' ? 'tools' : msg.method === 'prompts/get' ? 'prompts' : 'resources', msg.method, 404)
           const ctx = new ModernContext({ request, msg, caps, logLevel, principal, channel, abort, sealer: this.#d.sealer })
           let result: Record<string, unknown>
           try {
