@@ -51,7 +51,7 @@ export class ModernContext implements McpContext {
   readonly requestId: RequestId
   readonly meta: Record<string, unknown>
   readonly clientCapabilities: Record<string, unknown>
-  /** The handler's state, sealed into `requestState` and handed back on the next round. */
+  /** The handler's state, sealed into `requestState` and handed back on the next round (at most 64 KiB sealed). */
   state: Record<string, unknown> = {}
   readonly #params: Record<string, unknown>
   readonly #method: string

@@ -36,6 +36,9 @@ export function paramsDigest (params: Record<string, unknown>): string {
   return createHash('sha256').update(canonical(rest)).digest('base64url')
 }
 
+/** The longest `requestState` accepted back (and so the longest one sealed), in characters. */
+export const MAX_REQUEST_STATE = 65_536
+
 /** Seals and opens request states with one secret. */
 export class StateSealer {
   #key: Buffer
@@ -50,14 +53,24 @@ export class StateSealer {
     return createHmac('sha256', this.#key).update(body).digest()
   }
 
+  /**
+   * @throws {RangeError} when the sealed state would be longer than {@link MAX_REQUEST_STATE}:
+   * `open` would refuse it, so the client could never finish the request. Failing the round that
+   * made it points at the handler whose `ctx.state` is too big.
+   */
   seal (payload: Omit<StatePayload, 'e'>): string {
     const body = Buffer.from(JSON.stringify({ ...payload, e: Date.now() + this.ttl })).toString('base64url')
-    return `${body}.${this.#mac(body).toString('base64url')}`
+    const sealed = `${body}.${this.#mac(body).toString('base64url')}`
+    if (sealed.length > MAX_REQUEST_STATE) {
+      throw new RangeError(`ctx.state is too large to seal into requestState (${sealed.length} characters sealed, at most ${MAX_REQUEST_STATE}); keep large data server-side and put a handle in ctx.state`)
+    }
+    return sealed
   }
 
   /** Verifies a state; returns its payload, or a reason it is refused. */
   open (state: unknown, expect: { p: string | null, m: string, d: string }): { ok: true, payload: StatePayload } | { ok: false, reason: string } {
-    if (typeof state !== 'string' || state.length > 65_536) return { ok: false, reason: 'requestState must be a string' }
+    if (typeof state !== 'string') return { ok: false, reason: 'requestState must be a string' }
+    if (state.length > MAX_REQUEST_STATE) return { ok: false, reason: 'requestState is too long' }
     const dot = state.indexOf('.')
     if (dot <= 0) return { ok: false, reason: 'requestState is malformed' }
     const body = state.slice(0, dot)

@@ -68,6 +68,13 @@ function fixture (runs: Runs) {
       const second = await ctx.elicit('second', { message: 'Second?', requestedSchema: nameSchema })
       return `${String(state.first)}+${String(second.content?.name)} after ${rounds} rounds`
     })
+    m.tool({ name: 'hoard', description: 'Keeps `size` characters in ctx.state, then asks', input: Type.Object({ size: Type.Integer() }) }, async ({ size }, ctx) => {
+      ran('hoard')
+      const state = (ctx as typeof ctx & { state: Record<string, unknown> }).state
+      state.blob ??= 'x'.repeat(size)
+      const r = await ctx.elicit('name', { message: 'Name?', requestedSchema: nameSchema })
+      return `kept ${String(state.blob).length} for ${String(r.content?.name)}`
+    })
     m.tool({ name: 'needs_sampling', description: 'Samples' }, async (_a, ctx) => {
       ran('needs_sampling')
       await ctx.sample('q', { messages: [{ role: 'user', content: { type: 'text', text: '?' } }], maxTokens: 5 })
@@ -401,7 +408,7 @@ t.test('server/discover and resultType + serverInfo on every result', async (t) 
   await call(a, 'tools/call', { name: 'echo', arguments: { text: 'x' } })
   const l2 = await call(a, 'tools/list', {}, { caps: ALL_CAPS })
   t.same(l1.result.tools, l2.result.tools)
-  t.same(l1.result.tools.map((x: { name: string }) => x.name), ['echo', 'headers', 'ask', 'ask_url', 'multi', 'stateful', 'needs_sampling', 'needs_roots', 'chatty', 'streaming_ask'])
+  t.same(l1.result.tools.map((x: { name: string }) => x.name), ['echo', 'headers', 'ask', 'ask_url', 'multi', 'stateful', 'hoard', 'needs_sampling', 'needs_roots', 'chatty', 'streaming_ask'])
 })
 
 t.test('cache hints: defaults, the cache option, per-resource cache, private with authenticate', async (t) => {
@@ -685,6 +692,29 @@ t.test('refused requestState: tampered, expired, other method, other params, oth
   t.equal(res.json().error?.code, -32602)
   t.match(res.json().error?.message, /expired/)
   t.equal(expRuns.ask, 1, 'expired: handler did not run')
+})
+
+t.test('a ctx.state too large to come back: the round fails with -32603 and a log line naming ctx.state', async (t) => {
+  const runs: Runs = {}
+  const lines: Array<Record<string, any>> = []
+  const stream = new Writable({ write (chunk, _enc, cb) { lines.push(JSON.parse(String(chunk))); cb() } })
+  const a = await app(t, runs, { fastify: { logger: { level: 'error', stream } } })
+  // Just under the limit (base64 grows it by a third): sealed, and it comes back.
+  const small = rpc('tools/call', { name: 'hoard', arguments: { size: 40_000 } }, { caps: ELICIT })
+  const r1 = finalOf(await post(a, small))
+  t.equal(r1.result?.resultType, 'input_required')
+  t.ok(r1.result.requestState.length > 50_000 && r1.result.requestState.length <= 65_536, `sealed ${String(r1.result.requestState.length)} characters`)
+  const r2 = finalOf(await post(a, retry(small, r1, { name: { action: 'accept', content: { name: 'Ada' } } })))
+  t.equal(r2.result?.content?.[0]?.text, 'kept 40000 for Ada', 'the sealed state was accepted back')
+
+  // Over it: no input_required with a state the server itself would refuse.
+  const big = rpc('tools/call', { name: 'hoard', arguments: { size: 60_000 } }, { id: 'big', caps: ELICIT })
+  const res = await post(a, big)
+  t.equal(res.statusCode, 200)
+  t.same(finalOf(res), { jsonrpc: '2.0', id: 'big', error: { code: -32603, message: 'Internal error' } })
+  const logged = lines.filter(l => l.level === 50 && /ctx\.state is too large/.test(l.err?.message ?? ''))
+  t.equal(logged.length, 1, 'one error log line explains it')
+  t.equal(logged[0]?.method, 'tools/call')
 })
 
 t.test('requestStateSecret: shared by two instances; without it a warning is logged once', async (t) => {
