@@ -106,6 +106,22 @@ export function isPlainObject (v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
+/**
+ * Why a request's `params._meta` is malformed (not an object, or a `progressToken` that is not a
+ * string or a number), or `null` when it is absent or well-formed. Checked before the handler
+ * runs: a token of another type would be echoed into every progress notification.
+ */
+export function metaProblem (params: Record<string, unknown>): string | null {
+  const meta = params._meta
+  if (meta === undefined) return null
+  if (!isPlainObject(meta)) return 'Invalid params: _meta must be an object'
+  const token = meta.progressToken
+  if (token !== undefined && typeof token !== 'string' && !(typeof token === 'number' && Number.isFinite(token))) {
+    return 'Invalid params: _meta.progressToken must be a string or a number'
+  }
+  return null
+}
+
 /** The id of a malformed message, when it can be read (so an error can echo it). */
 function readableId (v: Record<string, unknown>): RequestId | null {
   return isId(v.id) ? v.id : null

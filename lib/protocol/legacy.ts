@@ -13,7 +13,7 @@ import { callTool, complete, getPrompt, listPrompts, listResources, listResource
 import type { Registry } from '../features/registry.js'
 import { ResponseChannel } from '../http/response.js'
 import { ServerStream, startSse } from '../http/sse.js'
-import { ErrorCode, errorResponse, McpError, resultResponse, type JsonRpcRequest, type ParsedBody, type RequestId } from '../jsonrpc/messages.js'
+import { ErrorCode, errorResponse, McpError, metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody, type RequestId } from '../jsonrpc/messages.js'
 import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
 import { Lease } from '../locks/keyed-fifo.js'
 import type { SessionLease, SessionLock } from '../locks/session-lock.js'
@@ -386,6 +386,8 @@ export class LegacyWire implements ClientRequester {
   async #dispatch (handle: SessionHandle, msg: JsonRpcRequest, ctx: McpContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> {
     const { registry, opts } = this.#d
     const params = msg.params ?? {}
+    const problem = metaProblem(params)
+    if (problem !== null) throw new McpError(ErrorCode.InvalidParams, problem)
     const caps = this.#d.capabilities()
     switch (msg.method) {
       case 'ping': return {}

@@ -10,7 +10,7 @@ import { callTool, complete, getPrompt, listPrompts, listResources, listResource
 import type { ListKind, Registry } from '../features/registry.js'
 import { ResponseChannel } from '../http/response.js'
 import { startSse } from '../http/sse.js'
-import { ErrorCode, errorResponse, isPlainObject, McpError, resultResponse, type JsonRpcRequest, type ParsedBody, type RequestId } from '../jsonrpc/messages.js'
+import { ErrorCode, errorResponse, isPlainObject, McpError, metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody, type RequestId } from '../jsonrpc/messages.js'
 import type { EventLog } from '../bus/event-log.js'
 import type { ResolvedOptions } from '../options.js'
 import { HttpRefusal } from './legacy.js'
@@ -124,6 +124,8 @@ export class ModernWire {
     if (logLevel !== undefined && !LOG_LEVELS.includes(logLevel as LogLevel)) {
       throw new HttpRefusal(400, msg.id, ErrorCode.InvalidParams, `Invalid params: ${META_LOG} must be one of ${LOG_LEVELS.join(', ')}`)
     }
+    const problem = metaProblem(msg.params ?? {})
+    if (problem !== null) throw new HttpRefusal(400, msg.id, ErrorCode.InvalidParams, problem)
     if (msg.method === 'subscriptions/listen') {
       this.#listen(request, reply, msg)
       return

@@ -784,6 +784,16 @@ t.test('progress only with a progressToken; notifications/message only with logL
   for (const bad of ['verbose', 'INFO', 3, null, {}]) {
     isError(t, await post(a, rpc('tools/call', { name: 'chatty' }, { id: 'bad', meta: { [META_LOG]: bad } })), 400, -32602, 'bad', `logLevel ${JSON.stringify(bad)}`)
   }
+  // A progress token must be a string or a number: anything else would be echoed into every
+  // notification. Refused before the handler runs.
+  for (const bad of [null, true, {}, ['t'], { t: 1 }]) {
+    const res = await post(a, rpc('tools/call', { name: 'chatty' }, { id: 'tok', meta: { progressToken: bad } }))
+    const err = isError(t, res, 400, -32602, 'tok', `progressToken ${JSON.stringify(bad)}`)
+    t.match(err.error.message, /progressToken/)
+    t.match(res.headers['content-type'], /^application\/json/, 'no stream was opened')
+  }
+  const zero = messagesOf(await post(a, rpc('tools/call', { name: 'chatty' }, { id: 'z', meta: { progressToken: 0 } })))
+  t.same(zero.filter(m => m.method === 'notifications/progress').map(m => m.params.progressToken), [0, 0], 'a token of 0 is a token')
 })
 
 t.test('an SSE response carries notifications and the final result only, never a request', async (t) => {

@@ -83,6 +83,19 @@ t.test('progress', async (t) => {
 
   const numeric = sseMessages((await request(app, s, 'tools/call', { name: 'progress', _meta: { progressToken: 7 } })).body)
   t.equal(numeric[0].params.progressToken, 7, 'numeric tokens are echoed as numbers')
+
+  // A token that is neither a string nor a number, or a _meta that is not an object: -32602 in a
+  // JSON response before the handler runs (it would otherwise echo the token into every notification).
+  const bad: Array<[string, unknown]> = [['token null', { progressToken: null }], ['token object', { progressToken: { a: 1 } }],
+    ['token array', { progressToken: ['x'] }], ['token boolean', { progressToken: false }], ['_meta a string', 'tok'], ['_meta an array', []]]
+  for (const [what, m] of bad) {
+    const r = await request(app, s, 'tools/call', { name: 'progress', _meta: m }, { id: what })
+    t.equal(r.statusCode, 200, what)
+    t.match(r.headers['content-type'], /^application\/json/, `${what}: no stream`)
+    t.equal(r.json().error?.code, -32602, `${what}: ${r.body}`)
+    t.equal(r.json().id, what)
+  }
+  t.same((await call(app, s, 'tools/call', { name: 'progress' })).result, { content: [{ type: 'text', text: 'done' }] }, 'the session goes on')
 })
 
 t.test('SSE priming event on 2025-11-25, none on 2025-06-18', async (t) => {
