@@ -56,7 +56,7 @@ export function decodeHeaderValue (raw: string): string | null {
   try { return text.decode(bytes) } catch { return null }
 }
 
-function mismatch (id: RequestId, what: string): HttpRefusal {
+function mismatch (id: RequestId | null, what: string): HttpRefusal {
   return new HttpRefusal(400, id, ErrorCode.HeaderMismatch, `Header mismatch: ${what}`)
 }
 
@@ -113,7 +113,9 @@ export class ModernWire {
     if (m.kind === 'response') throw new HttpRefusal(400, null, ErrorCode.InvalidRequest, 'Invalid Request: clients do not send responses on this protocol revision')
     if (m.kind === 'invalid') throw new HttpRefusal(400, m.id, m.error.code, m.error.message)
     if (m.kind === 'notification') {
-      // The core protocol defines no client notifications over HTTP; accept and ignore.
+      // The core protocol defines no client notifications over HTTP: one that agrees with its
+      // headers is accepted and ignored.
+      this.#checkNotification(request, m.message.method, m.message.params)
       reply.code(202).send()
       return
     }
@@ -173,6 +175,27 @@ export class ModernWire {
         .withData({ supported: [...MODERN_VERSIONS], requested: meta[META_VERSION] })
     }
     return meta
+  }
+
+  /**
+   * A notification need not carry the standard headers (they are required on requests), but
+   * those it carries must agree with its body, and a version it names must be one we serve:
+   * 400 with an id-less -32020 / -32022 otherwise, as for requests.
+   */
+  #checkNotification (request: FastifyRequest, method: string, params: Record<string, unknown> | undefined): void {
+    const meta = params?._meta
+    const claimed = isPlainObject(meta) ? meta[META_VERSION] : undefined
+    const version = header(request, 'mcp-protocol-version')?.trim()
+    if (claimed !== undefined && version !== undefined && version !== claimed) {
+      throw mismatch(null, 'MCP-Protocol-Version does not match _meta protocolVersion')
+    }
+    const sent = header(request, 'mcp-method')
+    if (sent !== undefined && sent.trim() !== method) throw mismatch(null, 'Mcp-Method does not match the method')
+    const named = claimed ?? version
+    if (named !== undefined && !(MODERN_VERSIONS as readonly unknown[]).includes(named)) {
+      throw new HttpRefusal(400, null, ErrorCode.UnsupportedProtocolVersion, 'Unsupported protocol version')
+        .withData({ supported: [...MODERN_VERSIONS], requested: named })
+    }
   }
 
   /** `Mcp-Param-*` headers of the tool's `x-mcp-header` parameters must mirror the arguments. */

@@ -204,6 +204,33 @@ t.test('removed and unknown methods sent the modern way → 404 + -32601 with th
   isError(t, await post(bare, rpc('resources/read', { uri: 'test://x' }, { id: 'rr' })), 404, -32601, 'rr')
 })
 
+t.test('notifications: 202 when their headers agree with the body; -32020 / -32022 without an id otherwise', async (t) => {
+  const a = await app(t)
+  const note = (m: Record<string, unknown> | undefined, method = 'notifications/cancelled'): Record<string, any> =>
+    ({ jsonrpc: '2.0', method, params: m === undefined ? { requestId: 1 } : { _meta: m, requestId: 1 } })
+  const accepted = async (res: { statusCode: number, body: string }, what: string): Promise<void> => {
+    t.equal(res.statusCode, 202, `${what}: 202`)
+    t.equal(res.body, '', `${what}: no body`)
+  }
+  // The standard headers are required on requests only: a notification without them is accepted.
+  await accepted(await post(a, note(meta())), 'all headers')
+  await accepted(await post(a, note(meta()), { omit: ['mcp-method'] }), 'no Mcp-Method')
+  await accepted(await post(a, note(meta()), { omit: ['mcp-method', 'mcp-protocol-version'] }), 'no standard headers')
+  await accepted(await post(a, note(undefined), { headers: { 'mcp-protocol-version': MODERN, 'mcp-method': 'notifications/cancelled' } }), 'header version, no _meta')
+  await accepted(await post(a, note(meta()), { headers: { 'Mcp-Method': ' notifications/cancelled ' } }), 'header trimmed')
+
+  const refused = (res: { statusCode: number, json: () => any }, code: number, what: string): Record<string, any> => {
+    return isError(t, res, 400, code, null, what)
+  }
+  refused(await post(a, note(meta()), { headers: { 'mcp-method': 'notifications/progress' } }), -32020, 'Mcp-Method names another method')
+  refused(await post(a, note(meta()), { headers: { 'mcp-method': 'Notifications/Cancelled' } }), -32020, 'Mcp-Method value case')
+  refused(await post(a, note(meta()), { headers: { 'mcp-protocol-version': '2099-01-01' } }), -32020, 'MCP-Protocol-Version ≠ _meta')
+  const body = refused(await post(a, note(meta({}, { [META_VERSION]: '2099-01-01' }))), -32022, 'unsupported version in _meta')
+  t.same(body.error.data, { supported: [MODERN], requested: '2099-01-01' })
+  const viaHeader = refused(await post(a, note(undefined), { headers: { 'mcp-protocol-version': '2099-01-01' } }), -32022, 'unsupported version in the header')
+  t.equal(viaHeader.error.data.requested, '2099-01-01')
+})
+
 // ─── per-request validation (items 27–33) ───────────────────────────────────────────────────
 
 t.test('_meta: missing, without protocolVersion or clientCapabilities → 400 -32602; clientInfo optional', async (t) => {
