@@ -68,6 +68,24 @@ function header (request: FastifyRequest, name: string): string | undefined {
 /** A decimal number as text (no hex/octal/binary prefixes, no `Infinity`), which `Number()` would also take. */
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/
 
+/**
+ * Why a `subscriptions/listen` filter is malformed, or `null`: `notifications` is required, an
+ * object whose flags are booleans and whose `resourceSubscriptions` is an array of strings
+ * (unknown keys are ignored, as in the schema). A stream opened on a filter we misread would
+ * stay silent without telling the client why.
+ */
+function filterProblem (filter: unknown): string | null {
+  if (!isPlainObject(filter)) return 'notifications must be an object'
+  for (const flag of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged']) {
+    if (filter[flag] !== undefined && typeof filter[flag] !== 'boolean') return `notifications.${flag} must be a boolean`
+  }
+  const uris = filter.resourceSubscriptions
+  if (uris !== undefined && !(Array.isArray(uris) && uris.every(u => typeof u === 'string'))) {
+    return 'notifications.resourceSubscriptions must be an array of strings'
+  }
+  return null
+}
+
 /** Compares a `Mcp-Param-*` header with the body value (integers numerically, booleans as text). */
 function sameParam (headerValue: string, value: unknown): boolean {
   if (typeof value === 'number') return DECIMAL.test(headerValue) && Number(headerValue) === value
@@ -282,10 +300,12 @@ export class ModernWire {
   // ─── subscriptions/listen ────────────────────────────────────────────────────────────────────
 
   #listen (request: FastifyRequest, reply: FastifyReply, msg: JsonRpcRequest): void {
+    const problem = filterProblem(msg.params?.notifications)
+    if (problem !== null) throw new HttpRefusal(400, msg.id, ErrorCode.InvalidParams, `Invalid params: ${problem}`)
+    const wanted = msg.params?.notifications as Record<string, unknown>
     if (this.#listeners.size >= this.#d.maxListenStreams) {
       throw new HttpRefusal(429, msg.id, ErrorCode.ServerError, 'Too many listen streams on this server; retry later')
     }
-    const wanted = isPlainObject(msg.params?.notifications) ? msg.params.notifications : {}
     const caps = this.#d.capabilities()
     const honored: Record<string, unknown> = {}
     const kinds = new Set<ListKind>()
@@ -294,7 +314,7 @@ export class ModernWire {
     if (wanted.resourcesListChanged === true && caps.resources !== undefined) { honored.resourcesListChanged = true; kinds.add('resources') }
     const uris = new Set<string>()
     if (Array.isArray(wanted.resourceSubscriptions) && caps.resources !== undefined) {
-      for (const u of wanted.resourceSubscriptions) if (typeof u === 'string') uris.add(u)
+      for (const u of wanted.resourceSubscriptions) uris.add(u as string)
       honored.resourceSubscriptions = [...uris]
     }
     startSse(reply)

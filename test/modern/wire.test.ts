@@ -982,6 +982,15 @@ t.test('subscriptions/listen: honored subset, validation, cap → 429', async (t
   }
   t.equal(again?.status, 200, 'slot freed after the client closed its stream')
   if (again !== null) await live.reader(again).cancel()
+  // A malformed filter is refused.
+  const filters: Array<[string, unknown]> = [['missing', undefined], ['an array', [1]], ['a string', 'all'], ['null', null],
+    ['a flag as a string', { toolsListChanged: 'yes' }], ['a flag as a number', { promptsListChanged: 1 }],
+    ['resourceSubscriptions not an array', { resourceSubscriptions: 'test://x' }], ['a URI not a string', { resourceSubscriptions: ['a', 2] }]]
+  for (const [what, filter] of filters) {
+    const res = await a.inject({ method: 'POST', url: '/mcp', headers: headersFor(rpc('subscriptions/listen')), payload: rpc('subscriptions/listen', filter === undefined ? {} : { notifications: filter }, { id: what }) })
+    isError(t, res, 400, -32602, what, `filter ${what}`)
+    t.match(res.json().error.message, /notifications/)
+  }
   // Listen validates like any modern request.
   const bad = await a.inject({ method: 'POST', url: '/mcp', headers: { ...headersFor(rpc('subscriptions/listen')), 'mcp-method': 'tools/list' }, payload: rpc('subscriptions/listen', {}, { id: 'h' }) })
   t.equal(bad.json().error.code, -32020)
