@@ -141,12 +141,12 @@ export function classify (value: unknown): Parsed {
     if ('result' in value || 'error' in value) return invalid('a request cannot carry result or error')
     if (!('id' in value)) return { kind: 'notification', message: value as unknown as JsonRpcNotification }
     if (value.id === null) return invalid('id must not be null')
-    if (!isId(value.id)) return invalid('id must be a string or an integer')
+    if (!isId(value.id)) return invalid('id must be a string or a number')
     return { kind: 'request', message: value as unknown as JsonRpcRequest }
   }
   if ('result' in value || 'error' in value) {
     if ('result' in value && 'error' in value) return invalid('a response carries result or error, not both')
-    if (!isId(value.id) && !(value.id === null && 'error' in value)) return invalid('response id must be a string or an integer')
+    if (!isId(value.id) && !(value.id === null && 'error' in value)) return invalid('response id must be a string or a number')
     if ('result' in value && !isPlainObject(value.result)) return invalid('result must be an object')
     if ('error' in value) {
       const e = value.error
