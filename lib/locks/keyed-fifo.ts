@@ -58,6 +58,12 @@ export class KeyedFifo {
     return n
   }
 
+  /** Whether someone is queued behind the holder of `key`. */
+  hasWaiters (key: string): boolean {
+    const entry = this.#entries.get(key)
+    return entry !== undefined && entry.queue.length > 0
+  }
+
   /** Whether `key` is held by `owner` (false for an undefined owner). */
   isHeldBy (key: string, owner: object | undefined): boolean {
     return owner !== undefined && this.#entries.get(key)?.owner === owner

@@ -75,12 +75,41 @@ Promise<{ status: 'taken', value: T } | { status: 'busy' } | { status: 'missing'
 /** @internal Lets the Redis store take a lease with its own one-round-trip script. */
 export const kAcquireWith = Symbol('mcp.redisSessionLock.acquireWith')
 
+/** @internal Lets the Redis store pass a lease on to the next waiter of this process. */
+export const kPassOn = Symbol('mcp.redisSessionLock.passOn')
+
+/**
+ * Leases passed on in a row inside one process before the lease goes back through Redis: the
+ * release and the next acquire re-read the session and refresh its idle TTL in Redis (a chain of
+ * requests that change nothing would otherwise never touch the session key).
+ */
+export const MAX_PASS_ON = 16
+
+/**
+ * A lease on its way from one holder of this process to the next (see `kPassOn`): the token stays
+ * valid in Redis, so the next holder skips the round trip that would take it again.
+ */
+interface Baton {
+  readonly key: string
+  readonly token: string
+  /** When the last command that confirmed the lease was sent (`performance.now()`). */
+  readonly confirmedAt: number
+  /** How many times in a row it has been passed on. */
+  readonly passes: number
+  /** What the passing holder hands over (the Redis store: the session as read under the lease). */
+  readonly value: unknown
+}
+
 interface HeldState {
   readonly lock: RedisSessionLock
   readonly client: RedisClient
   readonly key: string
   readonly token: string
   readonly slot: FifoRelease
+  /** Times this lease was passed on in a row before this holder got it. */
+  readonly passes: number
+  /** When the last command that confirmed the lease was sent. */
+  confirmedAt: number
   renewTimer?: NodeJS.Timeout
   deadlineTimer?: NodeJS.Timeout
 }
@@ -116,6 +145,8 @@ export class RedisSessionLock implements SessionLock {
   readonly #fifo = new KeyedFifo()
   readonly #leases = new Set<Lease>()
   readonly #closing = new AbortController()
+  /** Leases being passed on, by session id: set just before the slot goes to the next waiter. */
+  readonly #batons = new Map<string, Baton>()
 
   /**
    * @throws {RangeError} for a negative `timeout` or a `ttl` that is not positive.
@@ -184,7 +215,8 @@ export class RedisSessionLock implements SessionLock {
 
   async acquire (id: string, options: AcquireOptions = {}): Promise<SessionLease> {
     const taken = await this[kAcquireWith](id, options, async (client, key, token) =>
-      await client.set(key, token, 'PX', this.ttl, 'NX') === 'OK' ? { status: 'taken', value: undefined } : { status: 'busy' })
+      await client.set(key, token, 'PX', this.ttl, 'NX') === 'OK' ? { status: 'taken', value: undefined } : { status: 'busy' },
+    () => ({ value: undefined })) // a lease passed on is as good as a fresh one here
     return (taken as NonNullable<typeof taken>).lease
   }
 
@@ -205,7 +237,10 @@ export class RedisSessionLock implements SessionLock {
     if (this.#closing.signal.aborted) return
     this.#closing.abort(closedError())
     this.#fifo.rejectAll(closedError())
-    await withTimeout(Promise.all([...this.#leases].map(lease => lease.revoke(closedError()))), CLOSE_TIMEOUT)
+    // Leases on their way to a next holder, who will find the lock closed: released here, before
+    // the QUIT below (which would overtake a release sent later through auto-pipelining).
+    const passing = [...this.#batons.values()].map(b => this.#client.mcpLockRelease(b.key, b.token).catch(() => {}))
+    await withTimeout(Promise.all([...passing, ...[...this.#leases].map(lease => lease.revoke(closedError()))]), CLOSE_TIMEOUT)
     if (this.#ownsClient && this.#client.status !== 'end') {
       const client = this.#client
       const ended = new Promise(resolve => client.once('end', resolve))
@@ -217,11 +252,14 @@ export class RedisSessionLock implements SessionLock {
 
   /**
    * Waits for the lease like `acquire()`, taking it with `attempt` (one round trip). Resolves
-   * null, holding nothing, when the attempt reports the session missing.
+   * null, holding nothing, when the attempt reports the session missing. When the previous holder
+   * of this process passed the lease on (`kPassOn`), `adopt` turns what it handed over into the
+   * value, and no command is sent; `adopt` returning null (not a value it knows) sends the
+   * lease's release and takes it afresh.
    * @internal
    */
-  async [kAcquireWith]<T> (id: string, options: AcquireOptions, attempt: LeaseAttempt<T>):
-  Promise<{ lease: Lease, value: T } | null> {
+  async [kAcquireWith]<T> (id: string, options: AcquireOptions, attempt: LeaseAttempt<T>,
+    adopt: (handed: unknown) => { value: T } | null = () => null): Promise<{ lease: Lease, value: T } | null> {
     if (this.#closing.signal.aborted) throw closedError()
     const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout)
     if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)
@@ -229,6 +267,18 @@ export class RedisSessionLock implements SessionLock {
     const onTimeout = (): Error => new SessionLockTimeoutError(id, timeout)
     const slot = await this.#fifo.acquire(id, { timeout, signal: options.signal, owner: options.owner, onTimeout })
     const key = lockKey(this.prefix, id)
+    const baton = this.#batons.get(id)
+    if (baton !== undefined) {
+      this.#batons.delete(id)
+      // close() released it already.
+      if (this.#closing.signal.aborted) { slot(); throw closedError() }
+      const adopted = adopt(baton.value)
+      if (adopted !== null) {
+        return { lease: this.#lease(id, baton.key, baton.token, slot, baton.confirmedAt, baton.passes), value: adopted.value }
+      }
+      // Sent before our own attempt on the same connection: Redis runs the two in order.
+      this.#client.mcpLockRelease(baton.key, baton.token).catch(() => {})
+    }
     const token = newToken()
     try {
       for (let poll = 0; ; poll++) {
@@ -264,7 +314,7 @@ export class RedisSessionLock implements SessionLock {
     }
   }
 
-  #lease (id: string, key: string, token: string, slot: FifoRelease, sentAt: number): Lease {
+  #lease (id: string, key: string, token: string, slot: FifoRelease, sentAt: number, passes = 0): Lease {
     const lease: Lease = new Lease(id, async () => {
       const state = this.#forget(lease)
       const released = this.#client.mcpLockRelease(key, token)
@@ -275,7 +325,7 @@ export class RedisSessionLock implements SessionLock {
         throw new SessionLockError(`Failed to release the lock of session ${id}; it expires in ${this.ttl} ms`, { cause: err })
       }
     }, { key, token })
-    const state: HeldState = { lock: this, client: this.#client, key, token, slot }
+    const state: HeldState = { lock: this, client: this.#client, key, token, slot, passes, confirmedAt: sentAt }
     held.set(lease, state)
     this.#leases.add(lease)
     this.#confirmed(lease, state, sentAt)
@@ -285,10 +335,14 @@ export class RedisSessionLock implements SessionLock {
   /** The lease is ours until `sentAt + ttl`: arm the local deadline and the next renewal. */
   #confirmed (lease: Lease, state: HeldState, sentAt: number): void {
     clearTimeout(state.deadlineTimer)
+    state.confirmedAt = sentAt
+    const now = performance.now()
     state.deadlineTimer = setTimeout(() => this.#lost(lease, state),
-      Math.max(0, sentAt + this.ttl - performance.now())).unref()
+      Math.max(0, sentAt + this.ttl - now)).unref()
+    // A third of the ttl after the confirmation (sooner for a lease passed on from a holder that
+    // had it for a while).
     state.renewTimer = setTimeout(() => { void this.#renew(lease, state, sentAt + this.ttl) },
-      Math.max(1, Math.floor(this.ttl / 3))).unref()
+      Math.max(1, Math.floor(sentAt + this.ttl / 3 - now))).unref()
   }
 
   async #renew (lease: Lease, state: HeldState, expiresAt: number): Promise<void> {
@@ -323,6 +377,31 @@ export class RedisSessionLock implements SessionLock {
     held.delete(lease)
     this.#leases.delete(lease)
     return state
+  }
+
+  /**
+   * Passes a held lease to the next request of this process waiting for the same session, with
+   * `value` for it (see `kAcquireWith`'s `adopt`): no command is sent, and the lease token stays
+   * valid in Redis, renewed as before. Ends the caller's lease (like `release()`) and returns
+   * true; returns false, changing nothing, when there is no such waiter, when the lease was lost
+   * or is not confirmed recently enough, when the lock is closing, or after
+   * {@link MAX_PASS_ON} passes in a row (the caller then releases it normally, so another
+   * instance can take it).
+   * @internal
+   */
+  static [kPassOn] (lease: SessionLease, value: unknown): boolean {
+    if (!(lease instanceof Lease)) return false
+    const state = held.get(lease)
+    if (state === undefined || lease.lost || !lease.held) return false
+    const lock = state.lock
+    if (lock.#closing.signal.aborted || state.passes >= MAX_PASS_ON || !lock.#fifo.hasWaiters(lease.id)) return false
+    // Renewals confirm the lease every ttl/3; one overdue means Redis is slow or gone.
+    if (performance.now() - state.confirmedAt > lock.ttl / 2) return false
+    if (!lease.claim()) return false
+    lock.#forget(lease)
+    lock.#batons.set(lease.id, { key: state.key, token: state.token, confirmedAt: state.confirmedAt, passes: state.passes + 1, value })
+    state.slot()
+    return true
   }
 
   /**

@@ -179,8 +179,13 @@ export class LegacyWire implements ClientRequester {
     const lease = s.lease
     s.lease = null
     const sid = s.handle.id
+    let passed = false
     try {
-      if (s.handle.dirty) {
+      if (!s.handle.dirty) {
+        // Unchanged: the next request of this instance for the session may take the lease as it
+        // is, without a round trip (see LockingSessionStore.passOn).
+        passed = lease !== null && isLockingStore(store, this.#d.lock) && store.passOn?.(sid, lease) === true
+      } else {
         const guard = { version: s.handle.version, fence: lease?.fence }
         const result = lease !== null && isLockingStore(store, this.#d.lock)
           ? await store.saveAndRelease(sid, s.handle.changes(), guard, lease)
@@ -193,7 +198,7 @@ export class LegacyWire implements ClientRequester {
       request.log.error({ err, sessionId: sid }, 'session save failed')
     } finally {
       // saveAndRelease released it already (a second release rejects "not held", which is fine here).
-      if (lease !== null) await lease.release().catch(() => {})
+      if (lease !== null && !passed) await lease.release().catch(() => {})
     }
     return saved
   }

@@ -11,7 +11,7 @@
  * With a `RedisSessionLock` on the same Redis, `acquireAndLoad()` and `saveAndRelease()` make a
  * locked request cost two round trips instead of four (see `LockingSessionStore`).
  */
-import { RedisSessionLock, kAcquireWith } from '../locks/redis-lock.js'
+import { RedisSessionLock, kAcquireWith, kPassOn } from '../locks/redis-lock.js'
 import type { AcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
 import { DEFAULT_KEY_PREFIX, RESERVED_FIELD_PREFIX, VERSION_FIELD, assertKeyPrefix, lockKey, sessionKey } from '../redis/keys.js'
 import { defineScripts, type RedisClient } from '../redis/scripts.js'
@@ -36,6 +36,12 @@ export class RedisSessionStore implements LockingSessionStore {
   /** Key prefix. */
   readonly prefix: string
   readonly #redis: RedisClient
+  /**
+   * The session as read under each lease of the fast path (the raw HGETALL reply), for passing it
+   * on: every holder decodes its own copy, so what one request mutated without saving never
+   * reaches the next.
+   */
+  readonly #read = new WeakMap<SessionLease, string[]>()
 
   constructor (options: RedisSessionStoreOptions) {
     this.ttl = checkTtl(options.ttl ?? DEFAULT_SESSION_TTL)
@@ -103,12 +109,27 @@ export class RedisSessionStore implements LockingSessionStore {
   async acquireAndLoad (id: string, lock: SessionLock, options: AcquireOptions = {}): Promise<LockedSession | null> {
     if (!(lock instanceof RedisSessionLock)) throw new TypeError('acquireAndLoad needs a RedisSessionLock')
     const session = sessionKey(this.prefix, id)
-    const taken = await lock[kAcquireWith]<SessionRecord>(id, options, async (client, key, token) => {
+    const taken = await lock[kAcquireWith]<string[]>(id, options, async (client, key, token) => {
       const reply = await client.mcpAcquireAndLoad(key, session, token, lock.ttl, this.ttl)
-      if (reply[0] === 1) return { status: 'taken', value: decode(reply[1]) }
+      if (reply[0] === 1) return { status: 'taken', value: reply[1] }
       return reply[0] === 2 ? { status: 'missing' } : { status: 'busy' }
-    })
-    return taken === null ? null : { lease: taken.lease, record: taken.value }
+    }, (handed) => handed instanceof PassedSession && handed.store === this && handed.key === session ? { value: handed.fields } : null)
+    if (taken === null) return null
+    this.#read.set(taken.lease, taken.value)
+    return { lease: taken.lease, record: decode(taken.value) }
+  }
+
+  /**
+   * Passes an unchanged session and its lease to the next request of this process waiting for it
+   * (no round trip: nobody else can have written the session while the lease was held, since
+   * every write goes through it). False when the lease cannot be passed on; release it then.
+   */
+  passOn (id: string, lease: SessionLease): boolean {
+    const fields = this.#read.get(lease)
+    if (fields === undefined) return false
+    if (!RedisSessionLock[kPassOn](lease, new PassedSession(this, sessionKey(this.prefix, id), fields))) return false
+    this.#read.delete(lease)
+    return true
   }
 
   /**
@@ -134,6 +155,11 @@ export class RedisSessionStore implements LockingSessionStore {
     for (const key of changes.delete) args.push(checkKey(key))
     return args
   }
+}
+
+/** What `passOn` hands to the next holder. */
+class PassedSession {
+  constructor (readonly store: RedisSessionStore, readonly key: string, readonly fields: string[]) {}
 }
 
 function checkKey (key: string): string {

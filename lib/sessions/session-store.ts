@@ -133,6 +133,14 @@ export interface LockingSessionStore extends SessionStore {
     guard: SaveGuard,
     lease: SessionLease
   ): Promise<SaveResult>
+  /**
+   * Optional. For a request that changed nothing: hands the lease and the session as read under it
+   * to the next request of this process waiting for the same session, without a backend call
+   * (that request's `acquireAndLoad` resolves with them). Returns false, holding on, when it
+   * cannot (no waiter, lease lost, passed on too often in a row); the caller then releases the
+   * lease as usual.
+   */
+  passOn? (id: string, lease: SessionLease): boolean
 }
 
 /** Whether `store` offers the combined lock + session fast path for `lock`. */

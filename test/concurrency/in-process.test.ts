@@ -173,6 +173,55 @@ for (const [name, setup] of setups) {
   })
 }
 
+// ─── a lease passed on inside the process ────────────────────────────────────────────────────
+
+t.test('RedisSessionLock: requests that change nothing pass the lease on to the next one queued here, without Redis', async t => {
+  const s = await redisSetup(t, 5000)
+  const session = await initialize(s.url)
+  const count = async <T>(fn: () => Promise<T>): Promise<{ value: T, commands: number }> => {
+    const monitor = await redis.monitor()
+    let commands = 0
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      if (source !== 'lua' && /^eval(sha)?$/.test(String(args[0]).toLowerCase())) commands++
+    })
+    await sleep(100) // MONITOR starts reporting a little after it is on
+    const value = await fn()
+    await sleep(100)
+    monitor.disconnect()
+    return { value, commands }
+  }
+  // One at a time: nobody waits, so each request takes and releases the lease (2 scripts).
+  const serial = await count(async () => { for (let i = 0; i < 5; i++) t.equal(await counterOf(s.url, session), 0) })
+  t.equal(serial.commands, 10, `alone: 2 scripts per request (${serial.commands} for 5)`)
+
+  // 20 at once, each holding the lease 20 ms (slow_count changes nothing): the queue forms behind
+  // the first, and the lease goes down the queue, back through Redis every MAX_PASS_ON passes.
+  const n = 20
+  const burst = await count(async () => await Promise.all(Array.from({ length: n }, async () =>
+    await callTool(s.url, session, 'slow_count', { steps: 1, intervalMs: 20 }))))
+  t.ok(burst.value.every(r => r.status === 200 && r.last?.result?.content?.[0]?.text === 'Counted to 1.'), 'every answer right')
+  t.ok(burst.commands <= 6, `${burst.commands} scripts for ${n} parallel requests (${2 * n} without passing the lease on)`)
+
+  // Writes among them are saved and released through Redis as before, and seen by what follows.
+  const mixed = await Promise.all(Array.from({ length: 30 }, async (_, i) =>
+    await callTool(s.url, session, i % 2 === 0 ? 'counter_add' : 'counter_get', i % 2 === 0 ? { by: 1 } : {})))
+  t.ok(mixed.every(r => r.status === 200), 'all answered')
+  const seen = mixed.map(r => r.last?.result?.structuredContent?.counter as number)
+  t.same(seen.filter((_, i) => i % 2 === 0).sort((a, b) => a - b), Array.from({ length: 15 }, (_, i) => i + 1), 'each add saw every earlier add')
+  t.ok(seen.every(v => v >= 0 && v <= 15))
+  t.equal(await counterOf(s.url, session), 15, 'no lost update')
+
+  // A DELETE queued among readers ends the session for the readers behind it.
+  const readers = Array.from({ length: 10 }, async () => await callTool(s.url, session, 'counter_get'))
+  const deleted = deleteSession(s.url, session)
+  const later = Array.from({ length: 10 }, async () => await callTool(s.url, session, 'counter_get'))
+  t.equal(await deleted, 200)
+  const statuses = (await Promise.all([...readers, ...later])).map(r => r.status)
+  t.ok(statuses.every(st => st === 200 || st === 404), `200 before the DELETE, 404 after (${statuses.join(',')})`)
+  t.equal(await redis.exists(`mcp:{${session.sid}}:s`), 0, 'the session is gone')
+  await s.idle(t)
+})
+
 // ─── DELETE takes the lock ───────────────────────────────────────────────────────────────────
 
 for (const [name, setup] of setups) {

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { SessionLockTimeoutError } from '../../lib/locks/errors.js'
 import { MemorySessionLock } from '../../lib/locks/memory-lock.js'
-import { RedisSessionLock, createLockClient } from '../../lib/locks/redis-lock.js'
+import { MAX_PASS_ON, RedisSessionLock, createLockClient } from '../../lib/locks/redis-lock.js'
 import type { SessionLease } from '../../lib/locks/session-lock.js'
 import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import { RedisSessionStore } from '../../lib/sessions/redis-store.js'
@@ -14,6 +14,7 @@ import { runSessionStoreContract } from './store-contract.js'
 
 const server = await startRedisServer(t)
 const admin = new Redis(server.url)
+admin.on('error', () => {}) // the fault tests below stop the server under it
 t.teardown(() => { admin.disconnect() })
 const newPrefix = (): string => `test:${randomBytes(4).toString('hex')}:`
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
@@ -281,6 +282,131 @@ t.test('fast path: acquireAndLoad and saveAndRelease', async t => {
     const { store } = await setup(t)
     const lease = await new MemorySessionLock().acquire(generateSessionId())
     await t.rejects(store.saveAndRelease(lease.id, { set: {}, delete: [] }, {}, lease), TypeError)
+  })
+})
+
+t.test('passOn: an unchanged session and its lease go to the next waiter of this process without a round trip', async t => {
+  t.test('hands over the token and a fresh copy of the session; no command is sent', async t => {
+    const { store, lock, prefix } = await setup(t)
+    const id = generateSessionId()
+    await store.create(id, { cart: ['a'] })
+    const first = await store.acquireAndLoad(id, lock)
+    if (first === null) throw new Error('no session')
+    const waiting = store.acquireAndLoad(id, lock)
+    await sleep(10)
+    // The first holder mutates what it read without set(): that must not reach the next one.
+    ;(first.record.data.cart as string[]).push('unsaved')
+    const { value: next, commands } = await roundTrips(async () => {
+      t.equal(store.passOn(id, first.lease), true, 'passed on')
+      return await waiting
+    })
+    t.same(commands, [], 'no Redis command for the handoff')
+    t.equal(next?.lease.fence?.token, first.lease.fence?.token, 'the same lease token')
+    t.same(next?.record, { data: { cart: ['a'] }, version: 0 }, 'the session as stored, not the first holder\'s mutated copy')
+    t.not(next?.record.data, first.record.data)
+    await t.rejects(first.lease.release(), { code: 'MCP_SESSION_LOCK_NOT_HELD' }, 'the first lease has ended')
+    t.equal(await admin.get(`${prefix}{${id}}:lock`), first.lease.fence?.token, 'still held in Redis')
+    t.equal(lock.held, 1)
+    // The next holder saves and releases as usual, fenced by the same token.
+    t.equal(await store.saveAndRelease(id, { set: { cart: ['a', 'b'] }, delete: [] }, { version: 0 }, next!.lease), 'ok')
+    t.same((await store.load(id))?.data, { cart: ['a', 'b'] })
+    t.equal(await admin.exists(`${prefix}{${id}}:lock`), 0)
+    t.equal(lock.held, 0)
+    t.equal(lock.size, 0)
+  })
+
+  t.test('refused, holding on, without a waiter, for a lost lease, a lease it did not read, or after MAX_PASS_ON passes', async t => {
+    const { store, lock, other, prefix } = await setup(t, { lockTtl: 300 })
+    const id = generateSessionId()
+    await store.create(id, { n: 1 })
+    const alone = await store.acquireAndLoad(id, lock)
+    t.equal(store.passOn(id, alone!.lease), false, 'nobody waits')
+    await alone!.lease.release()
+
+    const plain = await lock.acquire(id)
+    const behind = store.acquireAndLoad(id, lock)
+    await sleep(10)
+    t.equal(store.passOn(id, plain), false, 'a lease taken without reading the session')
+    await plain.release()
+    const taken = await behind
+
+    // Lost: another instance took the lease after it expired (the renewal could not run).
+    const waiter = store.acquireAndLoad(id, lock)
+    freeze(350)
+    const stolen = await other.acquire(id, { timeout: 0 })
+    await sleep(20)
+    t.equal((taken!.lease as unknown as { lost: boolean }).lost, true)
+    t.equal(store.passOn(id, taken!.lease), false, 'a lost lease is not passed on')
+    await taken!.lease.release().catch(() => {})
+    await stolen.release()
+    const after = await waiter
+    t.ok(after !== null, 'the waiter took it afresh')
+
+    // A chain: MAX_PASS_ON passes, then the lease goes back through Redis.
+    let holder = after!
+    let passes = 0
+    for (;;) {
+      const next = store.acquireAndLoad(id, lock)
+      await sleep(1)
+      if (!store.passOn(id, holder.lease)) {
+        await holder.lease.release()
+        holder = (await next)!
+        break
+      }
+      passes++
+      holder = (await next)!
+    }
+    t.equal(passes, MAX_PASS_ON, `passed on ${MAX_PASS_ON} times in a row, then released`)
+    t.not(holder.lease.fence?.token, after!.lease.fence?.token, 'the next lease is a fresh one')
+    const again = store.acquireAndLoad(id, lock)
+    await sleep(1)
+    t.equal(store.passOn(id, holder.lease), true, 'and a fresh lease may be passed on again')
+    await (await again)!.lease.release()
+    t.equal(await admin.exists(`${prefix}{${id}}:lock`), 0)
+  })
+
+  t.test('a lease passed on keeps being renewed: a chain longer than the ttl keeps it', async t => {
+    const { store, lock, prefix } = await setup(t, { lockTtl: 150 })
+    const id = generateSessionId()
+    await store.create(id, {})
+    let holder = (await store.acquireAndLoad(id, lock))!
+    const token = holder.lease.fence?.token
+    // 8 holders of 60 ms each: 480 ms, over three ttls, all on the first token.
+    for (let i = 0; i < 8; i++) {
+      const next = store.acquireAndLoad(id, lock)
+      await sleep(60)
+      t.equal(store.passOn(id, holder.lease), true, `pass ${i + 1}`)
+      holder = (await next)!
+      t.equal(holder.lease.fence?.token, token)
+    }
+    t.equal((holder.lease as unknown as { lost: boolean }).lost, false, 'never lost')
+    t.equal(await admin.get(`${prefix}{${id}}:lock`), token, 'still ours in Redis')
+    t.ok(await admin.pttl(`${prefix}{${id}}:lock`) > 0)
+    await holder.lease.release()
+  })
+
+  t.test('a waiter of another store, or a lock that closes meanwhile, takes the lease afresh or not at all', async t => {
+    const { store, lock, prefix } = await setup(t)
+    const id = generateSessionId()
+    await store.create(id, { a: 1 })
+    const otherClient = new Redis(server.url)
+    t.teardown(() => { otherClient.disconnect() })
+    const foreign = new RedisSessionStore({ redis: otherClient, prefix })
+    const first = await store.acquireAndLoad(id, lock)
+    const waiting = foreign.acquireAndLoad(id, lock)
+    await sleep(10)
+    t.equal(store.passOn(id, first!.lease), true)
+    const got = await waiting
+    t.not(got?.lease.fence?.token, first!.lease.fence?.token, 'another store\'s waiter took a fresh lease')
+    t.same(got?.record.data, { a: 1 })
+    const last = store.acquireAndLoad(id, lock)
+    await sleep(10)
+    t.equal(foreign.passOn(id, got!.lease), true)
+    const refused = t.rejects(last, { code: 'MCP_SESSION_LOCK_CLOSED' }, 'closed before the next holder ran')
+    await lock.close()
+    await refused
+    await sleep(50)
+    t.equal(await admin.exists(`${prefix}{${id}}:lock`), 0, 'and the lease was released in Redis')
   })
 })
 
