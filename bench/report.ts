@@ -251,7 +251,7 @@ export function renderMarkdown (res: Results): string {
       : 'Load generator (autocannon) and server share the machine, unpinned; each server runs in its own process. ') +
       '"×" is the ratio to the first row of its block (req/s: higher is better; latency, CPU and RSS: lower is better). ' +
       'CPU is the server process\'s own `process.cpuUsage()` over the measured window divided by the requests answered. ' +
-      '"Redis RT/req" counts the commands clients sent to Redis per MCP request (MONITOR), and in brackets all commands Redis ran, those inside Lua scripts included. ' +
+      '"Redis RT/req" counts the commands clients sent to Redis per MCP request (MONITOR) over 200 requests sent one at a time; in brackets, all commands Redis ran per request during the measured (concurrent) window, those inside Lua scripts included. ' +
       '"other load" is the number of cores busy with anything but the measured server and the load generator during the window (Redis, the kernel\'s loopback work, other processes): ' +
       'on a 2-core machine, values well above the Redis share mean the figures of that run are disturbed.',
     '',
