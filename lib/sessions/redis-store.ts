@@ -9,7 +9,9 @@
  * lease was lost and which someone else has since locked or written (see `SaveGuard`).
  *
  * With a `RedisSessionLock` on the same Redis, `acquireAndLoad()` and `saveAndRelease()` make a
- * locked request cost two round trips instead of four (see `LockingSessionStore`).
+ * locked request cost two round trips instead of four (see `LockingSessionStore`), and `passOn()`
+ * lets a request that changed nothing hand the lease to the next one queued in its process for
+ * none.
  */
 import { RedisSessionLock, kAcquireWith, kPassOn } from '../locks/redis-lock.js'
 import type { AcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
