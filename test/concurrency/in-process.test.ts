@@ -194,11 +194,15 @@ t.test('RedisSessionLock: requests that change nothing pass the lease on to the 
   const serial = await count(async () => { for (let i = 0; i < 5; i++) t.equal(await counterOf(s.url, session), 0) })
   t.equal(serial.commands, 10, `alone: 2 scripts per request (${serial.commands} for 5)`)
 
-  // 20 at once, each holding the lease 20 ms (slow_count changes nothing): the queue forms behind
-  // the first, and the lease goes down the queue, back through Redis every MAX_PASS_ON passes.
+  // One request holds the lease (300 ms), 19 more queue behind it; each changes nothing
+  // (slow_count), so the lease goes down the queue, back through Redis every MAX_PASS_ON passes.
   const n = 20
-  const burst = await count(async () => await Promise.all(Array.from({ length: n }, async () =>
-    await callTool(s.url, session, 'slow_count', { steps: 1, intervalMs: 20 }))))
+  const burst = await count(async () => {
+    const first = callTool(s.url, session, 'slow_count', { steps: 1, intervalMs: 300 })
+    await until(async () => await s.held(session.sid), 2000, 'the first request to hold the lock')
+    const rest = Array.from({ length: n - 1 }, async () => await callTool(s.url, session, 'slow_count', { steps: 1, intervalMs: 5 }))
+    return await Promise.all([first, ...rest])
+  })
   t.ok(burst.value.every(r => r.status === 200 && r.last?.result?.content?.[0]?.text === 'Counted to 1.'), 'every answer right')
   t.ok(burst.commands <= 6, `${burst.commands} scripts for ${n} parallel requests (${2 * n} without passing the lease on)`)
 

@@ -366,15 +366,15 @@ t.test('passOn: an unchanged session and its lease go to the next waiter of this
   })
 
   t.test('a lease passed on keeps being renewed: a chain longer than the ttl keeps it', async t => {
-    const { store, lock, prefix } = await setup(t, { lockTtl: 150 })
+    const { store, lock, prefix } = await setup(t, { lockTtl: 300 })
     const id = generateSessionId()
     await store.create(id, {})
     let holder = (await store.acquireAndLoad(id, lock))!
     const token = holder.lease.fence?.token
-    // 8 holders of 60 ms each: 480 ms, over three ttls, all on the first token.
+    // 8 holders of 120 ms each: 960 ms, over three ttls, all on the first token.
     for (let i = 0; i < 8; i++) {
       const next = store.acquireAndLoad(id, lock)
-      await sleep(60)
+      await sleep(120)
       t.equal(store.passOn(id, holder.lease), true, `pass ${i + 1}`)
       holder = (await next)!
       t.equal(holder.lease.fence?.token, token)
