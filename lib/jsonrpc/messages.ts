@@ -116,7 +116,8 @@ export function metaProblem (params: Record<string, unknown>): string | null {
   if (meta === undefined) return null
   if (!isPlainObject(meta)) return 'Invalid params: _meta must be an object'
   const token = meta.progressToken
-  if (token !== undefined && typeof token !== 'string' && !(typeof token === 'number' && Number.isFinite(token))) {
+  // A progress token has the type of a request id (string | number).
+  if (token !== undefined && !isId(token)) {
     return 'Invalid params: _meta.progressToken must be a string or a number'
   }
   return null

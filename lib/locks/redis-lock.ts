@@ -397,7 +397,7 @@ export class RedisSessionLock implements SessionLock {
     if (lock.#closing.signal.aborted || state.passes >= MAX_PASS_ON || !lock.#fifo.hasWaiters(lease.id)) return false
     // Renewals confirm the lease every ttl/3; one overdue means Redis is slow or gone.
     if (performance.now() - state.confirmedAt > lock.ttl / 2) return false
-    if (!lease.claim()) return false
+    lease.claim() // held, checked above
     lock.#forget(lease)
     lock.#batons.set(lease.id, { key: state.key, token: state.token, confirmedAt: state.confirmedAt, passes: state.passes + 1, value })
     state.slot()
@@ -406,7 +406,7 @@ export class RedisSessionLock implements SessionLock {
 
   /**
    * Ends a lease of this lock with `finish` (one round trip that also releases it in Redis)
-   * instead of the plain compare-and-delete; the local slot is freed when `finish` settles.
+   * instead of the plain compare-and-delete; the local slot is freed once `finish` is sent.
    * @internal
    */
   static async releaseWith<T> (

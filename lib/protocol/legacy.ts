@@ -179,16 +179,18 @@ export class LegacyWire implements ClientRequester {
     const lease = s.lease
     s.lease = null
     const sid = s.handle.id
+    // The lease was taken through the store's fast path: it is handed on or released there too.
+    const fast = lease !== null && isLockingStore(store, this.#d.lock) ? { store, lease } : null
     let passed = false
     try {
       if (!s.handle.dirty) {
         // Unchanged: the next request of this instance for the session may take the lease as it
         // is, without a round trip (see LockingSessionStore.passOn).
-        passed = lease !== null && isLockingStore(store, this.#d.lock) && store.passOn?.(sid, lease) === true
+        passed = fast?.store.passOn?.(sid, fast.lease) === true
       } else {
         const guard = { version: s.handle.version, fence: lease?.fence }
-        const result = lease !== null && isLockingStore(store, this.#d.lock)
-          ? await store.saveAndRelease(sid, s.handle.changes(), guard, lease)
+        const result = fast !== null
+          ? await fast.store.saveAndRelease(sid, s.handle.changes(), guard, fast.lease)
           : await store.save(sid, s.handle.changes(), guard)
         saved = result
         if (result === 'ok') s.handle.markSaved()

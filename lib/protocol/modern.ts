@@ -65,6 +65,35 @@ function header (request: FastifyRequest, name: string): string | undefined {
   return Array.isArray(v) ? v.join(',') : v
 }
 
+/**
+ * `MCP-Protocol-Version` and `Mcp-Method` against the body (400 + -32020): each must be present
+ * when `required` (requests), and one that is sent must agree (`claimed`: the version the body
+ * names, if any). Returns the version header, trimmed.
+ */
+function checkStandardHeaders (request: FastifyRequest, id: RequestId | null, method: string, claimed: unknown, required: boolean): string | undefined {
+  const version = header(request, 'mcp-protocol-version')?.trim()
+  if (version === undefined) {
+    if (required) throw mismatch(id, 'MCP-Protocol-Version header is required')
+  } else if (claimed !== undefined && version !== claimed) {
+    throw mismatch(id, 'MCP-Protocol-Version does not match _meta protocolVersion')
+  }
+  const sent = header(request, 'mcp-method')
+  if (sent === undefined) {
+    if (required) throw mismatch(id, 'Mcp-Method header is required')
+  } else if (sent.trim() !== method) {
+    throw mismatch(id, 'Mcp-Method does not match the method')
+  }
+  return version
+}
+
+/** 400 + -32022 with the versions we serve, unless `requested` is one of them. */
+function checkVersion (id: RequestId | null, requested: unknown): void {
+  if (!(MODERN_VERSIONS as readonly unknown[]).includes(requested)) {
+    throw new HttpRefusal(400, id, ErrorCode.UnsupportedProtocolVersion, 'Unsupported protocol version')
+      .withData({ supported: [...MODERN_VERSIONS], requested })
+  }
+}
+
 /** A decimal number as text (no hex/octal/binary prefixes, no `Infinity`), which `Number()` would also take. */
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/
 
@@ -173,12 +202,7 @@ export class ModernWire {
     if (meta[META_CLIENT] !== undefined && !isPlainObject(meta[META_CLIENT])) {
       throw new HttpRefusal(400, msg.id, ErrorCode.InvalidParams, `Invalid params: "${META_CLIENT}" must be an object`)
     }
-    const version = header(request, 'mcp-protocol-version')
-    if (version === undefined) throw mismatch(msg.id, 'MCP-Protocol-Version header is required')
-    if (version.trim() !== meta[META_VERSION]) throw mismatch(msg.id, 'MCP-Protocol-Version does not match _meta protocolVersion')
-    const method = header(request, 'mcp-method')
-    if (method === undefined) throw mismatch(msg.id, 'Mcp-Method header is required')
-    if (method.trim() !== msg.method) throw mismatch(msg.id, 'Mcp-Method does not match the method')
+    checkStandardHeaders(request, msg.id, msg.method, meta[META_VERSION], true)
     const nameKey = msg.method === 'resources/read' ? 'uri' : (msg.method === 'tools/call' || msg.method === 'prompts/get') ? 'name' : null
     if (nameKey !== null) {
       const raw = header(request, 'mcp-name')
@@ -188,10 +212,7 @@ export class ModernWire {
       if (name !== params[nameKey]) throw mismatch(msg.id, `Mcp-Name does not match params.${nameKey}`)
     }
     if (msg.method === 'tools/call' && typeof params.name === 'string') this.#checkParamHeaders(request, msg.id, params)
-    if (!(MODERN_VERSIONS as readonly string[]).includes(meta[META_VERSION])) {
-      throw new HttpRefusal(400, msg.id, ErrorCode.UnsupportedProtocolVersion, 'Unsupported protocol version')
-        .withData({ supported: [...MODERN_VERSIONS], requested: meta[META_VERSION] })
-    }
+    checkVersion(msg.id, meta[META_VERSION])
     return meta
   }
 
@@ -203,17 +224,9 @@ export class ModernWire {
   #checkNotification (request: FastifyRequest, method: string, params: Record<string, unknown> | undefined): void {
     const meta = params?._meta
     const claimed = isPlainObject(meta) ? meta[META_VERSION] : undefined
-    const version = header(request, 'mcp-protocol-version')?.trim()
-    if (claimed !== undefined && version !== undefined && version !== claimed) {
-      throw mismatch(null, 'MCP-Protocol-Version does not match _meta protocolVersion')
-    }
-    const sent = header(request, 'mcp-method')
-    if (sent !== undefined && sent.trim() !== method) throw mismatch(null, 'Mcp-Method does not match the method')
+    const version = checkStandardHeaders(request, null, method, claimed, false)
     const named = claimed ?? version
-    if (named !== undefined && !(MODERN_VERSIONS as readonly unknown[]).includes(named)) {
-      throw new HttpRefusal(400, null, ErrorCode.UnsupportedProtocolVersion, 'Unsupported protocol version')
-        .withData({ supported: [...MODERN_VERSIONS], requested: named })
-    }
+    if (named !== undefined) checkVersion(null, named)
   }
 
   /** `Mcp-Param-*` headers of the tool's `x-mcp-header` parameters must mirror the arguments. */

@@ -115,7 +115,7 @@ export class RedisSessionStore implements LockingSessionStore {
       const reply = await client.mcpAcquireAndLoad(key, session, token, lock.ttl, this.ttl)
       if (reply[0] === 1) return { status: 'taken', value: reply[1] }
       return reply[0] === 2 ? { status: 'missing' } : { status: 'busy' }
-    }, (handed) => handed instanceof PassedSession && handed.store === this && handed.key === session ? { value: handed.fields } : null)
+    }, (handed) => handed instanceof PassedSession && handed.store === this ? { value: handed.fields } : null)
     if (taken === null) return null
     this.#read.set(taken.lease, taken.value)
     return { lease: taken.lease, record: decode(taken.value) }
@@ -129,7 +129,7 @@ export class RedisSessionStore implements LockingSessionStore {
   passOn (id: string, lease: SessionLease): boolean {
     const fields = this.#read.get(lease)
     if (fields === undefined) return false
-    if (!RedisSessionLock[kPassOn](lease, new PassedSession(this, sessionKey(this.prefix, id), fields))) return false
+    if (!RedisSessionLock[kPassOn](lease, new PassedSession(this, fields))) return false
     this.#read.delete(lease)
     return true
   }
@@ -159,9 +159,12 @@ export class RedisSessionStore implements LockingSessionStore {
   }
 }
 
-/** What `passOn` hands to the next holder. */
+/**
+ * What `passOn` hands to the next holder: the session as read, and the store that read it (the
+ * lock hands it on for the same session id, so the store and the id name the same hash).
+ */
 class PassedSession {
-  constructor (readonly store: RedisSessionStore, readonly key: string, readonly fields: string[]) {}
+  constructor (readonly store: RedisSessionStore, readonly fields: string[]) {}
 }
 
 function checkKey (key: string): string {

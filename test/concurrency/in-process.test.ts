@@ -12,6 +12,7 @@ import {
   MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
   type SessionStore
 } from '../../lib/index.js'
+import { commandsSent } from '../helpers/redis-monitor.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { assertIdle, startApp, type InProcess, type Teardown } from './fixtures/app.js'
 import {
@@ -178,17 +179,10 @@ for (const [name, setup] of setups) {
 t.test('RedisSessionLock: requests that change nothing pass the lease on to the next one queued here, without Redis', async t => {
   const s = await redisSetup(t, 5000)
   const session = await initialize(s.url)
+  // Scripts sent (EVAL the first time a connection runs one, EVALSHA after).
   const count = async <T>(fn: () => Promise<T>): Promise<{ value: T, commands: number }> => {
-    const monitor = await redis.monitor()
-    let commands = 0
-    monitor.on('monitor', (_time: string, args: string[], source: string) => {
-      if (source !== 'lua' && /^eval(sha)?$/.test(String(args[0]).toLowerCase())) commands++
-    })
-    await sleep(100) // MONITOR starts reporting a little after it is on
-    const value = await fn()
-    await sleep(100)
-    monitor.disconnect()
-    return { value, commands }
+    const { value, commands } = await commandsSent(redis, fn)
+    return { value, commands: commands.filter(c => c === 'eval' || c === 'evalsha').length }
   }
   // One at a time: nobody waits, so each request takes and releases the lease (2 scripts).
   const serial = await count(async () => { for (let i = 0; i < 5; i++) t.equal(await counterOf(s.url, session), 0) })

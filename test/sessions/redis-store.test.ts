@@ -9,6 +9,7 @@ import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import { RedisSessionStore } from '../../lib/sessions/redis-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { isLockingStore } from '../../lib/sessions/session-store.js'
+import { commandsSent } from '../helpers/redis-monitor.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { runSessionStoreContract } from './store-contract.js'
 
@@ -38,19 +39,8 @@ Promise<{ store: RedisSessionStore, lock: RedisSessionLock, other: RedisSessionL
   return { store, lock, other, prefix }
 }
 
-/** Commands clients sent while `fn` ran (MONITOR; commands run inside scripts are not counted). */
-async function roundTrips<T> (fn: () => Promise<T>): Promise<{ value: T, commands: string[] }> {
-  const monitor = await admin.monitor()
-  const commands: string[] = []
-  monitor.on('monitor', (_time: string, args: string[], source: string) => {
-    if (source !== 'lua') commands.push(String(args[0]).toLowerCase())
-  })
-  await sleep(20)
-  const value = await fn()
-  await sleep(20)
-  monitor.disconnect()
-  return { value, commands }
-}
+/** Commands clients sent while `fn` ran (see commandsSent). */
+const roundTrips = async <T>(fn: () => Promise<T>): Promise<{ value: T, commands: string[] }> => await commandsSent(admin, fn)
 
 runSessionStoreContract(t, 'RedisSessionStore', (t, { ttl }) => {
   const client = new Redis(server.url)

@@ -1,0 +1,24 @@
+/**
+ * How the tests count Redis round trips: the commands clients sent while a piece of work ran, seen
+ * through MONITOR (commands run inside Lua scripts are left out: they cost no round trip).
+ */
+import type { Redis } from 'ioredis'
+
+const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
+
+/** Runs `fn` under MONITOR on `redis` (a connection of its own); the command names, lower case. */
+export async function commandsSent<T> (redis: Redis, fn: () => Promise<T>): Promise<{ value: T, commands: string[] }> {
+  const monitor = await redis.monitor()
+  const commands: string[] = []
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (source !== 'lua') commands.push(String(args[0]).toLowerCase())
+  })
+  try {
+    await sleep(100) // MONITOR starts reporting a little after it is on
+    const value = await fn()
+    await sleep(100)
+    return { value, commands }
+  } finally {
+    monitor.disconnect()
+  }
+}
