@@ -10,6 +10,7 @@ import type { Bus } from './bus/bus.js'
 import type { EventLog } from './bus/event-log.js'
 import type { Cluster, Redis } from 'ioredis'
 import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
+import type { CacheOptions } from './features/cache-hints.js'
 
 /** Identity of this server (`serverInfo`). */
 export interface Implementation {
@@ -89,7 +90,7 @@ export interface McpPluginOptions {
    * (2026-07-28). Per resource: `cache` in its definition. Defaults: discover and lists 60 s,
    * reads 0; scope `private` when `authenticate` is set (results may depend on the caller), else `public`.
    */
-  cache?: Partial<Record<'discover' | 'tools' | 'resources' | 'templates' | 'prompts' | 'read', { ttlMs?: number, cacheScope?: 'public' | 'private' }>>
+  cache?: CacheOptions
   /** Open `subscriptions/listen` streams allowed per process. Default 1,000. */
   maxListenStreams?: number
   /**
@@ -109,12 +110,24 @@ export interface McpPluginOptions {
   eventLog?: EventLog
 }
 
+/** The backends the options name (validated; `undefined` where the plugin makes its own). */
+export interface ResolvedBackends {
+  store: SessionStore | undefined
+  lock: SessionLock | null
+  redis: Redis | Cluster | string | undefined
+  redisPrefix: string
+  bus: Bus | undefined
+  eventLog: EventLog | undefined
+  eventLogOptions: { maxEvents: number, ttl: number }
+}
+
 export interface ResolvedOptions {
   path: string
   serverInfo: Implementation
   instructions: string | undefined
   gcProbability: number
   gcDivisor: number
+  backends: ResolvedBackends
   allowedOrigins: (origin: string) => boolean
   allowedHosts: (host: string) => boolean
   authenticate: McpPluginOptions['authenticate']
@@ -129,7 +142,7 @@ export interface ResolvedOptions {
   maxStreamsPerSession: number
   requestStateSecret: string | undefined
   requestStateTtl: number
-  cache: NonNullable<McpPluginOptions['cache']>
+  cache: CacheOptions
   maxListenStreams: number
 }
 
@@ -156,10 +169,10 @@ function fail (name: string, why: string): never {
   throw new FST_ERR_MCP_INVALID_OPTION(name, why)
 }
 
-function nonNegativeInt (opts: Record<string, unknown>, name: string, def: number, min = 0): number {
+function nonNegativeInt (opts: Record<string, unknown>, name: string, def: number, min = 0, label = name): number {
   const v = opts[name]
   if (v === undefined) return def
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) fail(name, `must be an integer ≥ ${min}, got ${JSON.stringify(v)}`)
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) fail(label, `must be an integer ≥ ${min}, got ${JSON.stringify(v)}`)
   return v
 }
 
@@ -169,7 +182,7 @@ function checkSecret (secret: unknown): string | undefined {
   return secret
 }
 
-function checkCache (cache: unknown): NonNullable<McpPluginOptions['cache']> {
+function checkCache (cache: unknown): CacheOptions {
   if (cache === undefined) return {}
   if (typeof cache !== 'object' || cache === null) fail('cache', 'must be an object')
   for (const [k, v] of Object.entries(cache)) {
@@ -179,13 +192,56 @@ function checkCache (cache: unknown): NonNullable<McpPluginOptions['cache']> {
     if (h.ttlMs !== undefined && (typeof h.ttlMs !== 'number' || !Number.isInteger(h.ttlMs) || h.ttlMs < 0)) fail(`cache.${k}.ttlMs`, 'must be an integer ≥ 0')
     if (h.cacheScope !== undefined && h.cacheScope !== 'public' && h.cacheScope !== 'private') fail(`cache.${k}.cacheScope`, 'must be "public" or "private"')
   }
-  return cache as NonNullable<McpPluginOptions['cache']>
+  return cache as CacheOptions
 }
 
-/** Validates options at register time and returns the frozen resolved form. */
-export function resolveOptions (opts: McpPluginOptions, defaultVersion: string): ResolvedOptions {
-  if (typeof opts !== 'object' || opts === null) fail('options', 'must be an object')
-  const o = opts as Record<string, unknown>
+/** `redis`, `bus`, `eventLog` and their options, and the session store and lock. */
+function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBackends {
+  if (s.store !== undefined && (typeof s.store !== 'object' || typeof s.store.load !== 'function' || typeof s.store.save !== 'function')) {
+    fail('sessions.store', 'must implement the SessionStore contract')
+  }
+  if (s.lock !== undefined && (typeof s.lock !== 'object' || typeof s.lock.acquire !== 'function' || typeof s.lock.tryAcquire !== 'function')) {
+    fail('sessions.lock', 'must implement the SessionLock contract')
+  }
+  if (opts.bus !== undefined && (typeof opts.bus !== 'object' || typeof opts.bus.publish !== 'function')) fail('bus', 'must implement the Bus contract')
+  if (opts.redis !== undefined && typeof opts.redis !== 'string' && (typeof opts.redis !== 'object' || opts.redis === null || typeof (opts.redis as { publish?: unknown }).publish !== 'function')) {
+    fail('redis', 'must be an ioredis client, Cluster or URL')
+  }
+  if (opts.redisPrefix !== undefined && (typeof opts.redisPrefix !== 'string' || /[{}]/.test(opts.redisPrefix))) fail('redisPrefix', 'must be a string without braces')
+  if (opts.eventLog !== undefined && (typeof opts.eventLog !== 'object' || typeof opts.eventLog.append !== 'function')) fail('eventLog', 'must implement the EventLog contract')
+  const el = opts.eventLogOptions ?? {}
+  if (typeof el !== 'object' || el === null) fail('eventLogOptions', 'must be { maxEvents?, ttl? }')
+  const elo = el as Record<string, unknown>
+  return {
+    store: s.store,
+    lock: s.lock ?? null,
+    redis: opts.redis,
+    redisPrefix: opts.redisPrefix ?? 'mcp:',
+    bus: opts.bus,
+    eventLog: opts.eventLog,
+    eventLogOptions: {
+      maxEvents: nonNegativeInt(elo, 'maxEvents', 1000, 1, 'eventLogOptions.maxEvents'),
+      ttl: nonNegativeInt(elo, 'ttl', 300_000, 1, 'eventLogOptions.ttl')
+    }
+  }
+}
+
+function checkOrigins (allowed: McpPluginOptions['allowedOrigins']): (origin: string) => boolean {
+  if (allowed === undefined) return isLoopbackOrigin
+  if (typeof allowed === 'function') return allowed
+  if (!Array.isArray(allowed) || !allowed.every(x => typeof x === 'string')) fail('allowedOrigins', 'must be an array of origins or a function')
+  const set = new Set(allowed.map(x => x.toLowerCase().replace(/\/$/, '')))
+  return (origin) => set.has('*') || set.has(origin.toLowerCase())
+}
+
+function checkHosts (allowed: McpPluginOptions['allowedHosts']): (host: string) => boolean {
+  if (allowed === undefined) return (h) => LOOPBACK_HOSTS.has(hostName(h))
+  if (!Array.isArray(allowed) || !allowed.every(x => typeof x === 'string')) fail('allowedHosts', 'must be an array of host names')
+  const set = new Set(allowed.map(x => hostName(x)))
+  return (h) => set.has(hostName(h)) || LOOPBACK_HOSTS.has(hostName(h))
+}
+
+function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<ResolvedOptions, 'path' | 'serverInfo' | 'instructions'> {
   const path = opts.path ?? '/mcp'
   if (typeof path !== 'string' || !path.startsWith('/')) fail('path', 'must be a string starting with "/"')
   const serverInfo = opts.serverInfo ?? { name: 'fastify-mcp-http', version: defaultVersion }
@@ -193,51 +249,44 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     fail('serverInfo', 'must be { name: string, version: string }')
   }
   if (opts.instructions !== undefined && typeof opts.instructions !== 'string') fail('instructions', 'must be a string')
-  const s = (opts.sessions ?? {}) as SessionOptions
+  return { path, serverInfo: { ...serverInfo }, instructions: opts.instructions }
+}
+
+function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number } {
   if (typeof s !== 'object' || s === null) fail('sessions', 'must be an object')
   const gcProbability = s.gcProbability ?? 1
   const gcDivisor = s.gcDivisor ?? 100
   if (typeof gcProbability !== 'number' || !(gcProbability >= 0)) fail('sessions.gcProbability', 'gcProbability must be greater than or equal to 0.')
   if (typeof gcDivisor !== 'number' || !(gcDivisor >= 1)) fail('sessions.gcDivisor', 'gcDivisor must be greater than or equal to 1.')
-  if (s.store !== undefined && (typeof s.store !== 'object' || typeof s.store.load !== 'function' || typeof s.store.save !== 'function')) {
-    fail('sessions.store', 'must implement the SessionStore contract')
-  }
-  if (s.lock !== undefined && (typeof s.lock !== 'object' || typeof s.lock.acquire !== 'function' || typeof s.lock.tryAcquire !== 'function')) {
-    fail('sessions.lock', 'must implement the SessionLock contract')
-  }
-  let allowedOrigins: (origin: string) => boolean
-  if (opts.allowedOrigins === undefined) allowedOrigins = isLoopbackOrigin
-  else if (typeof opts.allowedOrigins === 'function') allowedOrigins = opts.allowedOrigins
-  else if (Array.isArray(opts.allowedOrigins) && opts.allowedOrigins.every(x => typeof x === 'string')) {
-    const set = new Set(opts.allowedOrigins.map(x => x.toLowerCase().replace(/\/$/, '')))
-    allowedOrigins = (origin) => set.has('*') || set.has(origin.toLowerCase())
-  } else fail('allowedOrigins', 'must be an array of origins or a function')
-  let allowedHosts: (host: string) => boolean
-  if (opts.allowedHosts === undefined) allowedHosts = (h) => LOOPBACK_HOSTS.has(hostName(h))
-  else if (Array.isArray(opts.allowedHosts) && opts.allowedHosts.every(x => typeof x === 'string')) {
-    const set = new Set(opts.allowedHosts.map(x => hostName(x)))
-    allowedHosts = (h) => set.has(hostName(h)) || LOOPBACK_HOSTS.has(hostName(h))
-  } else fail('allowedHosts', 'must be an array of host names')
+  return { gcProbability, gcDivisor }
+}
+
+function checkAuth (opts: McpPluginOptions): Pick<ResolvedOptions, 'authenticate' | 'requireAuth' | 'wwwAuthenticate'> {
   if (opts.authenticate !== undefined && typeof opts.authenticate !== 'function') fail('authenticate', 'must be a function')
   if (opts.requireAuth !== undefined && typeof opts.requireAuth !== 'boolean') fail('requireAuth', 'must be a boolean')
   if (opts.wwwAuthenticate !== undefined && typeof opts.wwwAuthenticate !== 'string') fail('wwwAuthenticate', 'must be a string')
-  if (opts.bus !== undefined && (typeof opts.bus !== 'object' || typeof opts.bus.publish !== 'function')) fail('bus', 'must implement the Bus contract')
-  if (opts.redis !== undefined && typeof opts.redis !== 'string' && (typeof opts.redis !== 'object' || opts.redis === null || typeof (opts.redis as { publish?: unknown }).publish !== 'function')) {
-    fail('redis', 'must be an ioredis client, Cluster or URL')
-  }
-  if (opts.redisPrefix !== undefined && (typeof opts.redisPrefix !== 'string' || /[{}]/.test(opts.redisPrefix))) fail('redisPrefix', 'must be a string without braces')
-  if (opts.eventLog !== undefined && (typeof opts.eventLog !== 'object' || typeof opts.eventLog.append !== 'function')) fail('eventLog', 'must implement the EventLog contract')
-  return Object.freeze({
-    path,
-    serverInfo: { ...serverInfo },
-    instructions: opts.instructions,
-    gcProbability,
-    gcDivisor,
-    allowedOrigins,
-    allowedHosts,
+  return {
     authenticate: opts.authenticate,
     requireAuth: opts.requireAuth ?? opts.authenticate !== undefined,
-    wwwAuthenticate: opts.wwwAuthenticate ?? 'Bearer',
+    wwwAuthenticate: opts.wwwAuthenticate ?? 'Bearer'
+  }
+}
+
+/**
+ * Validates every option at register time and returns the frozen resolved form: the plugin reads
+ * only this, never the raw options.
+ */
+export function resolveOptions (opts: McpPluginOptions, defaultVersion: string): ResolvedOptions {
+  if (typeof opts !== 'object' || opts === null) fail('options', 'must be an object')
+  const o = opts as Record<string, unknown>
+  const sessions = (opts.sessions ?? {}) as SessionOptions
+  return Object.freeze({
+    ...checkIdentity(opts, defaultVersion),
+    ...checkSessions(sessions),
+    backends: checkBackends(opts, sessions),
+    allowedOrigins: checkOrigins(opts.allowedOrigins),
+    allowedHosts: checkHosts(opts.allowedHosts),
+    ...checkAuth(opts),
     bodyLimit: nonNegativeInt(o, 'bodyLimit', 4 * 1024 * 1024, 1),
     clientRequestTimeout: nonNegativeInt(o, 'clientRequestTimeout', 60_000, 1),
     keepAliveInterval: nonNegativeInt(o, 'keepAliveInterval', 15_000),

@@ -5,19 +5,11 @@
  */
 import type { FastifyBaseLogger } from 'fastify'
 import { InputRequiredSignal, type McpContext } from '../context.js'
-import { ErrorCode, McpError } from '../jsonrpc/messages.js'
+import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import { paginate } from './pagination.js'
 import type { CallToolResult, ContentBlock, PromptMessage, Registry, ResourceContents, ResourceReturn, ToolReturn } from './registry.js'
 
 type Params = Record<string, unknown>
-
-/**
- * -32601 unless the server offers the capability `method` belongs to (`status`: the HTTP status
- * of the refusal, where the revision gives one).
- */
-export function needCapability (caps: Record<string, unknown>, cap: string, method: string, status?: number): void {
-  if (caps[cap] === undefined) throw new McpError(ErrorCode.MethodNotFound, `Method not found: ${method}`, undefined, status)
-}
 
 /** Logs a failed tool call; the caller answers it as a tool result with `isError: true`. */
 function toolFailed (log: FastifyBaseLogger, tool: string, err: unknown): void {
@@ -66,9 +58,11 @@ function errorResult (text: string): Record<string, unknown> {
 
 /**
  * `tools/call`. Unknown tool → -32602. Invalid arguments and handler failures are tool results
- * with `isError: true` (2025-11-25, SEP-1303), so the model can see and correct them.
+ * with `isError: true` (2025-11-25, SEP-1303), so the model can see and correct them; `McpError`s
+ * and what `isProtocolError` picks (the era's protocol errors) are rethrown.
  */
-export async function callTool (registry: Registry, params: Params, ctx: McpContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> {
+export async function callTool (registry: Registry, params: Params, ctx: McpContext, log: FastifyBaseLogger,
+  isProtocolError?: (err: unknown) => boolean): Promise<Record<string, unknown>> {
   if (typeof params.name !== 'string') throw invalid('name must be a string')
   const tool = registry.tools.get(params.name)
   if (tool === undefined) throw invalid(`unknown tool "${params.name}"`)
@@ -80,7 +74,7 @@ export async function callTool (registry: Registry, params: Params, ctx: McpCont
   try {
     result = toolResult(await tool.handler(args as Record<string, unknown>, ctx))
   } catch (err) {
-    if (err instanceof McpError || err instanceof InputRequiredSignal || ctx.signal.aborted) throw err
+    if (err instanceof McpError || err instanceof InputRequiredSignal || isProtocolError?.(err) === true || ctx.signal.aborted) throw err
     toolFailed(log, params.name, err)
     return errorResult(err instanceof Error && err.message !== '' ? err.message : 'Tool execution failed')
   }

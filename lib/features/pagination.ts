@@ -2,7 +2,7 @@
  * Opaque cursors for the list methods. A cursor names the list and the offset, and is checked on
  * the way back in: a cursor that was not made by us, or for another list, is `-32602`.
  */
-import { ErrorCode, McpError } from '../jsonrpc/messages.js'
+import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 
 export function encodeCursor (list: string, offset: number): string {
   return Buffer.from(JSON.stringify([list, offset])).toString('base64url')

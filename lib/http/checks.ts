@@ -3,9 +3,9 @@
  * protects loopback binds from DNS rebinding (403), Content-Type (415), Accept (406).
  */
 import type { FastifyRequest } from 'fastify'
-import { ErrorCode, type RequestId } from '../jsonrpc/messages.js'
-import { HttpRefusal } from '../protocol/legacy.js'
+import { ErrorCode, type RequestId } from '../jsonrpc/errors.js'
 import type { ResolvedOptions } from '../options.js'
+import { HttpRefusal } from './refusal.js'
 
 function isLoopbackAddress (addr: string | undefined): boolean {
   if (addr === undefined) return true // app.inject(): no socket address

@@ -1,9 +1,10 @@
 /**
- * JSON-RPC 2.0 message types, the error codes MCP uses, and the parsing that turns a request body
- * into classified messages (or a precise error) without ever throwing.
+ * JSON-RPC 2.0 message types and the parsing that turns a request body into classified messages
+ * (or a precise error) without ever throwing. Error codes and the error mapping: `errors.ts`.
  */
+import { ErrorCode, errorResponse, type JsonRpcErrorObject, type JsonRpcErrorResponse, type RequestId } from './errors.js'
 
-export type RequestId = string | number
+export type { RequestId } from './errors.js'
 
 export interface JsonRpcRequest {
   jsonrpc: '2.0'
@@ -18,73 +19,14 @@ export interface JsonRpcNotification {
   params?: Record<string, unknown>
 }
 
-export interface JsonRpcErrorObject {
-  code: number
-  message: string
-  data?: unknown
-}
-
 export interface JsonRpcResultResponse {
   jsonrpc: '2.0'
   id: RequestId
   result: Record<string, unknown>
 }
 
-export interface JsonRpcErrorResponse {
-  jsonrpc: '2.0'
-  id: RequestId | null
-  error: JsonRpcErrorObject
-}
-
 export type JsonRpcResponse = JsonRpcResultResponse | JsonRpcErrorResponse
 export type JsonRpcMessage = JsonRpcRequest | JsonRpcNotification | JsonRpcResponse
-
-/** Error codes (JSON-RPC 2.0 and the MCP specification). */
-export const ErrorCode = {
-  ParseError: -32700,
-  InvalidRequest: -32600,
-  MethodNotFound: -32601,
-  InvalidParams: -32602,
-  InternalError: -32603,
-  /** Implementation-defined server error (used for busy / unavailable sessions). */
-  ServerError: -32000,
-  /** Legacy (≤ 2025-11-25) resource not found. */
-  ResourceNotFound: -32002,
-  /** 2025-11-25: URL elicitation required. */
-  UrlElicitationRequired: -32042,
-  /** 2026-07-28: a header disagrees with the body. */
-  HeaderMismatch: -32020,
-  /** 2026-07-28: the request needs a client capability that was not declared. */
-  MissingRequiredClientCapability: -32021,
-  /** 2026-07-28: unsupported protocol version. */
-  UnsupportedProtocolVersion: -32022
-} as const
-
-/** An error that a handler (or the protocol layer) raises to answer with a JSON-RPC error. */
-export class McpError extends Error {
-  readonly code: number
-  readonly data: unknown
-  /** HTTP status for the response when this is the only message (defaults by code). */
-  readonly status: number | undefined
-  constructor (code: number, message: string, data?: unknown, status?: number) {
-    super(message)
-    this.name = 'McpError'
-    this.code = code
-    this.data = data
-    this.status = status
-  }
-
-  toJSON (): JsonRpcErrorObject {
-    return this.data === undefined
-      ? { code: this.code, message: this.message }
-      : { code: this.code, message: this.message, data: this.data }
-  }
-}
-
-export function errorResponse (id: RequestId | null, code: number, message: string, data?: unknown): JsonRpcErrorResponse {
-  const error: JsonRpcErrorObject = data === undefined ? { code, message } : { code, message, data }
-  return { jsonrpc: '2.0', id, error }
-}
 
 export function resultResponse (id: RequestId, result: Record<string, unknown>): JsonRpcResultResponse {
   return { jsonrpc: '2.0', id, result }

@@ -39,3 +39,27 @@ export const SessionLockErrorCodes = {
   /** An id the lock cannot use (the file lock accepts only path-safe ids). */
   INVALID_ID: 'MCP_SESSION_LOCK_INVALID_ID'
 } as const
+
+// Factories of the errors the bundled locks throw (one message per situation).
+
+/** `release()` of a lease that is no longer held. */
+export function notHeldError (id: string): SessionLockError {
+  return new SessionLockError(`The lock of session ${id} is not held.`, { code: SessionLockErrorCodes.NOT_HELD })
+}
+
+/** `acquire()` by an owner that holds the lock already: an error instead of a deadlock. */
+export function alreadyHeldError (id: string): SessionLockError {
+  return new SessionLockError(`The lock of session ${id} is already held by this owner.`,
+    { code: SessionLockErrorCodes.ALREADY_HELD })
+}
+
+/** Anything asked of a closed lock. */
+export function closedError (): SessionLockError {
+  return new SessionLockError('The session lock is closed.', { code: SessionLockErrorCodes.CLOSED })
+}
+
+/** The backend failed: the cause is kept, and its message appended so a log line shows it. */
+export function backendError (id: string, cause: unknown): SessionLockError {
+  const detail = cause instanceof Error ? cause.message : String(cause)
+  return new SessionLockError(`Failed to acquire the lock of session ${id} (${detail})`, { cause })
+}

@@ -18,12 +18,13 @@ import { accessSync, constants as fsConstants, mkdirSync } from 'node:fs'
 import { open, stat, type FileHandle } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { join, resolve } from 'node:path'
-import { isFileSafeSessionId } from '../sessions/session-id.js'
-import { SessionLockError, SessionLockErrorCodes, SessionLockTimeoutError } from './errors.js'
 import {
-  DEFAULT_LOCK_TIMEOUT, KeyedFifo, Lease, alreadyHeldError, backendError, checkTimeout, closedError,
-  delay, fullJitter, type FifoRelease
-} from './keyed-fifo.js'
+  SessionLockError, SessionLockErrorCodes, SessionLockTimeoutError, alreadyHeldError, backendError, closedError
+} from './errors.js'
+import { KeyedFifo, type FifoRelease } from './keyed-fifo.js'
+import { Lease } from './lease.js'
+import { isFileSafeId } from './file-safe-id.js'
+import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
 import type { AcquireOptions, SessionLease, SessionLock } from './session-lock.js'
 
 interface NativeFileLocks {
@@ -92,7 +93,7 @@ export class FileSessionLock implements SessionLock {
    * @throws {SessionLockError} (`MCP_SESSION_LOCK_INVALID_ID`) unless the id is path-safe.
    */
   pathFor (id: string): string {
-    if (!isFileSafeSessionId(id)) {
+    if (!isFileSafeId(id)) {
       throw new SessionLockError('Invalid session id for a file lock', { code: SessionLockErrorCodes.INVALID_ID })
     }
     return join(this.dir, `${id}.lock`)

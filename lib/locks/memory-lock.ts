@@ -3,10 +3,10 @@
  * memory store, or for any store when the app runs as one process. Nothing is kept for a session
  * nobody holds or waits for.
  */
-import { SessionLockTimeoutError } from './errors.js'
-import {
-  DEFAULT_LOCK_TIMEOUT, KeyedFifo, Lease, alreadyHeldError, checkTimeout, closedError
-} from './keyed-fifo.js'
+import { SessionLockTimeoutError, alreadyHeldError, closedError } from './errors.js'
+import { KeyedFifo } from './keyed-fifo.js'
+import { Lease } from './lease.js'
+import { DEFAULT_LOCK_TIMEOUT, checkTimeout } from './wait.js'
 import type { AcquireOptions, SessionLease, SessionLock } from './session-lock.js'
 
 /** Options of {@link MemorySessionLock}. */

@@ -19,37 +19,20 @@
  * closed. Its backend errors reject `acquire()` with a `SessionLockError` (cause kept).
  */
 import { randomBytes } from 'node:crypto'
-import { Redis, type RedisOptions } from 'ioredis'
+import type { RedisOptions } from 'ioredis'
+import { createLockClient, isRedisClient } from '../redis/client.js'
 import { DEFAULT_KEY_PREFIX, assertKeyPrefix, lockKey } from '../redis/keys.js'
 import { defineScripts, type RedisClient } from '../redis/scripts.js'
-import { SessionLockError, SessionLockErrorCodes, SessionLockTimeoutError } from './errors.js'
 import {
-  DEFAULT_LOCK_TIMEOUT, KeyedFifo, Lease, alreadyHeldError, backendError, checkTimeout, closedError,
-  delay, fullJitter, notHeldError, type FifoRelease
-} from './keyed-fifo.js'
+  SessionLockError, SessionLockErrorCodes, SessionLockTimeoutError, alreadyHeldError, backendError, closedError, notHeldError
+} from './errors.js'
+import { KeyedFifo, type FifoRelease } from './keyed-fifo.js'
+import { Lease } from './lease.js'
+import { Renewal } from './renewal.js'
 import type { AcquireOptions, SessionLease, SessionLock } from './session-lock.js'
+import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
 
-/**
- * ioredis options of a lock client that fails fast: no offline queue (a command sent while
- * disconnected fails at once), no per-command retries, a 500 ms command timeout (a hung server),
- * and reconnection within a second once Redis is back. Commands issued in the same tick go out in
- * one write (auto-pipelining): under load each request's two scripts would otherwise cost a
- * socket write each, which was the largest single cost of a locked request.
- */
-export const LOCK_CLIENT_OPTIONS = {
-  enableAutoPipelining: true,
-  enableOfflineQueue: false,
-  maxRetriesPerRequest: 0,
-  commandTimeout: 500,
-  retryStrategy: (times: number): number => Math.min(50 * times, 1000)
-} as const satisfies RedisOptions
-
-/** Creates a fail-fast lock client (see {@link LOCK_CLIENT_OPTIONS}) from a URL or options. */
-export function createLockClient (connection: string | RedisOptions = {}): Redis {
-  return typeof connection === 'string'
-    ? new Redis(connection, { ...LOCK_CLIENT_OPTIONS })
-    : new Redis({ ...connection, ...LOCK_CLIENT_OPTIONS })
-}
+export { LOCK_CLIENT_OPTIONS, createLockClient } from '../redis/client.js'
 
 /** Options of {@link RedisSessionLock}. */
 export interface RedisSessionLockOptions {
@@ -68,15 +51,9 @@ export interface RedisSessionLockOptions {
   prefix?: string
 }
 
-/** One try at the lease, given the token and the lock key (see `kAcquireWith`). */
+/** One try at the lease, given the token and the lock key (see {@link RedisSessionLock.acquireWith}). */
 export type LeaseAttempt<T> = (client: RedisClient, key: string, token: string) =>
 Promise<{ status: 'taken', value: T } | { status: 'busy' } | { status: 'missing' }>
-
-/** @internal Lets the Redis store take a lease with its own one-round-trip script. */
-export const kAcquireWith = Symbol('mcp.redisSessionLock.acquireWith')
-
-/** @internal Lets the Redis store pass a lease on to the next waiter of this process. */
-export const kPassOn = Symbol('mcp.redisSessionLock.passOn')
 
 /**
  * Leases passed on in a row inside one process before the lease goes back through Redis: the
@@ -86,7 +63,7 @@ export const kPassOn = Symbol('mcp.redisSessionLock.passOn')
 export const MAX_PASS_ON = 16
 
 /**
- * A lease on its way from one holder of this process to the next (see `kPassOn`): the token stays
+ * A lease on its way from one holder of this process to the next (see `passOn`): the token stays
  * valid in Redis, so the next holder skips the round trip that would take it again.
  */
 interface Baton {
@@ -108,10 +85,7 @@ interface HeldState {
   readonly slot: FifoRelease
   /** Times this lease was passed on in a row before this holder got it. */
   readonly passes: number
-  /** When the last command that confirmed the lease was sent. */
-  confirmedAt: number
-  renewTimer?: NodeJS.Timeout
-  deadlineTimer?: NodeJS.Timeout
+  readonly renewal: Renewal
 }
 
 /** The state of every held Redis lease, for the release paths (the lease's own and the store's). */
@@ -159,7 +133,7 @@ export class RedisSessionLock implements SessionLock {
     const prefix = options.prefix ?? DEFAULT_KEY_PREFIX
     assertKeyPrefix(prefix)
     this.prefix = prefix
-    if (isClient(options.redis)) {
+    if (isRedisClient(options.redis)) {
       this.#client = options.redis
       this.#ownsClient = false
     } else {
@@ -214,7 +188,7 @@ export class RedisSessionLock implements SessionLock {
   }
 
   async acquire (id: string, options: AcquireOptions = {}): Promise<SessionLease> {
-    const taken = await this[kAcquireWith](id, options, async (client, key, token) =>
+    const taken = await this.acquireWith(id, options, async (client, key, token) =>
       await client.set(key, token, 'PX', this.ttl, 'NX') === 'OK' ? { status: 'taken', value: undefined } : { status: 'busy' },
     () => ({ value: undefined })) // a lease passed on is as good as a fresh one here
     return (taken as NonNullable<typeof taken>).lease
@@ -253,12 +227,12 @@ export class RedisSessionLock implements SessionLock {
   /**
    * Waits for the lease like `acquire()`, taking it with `attempt` (one round trip). Resolves
    * null, holding nothing, when the attempt reports the session missing. When the previous holder
-   * of this process passed the lease on (`kPassOn`), `adopt` turns what it handed over into the
-   * value, and no command is sent; `adopt` returning null (not a value it knows) sends the
-   * lease's release and takes it afresh.
+   * of this process passed the lease on ({@link passOn}), `adopt` turns what it handed over into
+   * the value, and no command is sent; `adopt` returning null (not a value it knows) sends the
+   * lease's release and takes it afresh. For the store + lock fast path (`state/redis-fast-path.ts`).
    * @internal
    */
-  async [kAcquireWith]<T> (id: string, options: AcquireOptions, attempt: LeaseAttempt<T>,
+  async acquireWith<T> (id: string, options: AcquireOptions, attempt: LeaseAttempt<T>,
     adopt: (handed: unknown) => { value: T } | null = () => null): Promise<{ lease: Lease, value: T } | null> {
     if (this.#closing.signal.aborted) throw closedError()
     const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout)
@@ -325,55 +299,19 @@ export class RedisSessionLock implements SessionLock {
         throw new SessionLockError(`Failed to release the lock of session ${id}; it expires in ${this.ttl} ms`, { cause: err })
       }
     }, { key, token })
-    const state: HeldState = { lock: this, client: this.#client, key, token, slot, passes, confirmedAt: sentAt }
-    held.set(lease, state)
+    const renewal = new Renewal(this.ttl, sentAt, async () => await this.#client.mcpLockExtend(key, token, this.ttl), () => {
+      // Our token is gone from Redis (or may be): tell the holder; it still releases the lease.
+      lease.lose(new SessionLockError(`The lock of session ${id} was lost`, { code: SessionLockErrorCodes.LEASE_LOST }))
+    })
+    held.set(lease, { lock: this, client: this.#client, key, token, slot, passes, renewal })
     this.#leases.add(lease)
-    this.#confirmed(lease, state, sentAt)
     return lease
-  }
-
-  /** The lease is ours until `sentAt + ttl`: arm the local deadline and the next renewal. */
-  #confirmed (lease: Lease, state: HeldState, sentAt: number): void {
-    clearTimeout(state.deadlineTimer)
-    state.confirmedAt = sentAt
-    const now = performance.now()
-    state.deadlineTimer = setTimeout(() => this.#lost(lease, state),
-      Math.max(0, sentAt + this.ttl - now)).unref()
-    // A third of the ttl after the confirmation (sooner for a lease passed on from a holder that
-    // had it for a while).
-    state.renewTimer = setTimeout(() => { void this.#renew(lease, state, sentAt + this.ttl) },
-      Math.max(1, Math.floor(sentAt + this.ttl / 3 - now))).unref()
-  }
-
-  async #renew (lease: Lease, state: HeldState, expiresAt: number): Promise<void> {
-    const sentAt = performance.now()
-    let renewed: number
-    try {
-      renewed = await state.client.mcpLockExtend(state.key, state.token, this.ttl)
-    } catch {
-      if (!this.#leases.has(lease) || lease.lost) return
-      // Transient: retry until the lease would have expired; the deadline timer ends it then.
-      const wait = Math.min(Math.max(10, Math.floor(this.ttl / 10)), 1000)
-      if (performance.now() + wait < expiresAt) {
-        state.renewTimer = setTimeout(() => { void this.#renew(lease, state, expiresAt) }, wait).unref()
-      }
-      return
-    }
-    if (!this.#leases.has(lease) || lease.lost) return
-    if (renewed === 1) this.#confirmed(lease, state, sentAt)
-    else this.#lost(lease, state)
-  }
-
-  /** Our token is gone from Redis (or may be): tell the holder; it still releases the lease. */
-  #lost (lease: Lease, state: HeldState): void {
-    stopTimers(state)
-    lease.lose(new SessionLockError(`The lock of session ${lease.id} was lost`, { code: SessionLockErrorCodes.LEASE_LOST }))
   }
 
   /** Stops tracking a lease (released by its holder, by close, or by the store's script). */
   #forget (lease: Lease): HeldState {
     const state = held.get(lease) as HeldState
-    stopTimers(state)
+    state.renewal.stop()
     held.delete(lease)
     this.#leases.delete(lease)
     return state
@@ -381,7 +319,7 @@ export class RedisSessionLock implements SessionLock {
 
   /**
    * Passes a held lease to the next request of this process waiting for the same session, with
-   * `value` for it (see `kAcquireWith`'s `adopt`): no command is sent, and the lease token stays
+   * `value` for it (see {@link acquireWith}'s `adopt`): no command is sent, and the lease token stays
    * valid in Redis, renewed as before. Ends the caller's lease (like `release()`) and returns
    * true; returns false, changing nothing, when there is no such waiter, when the lease was lost
    * or is not confirmed recently enough, when the lock is closing, or after
@@ -389,17 +327,17 @@ export class RedisSessionLock implements SessionLock {
    * instance can take it).
    * @internal
    */
-  static [kPassOn] (lease: SessionLease, value: unknown): boolean {
+  passOn (lease: SessionLease, value: unknown): boolean {
     if (!(lease instanceof Lease)) return false
     const state = held.get(lease)
-    if (state === undefined || lease.lost || !lease.held) return false
+    if (state === undefined || state.lock !== this || lease.lost || !lease.held) return false
     const lock = state.lock
     if (lock.#closing.signal.aborted || state.passes >= MAX_PASS_ON || !lock.#fifo.hasWaiters(lease.id)) return false
     // Renewals confirm the lease every ttl/3; one overdue means Redis is slow or gone.
-    if (performance.now() - state.confirmedAt > lock.ttl / 2) return false
+    if (performance.now() - state.renewal.confirmedAt > lock.ttl / 2) return false
     lease.claim() // held, checked above
     lock.#forget(lease)
-    lock.#batons.set(lease.id, { key: state.key, token: state.token, confirmedAt: state.confirmedAt, passes: state.passes + 1, value })
+    lock.#batons.set(lease.id, { key: state.key, token: state.token, confirmedAt: state.renewal.confirmedAt, passes: state.passes + 1, value })
     state.slot()
     return true
   }
@@ -409,11 +347,12 @@ export class RedisSessionLock implements SessionLock {
    * instead of the plain compare-and-delete; the local slot is freed once `finish` is sent.
    * @internal
    */
-  static async releaseWith<T> (
+  async releaseWith<T> (
     lease: SessionLease,
     finish: (client: RedisClient, key: string, token: string) => Promise<T>
   ): Promise<T> {
-    const state = lease instanceof Lease ? held.get(lease) : undefined
+    const found = lease instanceof Lease ? held.get(lease) : undefined
+    const state = found?.lock === this ? found : undefined
     if (state === undefined) {
       if (lease instanceof Lease && !lease.held) throw notHeldError(lease.id)
       throw new TypeError('Not a lease of a RedisSessionLock')
@@ -428,18 +367,6 @@ export class RedisSessionLock implements SessionLock {
     state.slot()
     return await finished
   }
-}
-
-function stopTimers (state: HeldState): void {
-  clearTimeout(state.renewTimer)
-  clearTimeout(state.deadlineTimer)
-  state.renewTimer = undefined
-  state.deadlineTimer = undefined
-}
-
-function isClient (value: unknown): value is RedisClient {
-  return typeof value === 'object' && value !== null &&
-    typeof (value as RedisClient).defineCommand === 'function' && typeof (value as RedisClient).set === 'function'
 }
 
 async function withTimeout (promise: Promise<unknown>, ms: number): Promise<void> {

@@ -4,7 +4,14 @@
  * `MemorySessionLock` (one process), `FileSessionLock` (workers of one machine),
  * `RedisSessionLock` (many machines). One contract test suite runs against all of them.
  */
-import type { LeaseFence } from '../sessions/session-store.js'
+
+/** Opaque proof of a lock lease, which a store able to check it (Redis) uses to fence a save. */
+export interface LeaseFence {
+  /** The lock key of the lease (a Redis key for the Redis lock). */
+  readonly key: string
+  /** The random token of this acquisition. */
+  readonly token: string
+}
 
 /** Options of {@link SessionLock.acquire}. */
 export interface AcquireOptions {

@@ -3,53 +3,33 @@
  * `elicit`/`sample`/`roots` answer from `inputResponses` when the client sent the key; otherwise they
  * record the request and end the run after the current turn, so requests made together (in
  * `Promise.all`) are all collected into one `input_required` result with a sealed `requestState`.
- *
- * A class rather than an object literal of closures: one context per request is the hot path, and
- * methods on a prototype cost nothing per request.
  */
-import type { FastifyRequest } from 'fastify'
-import {
-  InputRequiredSignal, LOG_LEVELS,
-  type ElicitResult, type FormElicitParams, type LogLevel, type McpContext, type McpPrincipal, type ProgressUpdate,
-  type Root, type SamplingParams, type SamplingResult, type UrlElicitParams
-} from '../context.js'
-import type { ResponseChannel } from '../http/response.js'
-import { ErrorCode, isPlainObject, McpError, type JsonRpcRequest, type RequestId } from '../jsonrpc/messages.js'
-import type { RequestAbort } from './request-abort.js'
+import { InputRequiredSignal, type LogLevel } from '../context.js'
+import { ErrorCode, McpError } from '../jsonrpc/errors.js'
+import { isPlainObject, type JsonRpcRequest } from '../jsonrpc/messages.js'
+import { BaseContext, type ContextParts } from './base-context.js'
 import { paramsDigest, type StateSealer } from './request-state.js'
 
 type InputRequest = { method: string, params: Record<string, unknown> }
 
-function requireCap (name: string, present: boolean, needed: Record<string, unknown> = {}): void {
-  if (!present) {
-    throw new McpError(ErrorCode.MissingRequiredClientCapability, `Missing required client capability: ${name}`,
-      { requiredCapabilities: { [name]: needed } }, 400)
-  }
+/** What a valid answer to each kind of input request looks like. */
+const VALID_ANSWER: Record<string, (v: unknown) => boolean> = {
+  'elicitation/create': (v) => isPlainObject(v) && typeof v.action === 'string',
+  'sampling/createMessage': (v) => isPlainObject(v) && 'content' in v,
+  'roots/list': (v) => isPlainObject(v) && Array.isArray(v.roots)
 }
 
-const isElicitAnswer = (v: unknown): boolean => isPlainObject(v) && typeof v.action === 'string'
-const isSampleAnswer = (v: unknown): boolean => isPlainObject(v) && 'content' in v
-const isRootsAnswer = (v: unknown): boolean => isPlainObject(v) && Array.isArray(v.roots)
-
-/** @internal What a modern run needs besides the request itself. */
-export interface ModernRun {
-  request: FastifyRequest
+/** @internal What a modern run needs besides the shared parts. */
+export interface ModernRun extends ContextParts {
   msg: JsonRpcRequest
   caps: Record<string, unknown>
   logLevel: LogLevel | undefined
-  principal: McpPrincipal | null
-  channel: ResponseChannel
-  abort: RequestAbort
   sealer: StateSealer
 }
 
 /** @internal */
-export class ModernContext implements McpContext {
-  readonly request: FastifyRequest
+export class ModernContext extends BaseContext {
   readonly session = null
-  readonly principal: McpPrincipal | null
-  readonly requestId: RequestId
-  readonly meta: Record<string, unknown>
   readonly clientCapabilities: Record<string, unknown>
   /** The handler's state, sealed into `requestState` and handed back on the next round (at most 64 KiB sealed). */
   state: Record<string, unknown> = {}
@@ -57,26 +37,18 @@ export class ModernContext implements McpContext {
   readonly #method: string
   readonly #responses: Record<string, unknown> | undefined
   readonly #logLevel: LogLevel | undefined
-  readonly #channel: ResponseChannel
-  readonly #abort: RequestAbort
   readonly #sealer: StateSealer
   #asked: Record<string, InputRequest> | null = null
-  #lastProgress = -Infinity
   #digest: string | undefined
 
   /** @throws {McpError} -32602 for a malformed `inputResponses` or a refused `requestState`. */
   constructor (run: ModernRun) {
+    super(run)
     const params = run.msg.params ?? {}
-    this.request = run.request
-    this.principal = run.principal
-    this.requestId = run.msg.id
-    this.meta = params._meta as Record<string, unknown>
     this.clientCapabilities = run.caps
     this.#params = params
     this.#method = run.msg.method
     this.#logLevel = run.logLevel
-    this.#channel = run.channel
-    this.#abort = run.abort
     this.#sealer = run.sealer
     const responses = params.inputResponses
     if (responses !== undefined && !isPlainObject(responses)) {
@@ -93,8 +65,6 @@ export class ModernContext implements McpContext {
     }
   }
 
-  get signal (): AbortSignal { return this.#abort.signal }
-
   get #principalId (): string | null { return this.principal?.id ?? null }
 
   /** SHA-256 over the canonical params: only computed when a state is involved. */
@@ -103,57 +73,21 @@ export class ModernContext implements McpContext {
     return this.#digest
   }
 
-  get #closed (): boolean { return this.#channel.done || this.#abort.aborted }
-
-  async progress (update: ProgressUpdate): Promise<void> {
-    const progressToken = this.meta.progressToken
-    if (progressToken === undefined || this.#closed) return
-    if (!(update.progress > this.#lastProgress)) return
-    this.#lastProgress = update.progress
-    this.#channel.emit({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken, ...update } })
-  }
-
-  async log (level: LogLevel, data: unknown, logger?: string): Promise<void> {
-    // Only with a per-request logLevel, and only at or above it.
-    const min = this.#logLevel
-    if (min === undefined || this.#closed) return
-    if (LOG_LEVELS.indexOf(level) < LOG_LEVELS.indexOf(min)) return
-    const params: Record<string, unknown> = { level, data }
-    if (logger !== undefined) params.logger = logger
-    this.#channel.emit({ jsonrpc: '2.0', method: 'notifications/message', params })
-  }
-
-  async elicit (key: string, p: FormElicitParams | UrlElicitParams): Promise<ElicitResult> {
-    const e = this.clientCapabilities.elicitation
-    const mode = p.mode === 'url' ? 'url' : 'form'
-    const declared = isPlainObject(e) && (mode === 'url' ? 'url' in e : (Object.keys(e).length === 0 || 'form' in e || !('url' in e)))
-    // Name the missing mode when the client declared elicitation without it.
-    requireCap('elicitation', declared, mode === 'url' ? { url: {} } : isPlainObject(e) ? { form: {} } : {})
-    const { elicitationId: _drop, ...rest } = p as unknown as Record<string, unknown>
-    return await this.#input(key, 'elicitation/create', rest, isElicitAnswer)
-  }
-
-  async sample (key: string, p: SamplingParams): Promise<SamplingResult> {
-    requireCap('sampling', isPlainObject(this.clientCapabilities.sampling))
-    return await this.#input(key, 'sampling/createMessage', p, isSampleAnswer)
-  }
-
-  async roots (key: string): Promise<Root[]> {
-    requireCap('roots', isPlainObject(this.clientCapabilities.roots))
-    const r = await this.#input<{ roots: Root[] }>(key, 'roots/list', {}, isRootsAnswer)
-    return r.roots
-  }
+  /** Only with a per-request logLevel. */
+  protected get minLogLevel (): LogLevel | null { return this.#logLevel ?? null }
 
   closeSSEStream (): void { /* no resumable streams on this revision */ }
 
-  async #input<T> (key: string, method: string, params: Record<string, unknown>, valid: (v: unknown) => boolean): Promise<T> {
+  protected async ask (key: string, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>> {
     if (typeof key !== 'string' || key === '') throw new TypeError('an input request needs a non-empty key')
     const answer = this.#responses?.[key]
-    if (answer !== undefined && valid(answer)) return answer as T
+    if (answer !== undefined && VALID_ANSWER[method](answer)) return answer as Record<string, unknown>
     this.#asked ??= {}
-    this.#asked[key] = { method, params }
+    // An elicitation id is for the handshake era's URL mode; this revision's input requests have none.
+    const { elicitationId: _drop, ...rest } = params
+    this.#asked[key] = { method, params: method === 'elicitation/create' ? rest : params }
     // End the run after this turn: requests made in the same turn are collected first.
-    return await new Promise<T>((_resolve, reject) => setImmediate(() => reject(new InputRequiredSignal())))
+    return await new Promise((_resolve, reject) => setImmediate(() => reject(new InputRequiredSignal())))
   }
 
   /** @internal Whether the run asked the client for input. */

@@ -18,8 +18,8 @@ import { link, open, readdir, rename, stat, unlink, utimes, writeFile } from 'no
 import { join, resolve } from 'node:path'
 import { tryLockExistingFile } from '../locks/file-lock.js'
 import { KeyedFifo } from '../locks/keyed-fifo.js'
-import { DEFAULT_SESSION_TTL, checkTtl } from './memory-store.js'
-import { FILE_SAFE_SESSION_ID_PATTERN, isFileSafeSessionId } from './session-id.js'
+import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
+import { FILE_SAFE_ID_PATTERN, isFileSafeId } from '../locks/file-safe-id.js'
 import {
   encodeSessionValue,
   type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
@@ -161,7 +161,7 @@ export class FileSessionStore implements SessionStore {
     const sessions = new Set<string>()
     for (const name of names) {
       const id = name.endsWith('.json') ? name.slice(0, -5) : undefined
-      if (id !== undefined && isFileSafeSessionId(id)) {
+      if (id !== undefined && isFileSafeId(id)) {
         sessions.add(id)
         if (await this.#collect(id)) removed.push(id)
         continue
@@ -178,7 +178,7 @@ export class FileSessionStore implements SessionStore {
     }
     for (const name of lockNames) {
       const id = name.endsWith('.lock') ? name.slice(0, -5) : undefined
-      if (id === undefined || !isFileSafeSessionId(id) || sessions.has(id)) continue
+      if (id === undefined || !isFileSafeId(id) || sessions.has(id)) continue
       await this.#collectOrphanLock(id)
     }
     return removed
@@ -186,7 +186,7 @@ export class FileSessionStore implements SessionStore {
 
   /** Path of a session file, or undefined for an id that must not touch a path. */
   #path (id: string): string | undefined {
-    return FILE_SAFE_SESSION_ID_PATTERN.test(id) ? join(this.dir, `${id}.json`) : undefined
+    return FILE_SAFE_ID_PATTERN.test(id) ? join(this.dir, `${id}.json`) : undefined
   }
 
   #lockPath (id: string): string {

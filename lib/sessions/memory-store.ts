@@ -12,6 +12,7 @@ import {
   type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
   type SessionStoreOptions
 } from './session-store.js'
+import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
 
 /** Options of {@link MemorySessionStore}. */
 export interface MemorySessionStoreOptions extends SessionStoreOptions {
@@ -33,8 +34,6 @@ interface StoredSession {
   /** `performance.now()` of the last create/load/save. */
   touched: number
 }
-
-export const DEFAULT_SESSION_TTL = 3_600_000
 
 /** Sessions in this process's memory. */
 export class MemorySessionStore implements SessionStore {
@@ -158,13 +157,4 @@ function snapshotOf (fields: Record<string, string>): string {
   let text = ''
   for (const key in fields) text += `${text === '' ? '{' : ','}${JSON.stringify(key)}:${fields[key] as string}`
   return text === '' ? '{}' : `${text}}`
-}
-
-/**
- * Validates a session TTL in milliseconds.
- * @throws {RangeError} "ttl must be greater than 0."
- */
-export function checkTtl (ttl: unknown): number {
-  if (typeof ttl !== 'number' || !(ttl > 0) || !Number.isFinite(ttl)) throw new RangeError('ttl must be greater than 0.')
-  return ttl
 }

@@ -4,6 +4,7 @@
  * the file store and lock additionally accept only a strict, path-safe shape.
  */
 import { randomBytes } from 'node:crypto'
+import { FILE_SAFE_ID_PATTERN, isFileSafeId } from '../locks/file-safe-id.js'
 
 /**
  * What the MCP spec allows in a session id: visible ASCII (0x21–0x7E). The length cap keeps a
@@ -11,11 +12,8 @@ import { randomBytes } from 'node:crypto'
  */
 export const SESSION_ID_PATTERN = /^[\x21-\x7E]{1,256}$/
 
-/**
- * What the file store and file lock accept before an id touches a path: base64url characters only
- * (no dot, no slash, no separator of any platform), 16 to 128 of them.
- */
-export const FILE_SAFE_SESSION_ID_PATTERN = /^[A-Za-z0-9_-]{16,128}$/
+/** What the file store and file lock accept before an id touches a path: `^[A-Za-z0-9_-]{16,128}$`. */
+export const FILE_SAFE_SESSION_ID_PATTERN = FILE_SAFE_ID_PATTERN
 
 /** Number of random bytes in a minted id: 192 bits, 32 base64url characters. */
 const ID_BYTES = 24
@@ -31,6 +29,4 @@ export function isValidSessionId (id: unknown): id is string {
 }
 
 /** Whether `id` may be used in a file name (`^[A-Za-z0-9_-]{16,128}$`). */
-export function isFileSafeSessionId (id: unknown): id is string {
-  return typeof id === 'string' && FILE_SAFE_SESSION_ID_PATTERN.test(id)
-}
+export const isFileSafeSessionId: (id: unknown) => id is string = isFileSafeId

@@ -6,6 +6,7 @@
  * Every store implements this small async interface; one contract test suite
  * (`test/sessions/store-contract.ts`) runs against all of them.
  */
+import type { AcquireOptions, LeaseFence, SessionLease, SessionLock } from '../locks/session-lock.js'
 
 /** JSON value stored under a session key. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
@@ -27,14 +28,6 @@ export interface SessionChanges {
   set: Record<string, JsonValue>
   /** Keys to remove. */
   delete: string[]
-}
-
-/** Opaque proof of a lock lease that a store able to check it (Redis) uses to fence a save. */
-export interface LeaseFence {
-  /** The lock key of the lease (a Redis key for the Redis lock). */
-  readonly key: string
-  /** The random token of this acquisition. */
-  readonly token: string
 }
 
 /** Conditions under which a save may be written. */
@@ -91,8 +84,6 @@ export interface SessionStore {
   close? (): Promise<void>
 }
 
-// The combined lock + store fast path (added after the core contract).
-import type { AcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
 
 /** A lease taken together with the session it protects (see {@link LockingSessionStore}). */
 export interface LockedSession {

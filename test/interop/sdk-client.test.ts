@@ -93,7 +93,6 @@ app.server.prependListener('request', (req) => {
 
 await app.listen({ port: 0, host: '127.0.0.1' })
 const url = new URL(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp`)
-const hub = app.mcp.wire!.hub
 
 const clients: Client[] = []
 
@@ -107,9 +106,9 @@ async function connect (capabilities: Record<string, unknown> = {}, setup?: (c: 
   return { client, transport }
 }
 
-/** Waits until the SDK opened its standalone GET stream for the session. */
-async function getStreamOpen (sid: string): Promise<void> {
-  await until(() => hub.getStream(sid)?.attached === true, 5000, 'the GET stream')
+/** Waits until the SDK opened its standalone GET stream: one more than `before` are open. */
+async function getStreamOpen (before: number): Promise<void> {
+  await until(() => app.mcp.status().getStreams > before, 5000, 'the GET stream')
 }
 
 t.teardown(async () => {
@@ -290,10 +289,11 @@ t.test('terminateSession (DELETE), then calls fail', async t => {
 
 t.test('list_changed: a tool added after start reaches the GET stream', async t => {
   let changed = 0
-  const { client, transport } = await connect({}, (c) => {
+  const streams = app.mcp.status().getStreams
+  const { client } = await connect({}, (c) => {
     c.setNotificationHandler(ToolListChangedNotificationSchema, () => { changed++ })
   })
-  await getStreamOpen(transport.sessionId!)
+  await getStreamOpen(streams)
   app.mcp.tool({ name: 'late_tool', description: 'Added after start.' }, async () => 'late')
   t.teardown(() => { app.mcp.removeTool('late_tool') })
   await until(() => changed > 0, 5000, 'notifications/tools/list_changed')
@@ -306,10 +306,11 @@ t.test('list_changed: a tool added after start reaches the GET stream', async t 
 
 t.test('resources: subscribe, then resourceUpdated notification', async t => {
   const updated: string[] = []
-  const { client, transport } = await connect({}, (c) => {
+  let streams = app.mcp.status().getStreams
+  const { client } = await connect({}, (c) => {
     c.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { updated.push(n.params.uri) })
   })
-  await getStreamOpen(transport.sessionId!)
+  await getStreamOpen(streams)
   const { resources } = await client.listResources()
   t.same(resources.map(r => r.uri), ['demo://note'])
   t.same((await client.readResource({ uri: 'demo://note' })).contents, [{ uri: 'demo://note', mimeType: 'text/plain', text: 'first' }])
@@ -317,10 +318,11 @@ t.test('resources: subscribe, then resourceUpdated notification', async t => {
 
   // Another session, not subscribed, gets nothing.
   const otherUpdates: string[] = []
-  const other = await connect({}, (c) => {
+  streams = app.mcp.status().getStreams
+  await connect({}, (c) => {
     c.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { otherUpdates.push(n.params.uri) })
   })
-  await getStreamOpen(other.transport.sessionId!)
+  await getStreamOpen(streams)
 
   note = 'second'
   app.mcp.resourceUpdated('demo://note')

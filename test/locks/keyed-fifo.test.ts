@@ -1,5 +1,6 @@
 import t from 'tap'
-import { KeyedFifo, checkTimeout, delay, fullJitter } from '../../lib/locks/keyed-fifo.js'
+import { KeyedFifo } from '../../lib/locks/keyed-fifo.js'
+import { checkTimeout, delay, fullJitter } from '../../lib/locks/wait.js'
 
 const timeoutError = (): Error => new Error('timed out')
 const tick = async (): Promise<void> => await new Promise(resolve => setImmediate(resolve))

@@ -1,0 +1,67 @@
+/**
+ * Building and closing what the plugin owns. What the options name (a store, a lock, a bus, an
+ * event log, an ioredis client) belongs to the caller and is never closed here; what the plugin
+ * makes (the default memory store, a Redis client from a URL, the bus and event log over it) it
+ * closes on `app.close()`, each step bounded and never throwing.
+ */
+import type { FastifyBaseLogger } from 'fastify'
+import { Redis, type Cluster } from 'ioredis'
+import { MemoryBus, type Bus } from './bus/bus.js'
+import { MemoryEventLog, type EventLog } from './bus/event-log.js'
+import { RedisBus } from './bus/redis-bus.js'
+import { RedisEventLog } from './bus/redis-event-log.js'
+import type { SessionLock } from './locks/session-lock.js'
+import type { ResolvedBackends } from './options.js'
+import { LOCK_CLIENT_OPTIONS } from './redis/client.js'
+import { MemorySessionStore } from './sessions/memory-store.js'
+import type { SessionStore } from './sessions/session-store.js'
+
+/** How long `close()` waits for the stores and the bus, and for the Redis client's QUIT (ms). */
+const CLOSE_TIMEOUT = 5000
+const QUIT_TIMEOUT = 1000
+
+/** The plugin's backends, ready to use. */
+export interface Backends {
+  store: SessionStore
+  lock: SessionLock | null
+  bus: Bus
+  eventLog: EventLog
+  /** Closes what the plugin made (see the module doc). Bounded; never throws. */
+  close: () => Promise<void>
+}
+
+/** Makes the backends the options do not name. */
+export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Backends {
+  // A URL makes a client we own; it fails fast while Redis is down (the request gets a 503 at
+  // once) rather than queueing commands.
+  const ownRedis = typeof b.redis === 'string' ? new Redis(b.redis, { ...LOCK_CLIENT_OPTIONS }) : undefined
+  ownRedis?.on('error', (err) => { log.warn({ err }, 'redis connection error') })
+  const redis: Redis | Cluster | undefined = ownRedis ?? (typeof b.redis === 'object' ? b.redis : undefined)
+  const prefix = b.redisPrefix
+  const store = b.store ?? new MemorySessionStore()
+  const bus = b.bus ?? (redis !== undefined ? new RedisBus({ redis, prefix, log }) : new MemoryBus())
+  const eventLog = b.eventLog ??
+    (redis !== undefined ? new RedisEventLog({ redis, prefix, ...b.eventLogOptions }) : new MemoryEventLog(b.eventLogOptions))
+  return {
+    store,
+    lock: b.lock,
+    bus,
+    eventLog,
+    close: async () => {
+      const steps: Array<Promise<unknown> | undefined> = []
+      if (b.store === undefined) steps.push(store.close?.())
+      if (b.bus === undefined) steps.push(bus.close())
+      await bounded(Promise.allSettled(steps), CLOSE_TIMEOUT)
+      if (ownRedis !== undefined) {
+        await bounded(ownRedis.quit().catch(() => {}), QUIT_TIMEOUT)
+        ownRedis.disconnect()
+      }
+    }
+  }
+}
+
+async function bounded (work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([work, new Promise(resolve => { timer = setTimeout(resolve, ms).unref() })])
+  clearTimeout(timer)
+}

@@ -1,0 +1,28 @@
+/**
+ * Cache hints (`ttlMs`, `cacheScope`) of the 2026-07-28 results that may carry them: the plugin's
+ * `cache` option per result kind, a resource's own `cache`, and the defaults (lists and discover
+ * 60 s, reads 0; scope `private` when results may depend on the caller, else `public`).
+ */
+import type { CacheKind } from './method-table.js'
+import type { Registry } from './registry.js'
+
+/** Cache hints of a cacheable result. */
+export interface CacheHint { ttlMs: number, cacheScope: 'public' | 'private' }
+
+/** The `cache` option: hints per result kind. */
+export type CacheOptions = Partial<Record<CacheKind, { ttlMs?: number, cacheScope?: 'public' | 'private' }>>
+
+/**
+ * The hint of a result kind (for `read`, of the resource at `uri`). `defaultScope`: `private`
+ * when an `authenticate` option makes results depend on the caller.
+ */
+export function cacheHints (registry: Registry, configured: CacheOptions, defaultScope: 'public' | 'private'): (what: CacheKind, uri?: string) => CacheHint {
+  return (what, uri) => {
+    const own = what === 'read' && uri !== undefined ? registry.resources.get(uri)?.cache : undefined
+    const option = configured[what]
+    return {
+      ttlMs: own?.ttlMs ?? option?.ttlMs ?? (what === 'read' ? 0 : 60_000),
+      cacheScope: own?.cacheScope ?? option?.cacheScope ?? defaultScope
+    }
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * The MCP endpoint's routes (POST, GET, DELETE on one path), registered as an encapsulated child
+ * plugin so that its body parser and error handler never touch the app's other routes. Each route
+ * runs the transport checks (Origin/Host 403, Content-Type 415, Accept 406, body size 413),
+ * authenticates, parses the JSON-RPC body, and hands the exchange to the engine; every error
+ * becomes a JSON-RPC error body with the right status (never a 500 with a stack).
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { McpPrincipal } from '../context.js'
+import { ErrorCode, McpError, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
+import { parseBody } from '../jsonrpc/messages.js'
+import type { ResolvedOptions } from '../options.js'
+import type { McpEngine } from '../protocol/engine.js'
+import { checkContentType, checkGetAccept, checkOrigin, checkPostAccept } from './checks.js'
+import { HttpExchange } from './exchange.js'
+import { HttpRefusal } from './refusal.js'
+
+/** What the routes are registered with. */
+export interface RoutesOptions {
+  opts: ResolvedOptions
+  engine: McpEngine
+}
+
+function sendError (reply: FastifyReply, status: number, body: unknown, headers?: Record<string, string>): void {
+  if (headers !== undefined) reply.headers(headers)
+  reply.code(status).type('application/json').send(JSON.stringify(body))
+}
+
+/** GET and DELETE exist only for handshake-era sessions: without one, 405 (2026-07-28). */
+function noSessionNoStream (request: FastifyRequest): void {
+  if (request.headers['mcp-session-id'] === undefined) {
+    throw new HttpRefusal(405, null, ErrorCode.InvalidRequest, 'Method Not Allowed: GET and DELETE need an Mcp-Session-Id', { allow: 'POST' })
+  }
+}
+
+/**
+ * Answers any error of the routes (see the module doc) under `id`: the single request's for a
+ * refusal of its POST (never a client response's), else none.
+ */
+function answerError (err: Error & { statusCode?: number, code?: string }, id: RequestId | null, request: FastifyRequest, reply: FastifyReply): void {
+  if (reply.sent) {
+    // The answer had started (an SSE stream): it cannot become an error response any more.
+    request.log.error({ err }, 'MCP request failed after its answer started')
+    return
+  }
+  if (err instanceof HttpRefusal) { sendError(reply, err.status, errorResponse(err.id, err.code, err.message, err.data), err.headers); return }
+  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') { sendError(reply, 413, errorResponse(null, ErrorCode.InvalidRequest, 'Payload Too Large')); return }
+  // Fastify's own client errors (a malformed header, a body it could not read).
+  if (!(err instanceof McpError) && err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
+    sendError(reply, err.statusCode, errorResponse(null, ErrorCode.InvalidRequest, `Bad Request: ${err.message}`))
+    return
+  }
+  const { status, body } = errorReply(err, id, { status: 500, log: request.log })
+  sendError(reply, status, body)
+}
+
+/** Runs the `authenticate` option: 401 with the challenge for an anonymous request when required. */
+function authenticator (opts: ResolvedOptions): (request: FastifyRequest) => Promise<McpPrincipal | null> {
+  return async (request) => {
+    if (opts.authenticate === undefined) return null
+    const principal = await opts.authenticate(request)
+    if (principal === null && opts.requireAuth) {
+      throw new HttpRefusal(401, null, ErrorCode.InvalidRequest, 'Unauthorized', { 'www-authenticate': opts.wwwAuthenticate })
+    }
+    if (principal !== null && (typeof principal !== 'object' || typeof principal.id !== 'string')) {
+      throw new TypeError('authenticate must return { id: string } or null')
+    }
+    request.mcpPrincipal = principal
+    return principal
+  }
+}
+
+/** Registers the routes (see the module doc). */
+export async function mcpRoutes (child: FastifyInstance, { opts, engine }: RoutesOptions): Promise<void> {
+  child.removeAllContentTypeParsers()
+  // The body is read as text and parsed by parseBody (JSON-RPC errors for bad JSON). JSON is
+  // registered by name so that Fastify caches the parser per Content-Type (the catch-all is
+  // looked up afresh on every request); other types arrive too, for checkContentType's 415.
+  const asText = (_req: unknown, body: string | Buffer, done: (err: null, body: string | Buffer) => void): void => { done(null, body) }
+  child.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: opts.bodyLimit }, asText)
+  child.addContentTypeParser('*', { parseAs: 'string', bodyLimit: opts.bodyLimit }, asText)
+  child.setErrorHandler((err: Error, request, reply) => { answerError(err, null, request, reply) })
+
+  const authenticate = authenticator(opts)
+
+  child.post(opts.path, async (request, reply) => {
+    checkOrigin(request, opts)
+    checkContentType(request)
+    const principal = await authenticate(request)
+    const parsed = parseBody(typeof request.body === 'string' ? request.body : '')
+    if (!parsed.ok) { sendError(reply, 400, parsed.error); return reply }
+    const first = parsed.messages[0]
+    const id = first.kind === 'request' ? first.message.id : first.kind === 'invalid' ? first.id : null
+    const sseOnly = checkPostAccept(request, id)
+    if (!parsed.batch && first.kind === 'invalid') {
+      sendError(reply, 400, errorResponse(first.id, first.error.code, first.error.message))
+      return reply
+    }
+    try {
+      await engine.post(new HttpExchange(request, reply, sseOnly), parsed, principal)
+    } catch (err) {
+      answerError(err as Error, parsed.batch ? null : id, request, reply)
+    }
+    return reply
+  })
+
+  child.get(opts.path, async (request, reply) => {
+    checkOrigin(request, opts)
+    noSessionNoStream(request)
+    checkGetAccept(request)
+    const principal = await authenticate(request)
+    await engine.get(new HttpExchange(request, reply), principal)
+    return reply
+  })
+
+  child.delete(opts.path, async (request, reply) => {
+    checkOrigin(request, opts)
+    noSessionNoStream(request)
+    const principal = await authenticate(request)
+    await engine.delete(new HttpExchange(request, reply), principal)
+    return reply
+  })
+}

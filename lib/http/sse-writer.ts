@@ -1,0 +1,111 @@
+/**
+ * THE server-sent-events writer: every SSE response of the endpoint (a POST's response stream, a
+ * session's GET stream, a 2026-07-28 listen stream, a resumed stream followed from elsewhere) goes
+ * out through one of these. It takes the response over from Fastify and sends the headers at once,
+ * frames events, writes keep-alive comments, ends with `retry`, writes a burst of frames in one
+ * socket write (cork until the next turn), and closes a connection whose reader is too slow
+ * instead of buffering without bound (a resumable stream's events are in the event log).
+ */
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import type { FastifyBaseLogger, FastifyReply } from 'fastify'
+import type { EventSink } from '../bus/event-sink.js'
+
+/** Headers every SSE response carries. */
+export const SSE_HEADERS: Record<string, string> = {
+  'content-type': 'text/event-stream',
+  'cache-control': 'no-cache, no-transform',
+  connection: 'keep-alive',
+  'x-accel-buffering': 'no'
+}
+
+/** A connection whose buffer grows past this is a slow reader: it is closed. */
+export const MAX_BUFFERED_BYTES = 4 * 1024 * 1024
+
+export interface SseWriterOptions {
+  /** Milliseconds between keep-alive comments; 0 disables. */
+  keepAlive?: number
+  /** Headers besides the SSE ones and those Fastify hooks set (e.g. `Mcp-Session-Id`). */
+  headers?: Record<string, string>
+  /** Where a slow reader is reported, and with what context (session, stream). */
+  logger: FastifyBaseLogger
+  what?: Record<string, unknown>
+}
+
+/** One SSE response (see the module doc). */
+export class SseWriter implements EventSink {
+  readonly #conn: ServerResponse
+  readonly #logger: FastifyBaseLogger
+  readonly #what: Record<string, unknown>
+  #timer: NodeJS.Timeout | null = null
+  #corked = false
+
+  /** Takes the response over from Fastify and sends the status line and headers at once. */
+  constructor (reply: FastifyReply, options: SseWriterOptions) {
+    const headers: OutgoingHttpHeaders = {}
+    for (const [k, v] of Object.entries(reply.getHeaders())) if (v !== undefined) headers[k] = v
+    Object.assign(headers, SSE_HEADERS, options.headers)
+    reply.hijack()
+    const conn = reply.raw
+    conn.writeHead(200, headers)
+    // A stream may stay silent for a while, and the client waits for the headers.
+    conn.flushHeaders()
+    this.#conn = conn
+    this.#logger = options.logger
+    this.#what = options.what ?? {}
+    const keepAlive = options.keepAlive ?? 0
+    if (keepAlive > 0) {
+      this.#timer = setInterval(() => { this.comment('keep-alive') }, keepAlive)
+      this.#timer.unref()
+    }
+    conn.once('close', () => { this.#stopTimer() })
+  }
+
+  get closed (): boolean {
+    return this.#conn.destroyed || this.#conn.writableEnded
+  }
+
+  event (id: string | null, data: string): boolean {
+    return this.#write(id === null ? `data: ${data}\n\n` : `id: ${id}\ndata: ${data}\n\n`)
+  }
+
+  comment (text: string): void {
+    this.#write(`: ${text}\n\n`)
+  }
+
+  end (retryMs?: number): void {
+    this.#stopTimer()
+    if (this.closed) return
+    if (retryMs !== undefined) this.#conn.write(`retry: ${Math.max(0, Math.floor(retryMs))}\n\n`)
+    this.#conn.end()
+  }
+
+  onClose (fn: () => void): void {
+    if (this.#conn.destroyed) { fn(); return }
+    this.#conn.once('close', fn)
+  }
+
+  /** Writes unless the connection is gone; false once it is unusable. */
+  #write (text: string): boolean {
+    const conn = this.#conn
+    if (conn.destroyed || conn.writableEnded) return false
+    // Frames written in one burst (progress, then the result) leave in one socket write.
+    if (!this.#corked) {
+      this.#corked = true
+      conn.cork()
+      setImmediate(() => { this.#corked = false; conn.uncork() })
+    }
+    conn.write(text)
+    if (conn.writableLength > MAX_BUFFERED_BYTES) {
+      this.#logger.warn(this.#what, 'SSE reader too slow; closing its connection')
+      this.#stopTimer()
+      conn.destroy()
+      return false
+    }
+    return true
+  }
+
+  #stopTimer (): void {
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#timer = null
+  }
+}

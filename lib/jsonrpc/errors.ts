@@ -1,0 +1,104 @@
+/**
+ * Wire errors: the JSON-RPC codes MCP uses, the error a handler or the protocol layer raises to
+ * answer with one, and the ONE mapping from any thrown value to the response a client gets.
+ * Fastify-level misuse errors (`FST_ERR_MCP_*`) live in `lib/errors.ts` and never reach the wire
+ * except through this mapping.
+ */
+
+export type RequestId = string | number
+
+export interface JsonRpcErrorObject {
+  code: number
+  message: string
+  data?: unknown
+}
+
+export interface JsonRpcErrorResponse {
+  jsonrpc: '2.0'
+  id: RequestId | null
+  error: JsonRpcErrorObject
+}
+
+/** Error codes (JSON-RPC 2.0 and the MCP specification). */
+export const ErrorCode = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+  /** Implementation-defined server error (used for busy / unavailable sessions). */
+  ServerError: -32000,
+  /** Handshake era: the `Mcp-Session-Id` names no live session of this principal (HTTP 404). */
+  SessionNotFound: -32001,
+  /** Legacy (≤ 2025-11-25) resource not found. */
+  ResourceNotFound: -32002,
+  /** 2025-11-25: URL elicitation required. */
+  UrlElicitationRequired: -32042,
+  /** 2026-07-28: a header disagrees with the body. */
+  HeaderMismatch: -32020,
+  /** 2026-07-28: the request needs a client capability that was not declared. */
+  MissingRequiredClientCapability: -32021,
+  /** 2026-07-28: unsupported protocol version. */
+  UnsupportedProtocolVersion: -32022
+} as const
+
+/** An error that a handler (or the protocol layer) raises to answer with a JSON-RPC error. */
+export class McpError extends Error {
+  readonly code: number
+  readonly data: unknown
+  /** HTTP status for the response when this is the only message (defaults by code). */
+  readonly status: number | undefined
+  constructor (code: number, message: string, data?: unknown, status?: number) {
+    super(message)
+    this.name = 'McpError'
+    this.code = code
+    this.data = data
+    this.status = status
+  }
+
+  toJSON (): JsonRpcErrorObject {
+    return this.data === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, data: this.data }
+  }
+}
+
+export function errorResponse (id: RequestId | null, code: number, message: string, data?: unknown): JsonRpcErrorResponse {
+  const error: JsonRpcErrorObject = data === undefined ? { code, message } : { code, message, data }
+  return { jsonrpc: '2.0', id, error }
+}
+
+/** The response a thrown value becomes. */
+export interface ErrorReply {
+  status: number
+  body: JsonRpcErrorResponse
+}
+
+/** The logger the mapping reports the server's own failures to (a Fastify/pino logger fits). */
+export interface ErrorLog {
+  error (obj: object, msg: string): void
+}
+
+/** Where {@link errorReply} answers and reports an error that is the server's fault. */
+export interface ErrorContext {
+  /** Status when the error names none (200 for a request inside a response, 500 for the HTTP request). */
+  status: number
+  log: ErrorLog
+  /** Log line of an unexpected error. Default "MCP request failed". */
+  msg?: string
+  /** Context for that log line (the method, the session…). */
+  what?: Record<string, unknown>
+}
+
+/**
+ * THE mapping from a thrown value to a JSON-RPC error response: an {@link McpError} answers under
+ * `id` with its code, data and status (`err.status`, else `ctx.status`); anything else is the
+ * server's fault: `-32603` "Internal error" without its message (the cause goes to the log).
+ */
+export function errorReply (err: unknown, id: RequestId | null, ctx: ErrorContext): ErrorReply {
+  if (err instanceof McpError) {
+    return { status: err.status ?? ctx.status, body: errorResponse(id, err.code, err.message, err.data) }
+  }
+  ctx.log.error({ err, ...ctx.what }, ctx.msg ?? 'MCP request failed')
+  return { status: ctx.status, body: errorResponse(id, ErrorCode.InternalError, 'Internal error') }
+}

@@ -1,0 +1,14 @@
+/**
+ * The ids a file-backed lock or store accepts before an id touches a path: base64url characters
+ * only (no dot, no slash, no separator of any platform), 16 to 128 of them. Every session id the
+ * plugin mints fits. Defined here, the lowest layer that needs it; `sessions/session-id.ts` gathers
+ * it with the other session-id rules.
+ */
+
+/** `^[A-Za-z0-9_-]{16,128}$` */
+export const FILE_SAFE_ID_PATTERN = /^[A-Za-z0-9_-]{16,128}$/
+
+/** Whether `id` may be used in a file name (see {@link FILE_SAFE_ID_PATTERN}). */
+export function isFileSafeId (id: unknown): id is string {
+  return typeof id === 'string' && FILE_SAFE_ID_PATTERN.test(id)
+}

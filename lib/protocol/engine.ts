@@ -1,0 +1,141 @@
+/**
+ * The MCP engine of one plugin instance: both wires, the stream hub, the session state backend,
+ * and the broadcasts that carry registry changes and application notifications through the bus to
+ * every instance's GET and listen streams. The HTTP routes hand it exchanges; it knows nothing of
+ * routes or sockets.
+ */
+import type { FastifyBaseLogger } from 'fastify'
+import { BROADCAST_CHANNEL, type Bus, type BusMessage } from '../bus/bus.js'
+import type { EventLog } from '../bus/event-log.js'
+import { Hub } from '../bus/hub.js'
+import type { McpPrincipal } from '../context.js'
+import { cacheHints } from '../features/cache-hints.js'
+import { serverCapabilities } from '../features/capabilities.js'
+import type { Registry } from '../features/registry.js'
+import type { ParsedBody } from '../jsonrpc/messages.js'
+import type { SessionLock } from '../locks/session-lock.js'
+import type { ResolvedOptions } from '../options.js'
+import { GcPolicy } from '../sessions/gc.js'
+import type { SessionStore } from '../sessions/session-store.js'
+import { StateBackend } from '../state/state-scope.js'
+import type { Exchange } from './exchange.js'
+import { LegacyWire } from './legacy.js'
+import { deleteSession, openGetStream, type StreamDeps } from './legacy-streams.js'
+import { isModernPost } from './modern-headers.js'
+import { ModernWire } from './modern.js'
+import { StateSealer } from './request-state.js'
+
+/** What the engine runs on. */
+export interface EngineDeps {
+  opts: ResolvedOptions
+  registry: Registry
+  store: SessionStore
+  lock: SessionLock | null
+  bus: Bus
+  eventLog: EventLog
+  logger: FastifyBaseLogger
+}
+
+/** What this instance holds right now, for operators and tests (all counts; 0 when idle). */
+export interface EngineStatus {
+  /** Sessions this instance holds something of (a request in flight, a waiting handler, a stream). */
+  sessionsHeld: number
+  /** Sessions' GET streams open on this instance. */
+  getStreams: number
+  /** 2026-07-28 listen streams open on this instance. */
+  listenStreams: number
+}
+
+/** @internal See the module doc. */
+export class McpEngine {
+  readonly hub: Hub
+  readonly #legacy: LegacyWire
+  readonly #modern: ModernWire
+  readonly #streams: StreamDeps
+  readonly #bus: Bus
+  readonly #subscription: Promise<() => Promise<void>>
+
+  constructor (d: EngineDeps) {
+    const { opts, registry, logger } = d
+    this.#bus = d.bus
+    this.hub = new Hub(d.bus, logger)
+    const sessions = new StateBackend(d.store, d.lock)
+    const capabilities = serverCapabilities(registry)
+    const gc = new GcPolicy({ gcProbability: opts.gcProbability, gcDivisor: opts.gcDivisor })
+    const maybeGc = (log: FastifyBaseLogger): void => { gc.maybeRun(d.store, log) }
+    this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc })
+    this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog }
+    const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
+    const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
+    this.#modern = new ModernWire({ opts, registry, sealer, capabilities, cache, logger })
+    this.#subscription = d.bus.subscribe(BROADCAST_CHANNEL, (m) => { this.#onBroadcast(m) })
+    // An instance started while the bus is down keeps running (and logs); it must not crash.
+    this.#subscription.catch((err: unknown) => logger.error({ err }, 'broadcast subscription failed'))
+    this.#announce(registry, logger)
+  }
+
+  /** A POST whose body parsed: the modern wire or the handshake-era one. */
+  async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null): Promise<void> {
+    if (isModernPost(exchange.request, body)) await this.#modern.post(exchange, body, principal)
+    else await this.#legacy.post(exchange, body, principal)
+  }
+
+  /** GET of a handshake-era session's stream. */
+  async get (exchange: Exchange, principal: McpPrincipal | null): Promise<void> {
+    await openGetStream(this.#streams, exchange, principal)
+  }
+
+  /** DELETE of a handshake-era session. */
+  async delete (exchange: Exchange, principal: McpPrincipal | null): Promise<void> {
+    await deleteSession(this.#streams, exchange, principal)
+  }
+
+  /** A notification for one session's GET stream, on whatever instance holds it. */
+  async notify (sessionId: string, method: string, params?: Record<string, unknown>): Promise<void> {
+    await this.hub.topics.publish(sessionId, { t: 'notify', sid: sessionId, msg: notification(method, params) })
+  }
+
+  /** A notification for every session's GET stream, on every instance. */
+  async notifyAll (method: string, params?: Record<string, unknown>): Promise<void> {
+    await this.#bus.publish(BROADCAST_CHANNEL, { t: 'broadcast', kind: 'custom', msg: notification(method, params) })
+  }
+
+  status (): EngineStatus {
+    return { sessionsHeld: this.hub.size, getStreams: this.hub.getStreams.size, listenStreams: this.#modern.listeners.size }
+  }
+
+  /** Server shutdown: streams end (with `retry` or their final result), waiting handlers are rejected. */
+  async close (retryMs: number): Promise<void> {
+    this.#modern.close()
+    await this.hub.close(retryMs)
+    await this.#subscription.then(unsub => unsub()).catch(() => {})
+  }
+
+  /**
+   * Registry changes and application notifications go through the bus, so that every instance
+   * (this one included) forwards them to its own GET and listen streams, once each.
+   */
+  #announce (registry: Registry, logger: FastifyBaseLogger): void {
+    const publish = (m: BusMessage): void => {
+      this.#bus.publish(BROADCAST_CHANNEL, m).catch((err: unknown) => logger.warn({ err }, 'broadcast failed'))
+    }
+    registry.on('changed', (kind) => { publish({ t: 'broadcast', kind, msg: notification(`notifications/${kind}/list_changed`) }) })
+    registry.on('resourceUpdated', (uri) => { publish({ t: 'resource', uri }) })
+  }
+
+  #onBroadcast (m: BusMessage): void {
+    if (m.t === 'broadcast') {
+      this.hub.getStreams.broadcast(m.msg)
+      if (m.kind === 'tools' || m.kind === 'prompts' || m.kind === 'resources') this.#modern.listChanged(m.kind)
+    } else if (m.t === 'resource') {
+      this.hub.getStreams.resourceUpdated(m.uri)
+      this.#modern.resourceUpdated(m.uri)
+    }
+  }
+}
+
+function notification (method: string, params?: Record<string, unknown>): Record<string, unknown> {
+  const msg: Record<string, unknown> = { jsonrpc: '2.0', method }
+  if (params !== undefined) msg.params = params
+  return msg
+}

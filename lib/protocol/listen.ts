@@ -1,0 +1,100 @@
+/**
+ * `subscriptions/listen` (2026-07-28): an SSE stream on which the server sends the list changes
+ * and resource updates a client asked for, each tagged with the subscription id, after an
+ * acknowledgement of the honoured subset; on shutdown, the request's final result.
+ */
+import type { EventSink } from '../bus/event-sink.js'
+import type { ListKind } from '../features/registry.js'
+import { ErrorCode, McpError, type RequestId } from '../jsonrpc/errors.js'
+import { isPlainObject, resultResponse, type JsonRpcRequest } from '../jsonrpc/messages.js'
+import type { Exchange } from './exchange.js'
+import { META_SUB } from './meta.js'
+
+interface ListenStream {
+  id: RequestId
+  sink: EventSink
+  kinds: Set<ListKind>
+  uris: Set<string>
+}
+
+/**
+ * Why a `subscriptions/listen` filter is malformed, or `null`: `notifications` is required, an
+ * object whose flags are booleans and whose `resourceSubscriptions` is an array of strings
+ * (unknown keys are ignored, as in the schema). A stream opened on a filter we misread would
+ * stay silent without telling the client why.
+ */
+function filterProblem (filter: unknown): string | null {
+  if (!isPlainObject(filter)) return 'notifications must be an object'
+  for (const flag of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged']) {
+    if (filter[flag] !== undefined && typeof filter[flag] !== 'boolean') return `notifications.${flag} must be a boolean`
+  }
+  const uris = filter.resourceSubscriptions
+  if (uris !== undefined && !(Array.isArray(uris) && uris.every(u => typeof u === 'string'))) {
+    return 'notifications.resourceSubscriptions must be an array of strings'
+  }
+  return null
+}
+
+/** The listen streams of this process. */
+export class ListenStreams {
+  readonly #streams = new Set<ListenStream>()
+  readonly #max: number
+  readonly #keepAlive: number
+
+  constructor (options: { max: number, keepAlive: number }) {
+    this.#max = options.max
+    this.#keepAlive = options.keepAlive
+  }
+
+  /** Number of open listen streams (tests). */
+  get size (): number { return this.#streams.size }
+
+  /** Opens a listen stream for `msg` with what the server offers (`caps`) honoured. */
+  open (exchange: Exchange, msg: JsonRpcRequest, caps: Record<string, unknown>): void {
+    const problem = filterProblem(msg.params?.notifications)
+    if (problem !== null) throw new McpError(ErrorCode.InvalidParams, `Invalid params: ${problem}`, undefined, 400)
+    if (this.#streams.size >= this.#max) {
+      throw new McpError(ErrorCode.ServerError, 'Too many listen streams on this server; retry later', undefined, 429)
+    }
+    const wanted = msg.params?.notifications as Record<string, unknown>
+    const honored: Record<string, unknown> = {}
+    const kinds = new Set<ListKind>()
+    for (const kind of ['tools', 'prompts', 'resources'] as const) {
+      if (wanted[`${kind}ListChanged`] === true && caps[kind] !== undefined) { honored[`${kind}ListChanged`] = true; kinds.add(kind) }
+    }
+    const uris = new Set<string>()
+    if (Array.isArray(wanted.resourceSubscriptions) && caps.resources !== undefined) {
+      for (const u of wanted.resourceSubscriptions) uris.add(u as string)
+      honored.resourceSubscriptions = [...uris]
+    }
+    const stream: ListenStream = { id: msg.id, sink: exchange.stream({ keepAlive: this.#keepAlive, what: { listen: msg.id } }), kinds, uris }
+    this.#streams.add(stream)
+    this.#send(stream, 'notifications/subscriptions/acknowledged', { notifications: honored })
+    stream.sink.onClose(() => { this.#streams.delete(stream) })
+    exchange.request.log.debug({ kinds: [...kinds], uris: uris.size }, 'listen stream opened')
+  }
+
+  #send (stream: ListenStream, method: string, params: Record<string, unknown> = {}): void {
+    const message = { jsonrpc: '2.0', method, params: { ...params, _meta: { [META_SUB]: stream.id } } }
+    stream.sink.event(null, JSON.stringify(message))
+  }
+
+  /** A list changed: tell the listen streams that asked for that kind. */
+  listChanged (kind: ListKind): void {
+    for (const s of this.#streams) if (s.kinds.has(kind)) this.#send(s, `notifications/${kind}/list_changed`)
+  }
+
+  /** A resource changed: tell the listen streams subscribed to its URI. */
+  resourceUpdated (uri: string): void {
+    for (const s of this.#streams) if (s.uris.has(uri)) this.#send(s, 'notifications/resources/updated', { uri })
+  }
+
+  /** Server shutdown: each listen stream ends with its final result. */
+  close (): void {
+    for (const s of this.#streams) {
+      s.sink.event(null, JSON.stringify(resultResponse(s.id, { resultType: 'complete', _meta: { [META_SUB]: s.id } })))
+      s.sink.end()
+    }
+    this.#streams.clear()
+  }
+}

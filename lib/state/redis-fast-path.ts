@@ -1,0 +1,94 @@
+/**
+ * The Redis fast path: with a `RedisSessionStore` and a `RedisSessionLock` on the same server,
+ * take-lock+read is one Lua script and save+release another, so a locked request costs two round
+ * trips instead of four; and a request that changed nothing hands the lease, with the state it read,
+ * to the next request of this process queued for the same key, for none.
+ *
+ * This object is the one place that knows both: it runs the store's scripts (and codec) on the
+ * lock's fail-fast client, through the lock's lease machinery (FIFO, token, renewal, pass-on). It
+ * has the shape of `LockedAccess` (`locked-access.ts`), which picks it.
+ */
+import type { RedisSessionLock } from '../locks/redis-lock.js'
+import type { AcquireOptions, SessionLease } from '../locks/session-lock.js'
+import { sessionKey } from '../redis/keys.js'
+import { decodeSession, saveArguments, type RedisSessionStore } from '../sessions/redis-store.js'
+import type { LockedSession, SaveGuard, SaveResult, SessionChanges } from '../sessions/session-store.js'
+
+/**
+ * What a pass-on hands to the next holder: the state as read (the raw HGETALL reply), and who
+ * read it. Every holder decodes its own copy, so what one request mutated without saving never
+ * reaches the next.
+ */
+class PassedState {
+  constructor (readonly by: RedisFastPath, readonly fields: string[]) {}
+}
+
+/** Store + lock in one backend call each (see the module doc). */
+export class RedisFastPath {
+  readonly #store: RedisSessionStore
+  readonly #lock: RedisSessionLock
+  /** The raw reply read under each lease, for passing it on. */
+  readonly #read = new WeakMap<SessionLease, string[]>()
+
+  /** Both must use the same Redis server and database (nothing can check it). */
+  constructor (store: RedisSessionStore, lock: RedisSessionLock) {
+    this.#store = store
+    this.#lock = lock
+  }
+
+  /**
+   * Waits for the key's lease as `lock.acquire()` does (FIFO, backoff, timeout, signal, owner,
+   * errors) where each try is one script: `SET NX PX` of the lease, then HGETALL and PEXPIRE of the
+   * state. Resolves null, holding nothing, when the state does not exist. State that cannot be
+   * decoded releases the lease and rejects.
+   */
+  async acquireAndLoad (id: string, options: AcquireOptions = {}): Promise<LockedSession | null> {
+    const store = this.#store
+    const lock = this.#lock
+    const hash = sessionKey(store.prefix, id)
+    const taken = await lock.acquireWith<string[]>(id, options, async (client, key, token) => {
+      const reply = await client.mcpAcquireAndLoad(key, hash, token, lock.ttl, store.ttl)
+      if (reply[0] === 1) return { status: 'taken', value: reply[1] }
+      return reply[0] === 2 ? { status: 'missing' } : { status: 'busy' }
+    }, (handed) => handed instanceof PassedState && handed.by === this ? { value: handed.fields } : null)
+    if (taken === null) return null
+    let record
+    try {
+      record = decodeSession(taken.value)
+    } catch (err) {
+      await taken.lease.release().catch(() => {})
+      throw err
+    }
+    this.#read.set(taken.lease, taken.value)
+    return { lease: taken.lease, record }
+  }
+
+  /**
+   * Passes an unchanged state and its lease to the next request of this process waiting for it
+   * (no round trip: nobody else can have written the state while the lease was held, since every
+   * write goes through it). False when the lease cannot be passed on; release it then.
+   */
+  passOn (_id: string, lease: SessionLease): boolean {
+    const fields = this.#read.get(lease)
+    if (fields === undefined) return false
+    if (!this.#lock.passOn(lease, new PassedState(this, fields))) return false
+    this.#read.delete(lease)
+    return true
+  }
+
+  /**
+   * Fenced save (by the lease's token, and `guard.version`) plus compare-and-delete of the lease,
+   * in one script on the lock's client. The lease ends here even if the call fails (it then
+   * expires in Redis after the lock's ttl).
+   * @throws {SessionLockError} "not held" for a lease released already.
+   */
+  async saveAndRelease (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease): Promise<SaveResult> {
+    const store = this.#store
+    // Keys and values are checked before the lease ends.
+    const args = saveArguments(store.ttl, changes, '', guard.version)
+    return await this.#lock.releaseWith(lease, async (client, key, token) => {
+      args[1] = token
+      return await client.mcpSaveAndRelease(sessionKey(store.prefix, id), key, ...args)
+    })
+  }
+}

@@ -1,0 +1,207 @@
+/**
+ * The state scope: for one key of a store (a session id today), take the lock → load → hand a
+ * handle to the work → save the keys it changed (fenced) → release. Around a wait for the client it
+ * saves and releases, then takes the lock back and re-reads; a request that changed nothing hands
+ * the lease on to the next one queued in its process; a request aborted while queued leaves the
+ * queue at once. Everything that holds shared state under the lock goes through here; nothing
+ * else touches a lease.
+ *
+ * The scope never logs and never answers a client: it reports what happened (the result of a
+ * close, a lost lease, typed errors) and the protocol layer decides what the client is told.
+ */
+import { Lease } from '../locks/lease.js'
+import type { AcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
+import { SessionHandle } from '../sessions/session-handle.js'
+import type { SaveResult, SessionRecord, SessionStore } from '../sessions/session-store.js'
+import { lockedAccess, type LockedAccess } from './locked-access.js'
+
+/** The store and lock a kind of state lives in, with their combined path when they have one. */
+export class StateBackend {
+  readonly store: SessionStore
+  readonly lock: SessionLock | null
+  readonly fast: LockedAccess | null
+
+  constructor (store: SessionStore, lock: SessionLock | null) {
+    this.store = store
+    this.lock = lock
+    this.fast = lockedAccess(store, lock)
+  }
+
+  /**
+   * Opens a scope on `id`: takes the lock first when `options.lock` is set and a lock is
+   * configured. Resolves `null`, holding nothing, when the state does not exist (unknown ids never
+   * create a lock key or file). Rejects with the lock's errors (`SessionLockTimeoutError`,
+   * `SessionLockError`, the signal's reason) or the store's.
+   */
+  async open (id: string, options: ScopeOptions): Promise<StateScope | null> {
+    if (options.lock && this.lock !== null) {
+      const taken = await this.#lockAndLoad(id, options)
+      return taken === null ? null : new StateScope(this, id, taken.record, taken.lease, options)
+    }
+    const record = await this.store.load(id)
+    return record === null ? null : new StateScope(this, id, record, null, options)
+  }
+
+  /** @internal Takes the lease and reads the state (one backend call on the fast path). */
+  async lockAndLoad (id: string, options: AcquireOptions): Promise<{ lease: SessionLease, record: SessionRecord } | null> {
+    return await this.#lockAndLoad(id, options)
+  }
+
+  async #lockAndLoad (id: string, options: AcquireOptions): Promise<{ lease: SessionLease, record: SessionRecord } | null> {
+    if (this.fast !== null) return await this.fast.acquireAndLoad(id, acquireOptions(options))
+    const lock = this.lock as SessionLock
+    // Existence first: an unknown id must not create a lock key or file.
+    if (!await this.store.exists(id)) return null
+    const lease = await lock.acquire(id, acquireOptions(options))
+    try {
+      const record = await this.store.load(id)
+      if (record === null) { await lease.release(); return null }
+      return { lease, record }
+    } catch (err) {
+      await lease.release().catch(() => {})
+      throw err
+    }
+  }
+}
+
+/** How a scope is opened. */
+export interface ScopeOptions {
+  /** Take the lock (when one is configured): the work writes, or must see every earlier write. */
+  lock: boolean
+  /** Who asks (the request): taking a key its owner holds already is an error, not a deadlock. */
+  owner?: object
+  /** Aborting it while queued for the lock gives up at once. */
+  signal?: AbortSignal
+}
+
+function acquireOptions (options: AcquireOptions): AcquireOptions {
+  return { owner: options.owner, signal: options.signal }
+}
+
+/**
+ * What a close did:
+ * - `unchanged`: nothing to write (the lease was released or passed on);
+ * - `ok`: the changes were written;
+ * - `gone`: the state was destroyed meanwhile; nothing was written, nor re-created;
+ * - `fenced`: the lease was lost and someone else changed the state; nothing was written;
+ * - `failed`: the backend failed (`error`); whether anything was written is unknown.
+ */
+export type CloseResult =
+  | { status: 'unchanged' | SaveResult }
+  | { status: 'failed', error: unknown }
+
+/** One open scope (see the module doc). */
+export class StateScope {
+  readonly id: string
+  readonly handle: SessionHandle
+  readonly #backend: StateBackend
+  readonly #options: ScopeOptions
+  #lease: SessionLease | null = null
+  #closed = false
+  #onLost: (() => void) | null = null
+  #lost = false
+
+  constructor (backend: StateBackend, id: string, record: SessionRecord, lease: SessionLease | null, options: ScopeOptions) {
+    this.#backend = backend
+    this.#options = options
+    this.id = id
+    this.handle = new SessionHandle(id, record)
+    this.#hold(lease)
+  }
+
+  /** Whether a lease is held right now. */
+  get held (): boolean { return this.#lease !== null }
+
+  /** Whether a lease held by this scope was lost (it may have been written by someone else since). */
+  get lost (): boolean { return this.#lost }
+
+  /** Whether the scope was opened under the lock (it takes the lock back after a wait). */
+  get locking (): boolean { return this.#options.lock && this.#backend.lock !== null }
+
+  /** Calls `fn` once when a lease of this scope is lost (a Redis lease that could not be renewed). */
+  onLost (fn: () => void): void {
+    this.#onLost = fn
+    if (this.#lost) fn()
+  }
+
+  #hold (lease: SessionLease | null): void {
+    this.#lease = lease
+    if (lease === null) return
+    const lost = (): void => {
+      if (this.#lease !== lease) return
+      this.#lost = true
+      this.#onLost?.()
+    }
+    // The bundled locks' leases tell without an AbortSignal; other locks' through the signal.
+    if (lease instanceof Lease) lease.whenLost(lost)
+    else lease.signal.addEventListener('abort', lost, { once: true })
+  }
+
+  /**
+   * Writes back what the work changed and releases the lease (one backend call on the fast path),
+   * or passes it on when nothing changed. A destroyed state is never re-created; a lost lease never
+   * overwrites newer state. Never throws; a second close does nothing (`unchanged`).
+   */
+  async close (): Promise<CloseResult> {
+    if (this.#closed) return { status: 'unchanged' }
+    this.#closed = true
+    const lease = this.#lease
+    this.#lease = null
+    const fast = lease !== null ? this.#backend.fast : null
+    let passed = false
+    try {
+      if (!this.handle.dirty) {
+        // Unchanged: the next request of this process for the key may take the lease as it is.
+        passed = fast?.passOn(this.id, lease as SessionLease) === true
+        return { status: 'unchanged' }
+      }
+      const guard = { version: this.handle.version, fence: lease?.fence }
+      const changes = this.handle.changes()
+      const status = fast !== null
+        ? await fast.saveAndRelease(this.id, changes, guard, lease as SessionLease)
+        : await this.#backend.store.save(this.id, changes, guard)
+      if (status === 'ok') this.handle.markSaved()
+      return { status }
+    } catch (error) {
+      return { status: 'failed', error }
+    } finally {
+      // saveAndRelease released it already (a second release rejects "not held": fine here).
+      if (lease !== null && !passed) await lease.release().catch(() => {})
+    }
+  }
+
+  /**
+   * Before waiting for the client: saves and releases (see {@link close}), so that the session's
+   * other requests, the client's answer among them, are not blocked by the wait.
+   */
+  async suspend (): Promise<CloseResult> {
+    return await this.close()
+  }
+
+  /**
+   * After the wait: takes the lock back and re-reads the state; this work's unsaved changes stay
+   * on top of it. Rejects with the lock's or store's errors, or when the state ended meanwhile.
+   */
+  async resume (): Promise<void> {
+    const taken = await this.#backend.lockAndLoad(this.id, this.#options)
+    if (taken === null) throw new Error('the state ended while waiting for the client')
+    this.#closed = false
+    this.#hold(taken.lease)
+    this.handle.reload(taken.record)
+  }
+
+  /**
+   * Ends the state (under the lease, when held, so that no running work writes it back), then
+   * releases. Resolves whether it existed.
+   */
+  async destroy (): Promise<boolean> {
+    this.#closed = true
+    const lease = this.#lease
+    this.#lease = null
+    try {
+      return await this.#backend.store.destroy(this.id)
+    } finally {
+      if (lease !== null) await lease.release().catch(() => {})
+    }
+  }
+}
