@@ -4,13 +4,16 @@
  *   (a) imported from ESM, registered on a Fastify app, answering tools/call on both wires;
  *   (b) the same through `require()` from CommonJS (require(esm), Node >= 20.19);
  *   (c) a consumer .ts using the README's public API type-checked under `strict` with
- *       `skipLibCheck: false`, by the repo's own TypeScript.
+ *       `skipLibCheck: false`, by the repo's own TypeScript;
+ *   (d) the file lock's native addon: not loaded by importing or serving, loaded by
+ *       FileSessionLock, and, once uninstalled (`--omit=optional`), a clear error from it alone.
  * Nothing is mocked: the real npm, the npm cache (or the registry) and fresh Node processes, with
  * the test runner's NODE_OPTIONS removed so no loader of ours helps the consumer.
  */
 import t, { type Test } from 'tap'
 import { execFile } from 'node:child_process'
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -235,6 +238,44 @@ t.test('(c) a consumer .ts type-checks under strict, skipLibCheck off', async t 
   const ownTs = join(ROOT, 'node_modules', 'typescript') + sep
   t.same(listed.filter(f => resolve(f).startsWith(ROOT + sep) && !resolve(f).startsWith(ownTs)), [],
     'no file of the repo took part (only the compiler and its lib files)')
+})
+
+t.test('(d) the file-lock addon: loaded by FileSessionLock only, optional, and missed clearly', async t => {
+  interface Loaded { dlopened: string[], required: string[] }
+  interface ProbeReport {
+    afterImport: Loaded
+    served: unknown
+    afterServe: Loaded
+    lock: { ok: boolean, name?: string, message?: string, cause?: string }
+    afterLock: Loaded
+  }
+  const none: Loaded = { dlopened: [], required: [] }
+  await copyFile(join(ROOT, 'test', 'package', 'fixtures', 'addon-probe.mjs'), join(app, 'addon-probe.mjs'))
+  const probe = async (): Promise<ProbeReport> => {
+    const scratch = await mkdtemp(join(work, 'probe-'))
+    const { stdout } = await run(process.execPath, ['addon-probe.mjs', 'fastify-mcp-http', scratch], app, 60_000)
+    return JSON.parse(stdout.trim().split('\n').pop() ?? '') as ProbeReport
+  }
+
+  const present = await probe()
+  t.same(present.afterImport, none, 'importing the package loads no addon')
+  t.same(present.served, { init: 200, call: 200, text: 'hi' }, 'served on a FileSessionStore')
+  t.same(present.afterServe, none, 'serving and the file store\'s gc() load no addon')
+  t.same(present.lock, { ok: true }, 'FileSessionLock works')
+  t.match(present.afterLock.dlopened, [/fs-native-extensions.*\.node$/], 'FileSessionLock loaded the addon (the probe sees it)')
+
+  const lock = JSON.parse(await readFile(join(app, 'package-lock.json'), 'utf8')) as { packages: Record<string, { optional?: boolean }> }
+  t.equal(lock.packages['node_modules/fs-native-extensions']?.optional, true, 'npm installed it as an optional dependency')
+  await run('npm', ['prune', '--omit=optional', '--no-audit', '--no-fund', '--loglevel=error'], app)
+  t.notOk(existsSync(join(app, 'node_modules', 'fs-native-extensions')), '--omit=optional leaves it out')
+
+  const missing = await probe()
+  t.same(missing.afterImport, none)
+  t.same(missing.served, { init: 200, call: 200, text: 'hi' }, 'the package works without it')
+  t.equal(missing.lock.ok, false, 'FileSessionLock refused')
+  t.equal(missing.lock.name, 'SessionLockError')
+  t.match(missing.lock.message, /needs the optional dependency "fs-native-extensions", which is not installed.*Install it: npm install fs-native-extensions/)
+  t.equal(missing.lock.cause, 'MODULE_NOT_FOUND')
 })
 
 /**
