@@ -13,6 +13,9 @@
  *   file notices (its descriptor no longer names the path) and starts over on the new file.
  * - Acquiring refreshes the lock file's mtime, so gc can tell a live session's file from an
  *   abandoned one.
+ * - The addon is an optional dependency, loaded on first use (`new FileSessionLock`, or gc finding
+ *   a lock file), never by importing the package: memory and Redis users do not load it, nor need
+ *   it installed.
  */
 import { accessSync, constants as fsConstants, mkdirSync } from 'node:fs'
 import { open, stat, type FileHandle } from 'node:fs/promises'
@@ -32,8 +35,31 @@ interface NativeFileLocks {
   tryLock (fd: number): boolean
 }
 
-// fs-native-extensions is CommonJS without type declarations.
-const nativeLocks = createRequire(import.meta.url)('fs-native-extensions') as NativeFileLocks
+const ADDON = 'fs-native-extensions'
+let nativeLocks: NativeFileLocks | undefined
+
+/**
+ * The kernel-lock addon, loaded once, on first use.
+ * @throws {SessionLockError} naming the package when it is not installed or does not load here.
+ */
+function loadNativeLocks (): NativeFileLocks {
+  if (nativeLocks !== undefined) return nativeLocks
+  try {
+    // CommonJS without type declarations.
+    nativeLocks = createRequire(import.meta.url)(ADDON) as NativeFileLocks
+  } catch (err) {
+    const notInstalled = (err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' &&
+      (err as Error).message.startsWith(`Cannot find module '${ADDON}'`)
+    throw new SessionLockError(notInstalled
+      ? `FileSessionLock needs the optional dependency "${ADDON}", which is not installed ` +
+        `(installs with --omit=optional leave it out). Install it: npm install ${ADDON}`
+      : `FileSessionLock needs the native addon "${ADDON}", which failed to load on ` +
+        `${process.platform}-${process.arch}: ${(err as Error).message}. Reinstall it (npm install ${ADDON}), ` +
+        'or use MemorySessionLock or RedisSessionLock where it cannot load.',
+    { cause: err })
+  }
+  return nativeLocks
+}
 
 /** First and largest delay between two polls of a busy lock file (ms). */
 const POLL_BASE = 2
@@ -62,11 +88,14 @@ export class FileSessionLock implements SessionLock {
   readonly #closing = new AbortController()
 
   /**
-   * Creates the directory and checks it is writable (synchronously: construction only).
+   * Loads the `fs-native-extensions` addon, creates the directory and checks it is writable
+   * (synchronously: construction only).
    * @throws {RangeError} when `timeout` is negative.
-   * @throws {SessionLockError} when the directory cannot be created or written.
+   * @throws {SessionLockError} when the addon is not installed or does not load, or the directory
+   * cannot be created or written.
    */
   constructor (options: FileSessionLockOptions) {
+    loadNativeLocks()
     this.timeout = checkTimeout(options.timeout ?? DEFAULT_LOCK_TIMEOUT)
     if (typeof options.dir !== 'string' || options.dir === '') throw new TypeError('dir must be a non-empty string.')
     this.dir = resolve(options.dir)
@@ -164,7 +193,7 @@ export class FileSessionLock implements SessionLock {
       throw backendError(id, err)
     }
     try {
-      if (!nativeLocks.tryLock(handle.fd)) {
+      if (!loadNativeLocks().tryLock(handle.fd)) {
         await handle.close()
         return { locked: false, reason: 'busy' }
       }
@@ -213,7 +242,8 @@ function errorUnlessMissing (err: NodeJS.ErrnoException): undefined {
 /**
  * Takes the kernel lock of an existing lock file without waiting, for `FileSessionStore.gc()`:
  * the open handle when locked (close it to unlock), `null` when the file is missing, `false` when
- * it is held (or was replaced meanwhile).
+ * it is held (or was replaced meanwhile). Loads the addon only when the file exists.
+ * @throws {SessionLockError} when the file exists and the addon is not installed or does not load.
  */
 export async function tryLockExistingFile (path: string): Promise<FileHandle | null | false> {
   let handle: FileHandle
@@ -224,7 +254,7 @@ export async function tryLockExistingFile (path: string): Promise<FileHandle | n
     throw err
   }
   try {
-    if (nativeLocks.tryLock(handle.fd) && await namesPath(handle, path)) return handle
+    if (loadNativeLocks().tryLock(handle.fd) && await namesPath(handle, path)) return handle
   } catch (err) {
     await handle.close().catch(() => {})
     throw err
