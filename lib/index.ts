@@ -63,7 +63,7 @@ export { MemorySessionStore, type MemorySessionStoreOptions } from './sessions/m
 export { FileSessionStore, type FileSessionStoreOptions } from './sessions/file-store.js'
 export { RedisSessionStore, type RedisSessionStoreOptions } from './sessions/redis-store.js'
 export { GcPolicy, type GcPolicyOptions } from './sessions/gc.js'
-export { isLockingStore } from './sessions/session-store.js'
+export { isLockingStore, SessionDataError } from './sessions/session-store.js'
 export { MemorySessionLock, type MemorySessionLockOptions } from './locks/memory-lock.js'
 export { FileSessionLock, type FileSessionLockOptions } from './locks/file-lock.js'
 export { RedisSessionLock, type RedisSessionLockOptions } from './locks/redis-lock.js'

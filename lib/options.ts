@@ -73,6 +73,8 @@ export interface McpPluginOptions {
   pageSize?: number
   /** Pending requests to the client allowed per session. Default 32. */
   maxPendingClientRequests?: number
+  /** Messages allowed in one JSON-RPC batch (2025-03-26 sessions); a larger batch gets 400. Default 64. */
+  maxBatchSize?: number
   /**
    * Requests in flight plus open streams (GET, resumed) allowed per session on one instance; past
    * it a request gets 429. Default 64.
@@ -139,6 +141,7 @@ export interface ResolvedOptions {
   retryInterval: number
   pageSize: number
   maxPendingClientRequests: number
+  maxBatchSize: number
   maxStreamsPerSession: number
   requestStateSecret: string | undefined
   requestStateTtl: number
@@ -293,6 +296,7 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     retryInterval: nonNegativeInt(o, 'retryInterval', 1000),
     pageSize: nonNegativeInt(o, 'pageSize', 100, 1),
     maxPendingClientRequests: nonNegativeInt(o, 'maxPendingClientRequests', 32, 1),
+    maxBatchSize: nonNegativeInt(o, 'maxBatchSize', 64, 1),
     maxStreamsPerSession: nonNegativeInt(o, 'maxStreamsPerSession', 64, 1),
     requestStateSecret: checkSecret(opts.requestStateSecret),
     requestStateTtl: nonNegativeInt(o, 'requestStateTtl', 600_000, 1),

@@ -135,7 +135,7 @@ export class FileSessionLock implements SessionLock {
     if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)
     const deadline = performance.now() + timeout
     const onTimeout = (): Error => new SessionLockTimeoutError(id, timeout)
-    const slot = await this.#fifo.acquire(id, { timeout, signal: options.signal, owner: options.owner, onTimeout })
+    const slot = await this.#fifo.acquire(id, { timeout, signal: options.signal, owner: options.owner, front: options.priority, onTimeout })
     try {
       for (let poll = 0; ;) {
         const attempt = await this.#attempt(id, path)

@@ -19,6 +19,8 @@ export interface FifoAcquireOptions {
   signal?: AbortSignal
   /** Recorded as the holder once the slot is granted (see {@link KeyedFifo.isHeldBy}). */
   owner?: object
+  /** Queue at the head instead of the tail (before every other waiter of the key). */
+  front?: boolean
   /** Builds the rejection of a waiter whose timeout ran out. */
   onTimeout: () => Error
 }
@@ -98,7 +100,8 @@ export class KeyedFifo {
         waiter.onAbort = () => drop(signal.reason)
         signal.addEventListener('abort', waiter.onAbort, { once: true })
       }
-      entry.queue.push(waiter)
+      if (options.front === true) entry.queue.unshift(waiter)
+      else entry.queue.push(waiter)
     })
   }
 

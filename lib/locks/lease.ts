@@ -40,6 +40,21 @@ export class Lease implements SessionLease {
     return this.#lost
   }
 
+  #validity: (() => boolean) | null = null
+
+  /**
+   * @internal For a lease that expires by time (Redis): tells whether it can still be ours by the
+   * clock. A process that was paused past the ttl resumes before the timer that would notice it.
+   */
+  expiresBy (valid: () => boolean): void {
+    this.#validity = valid
+  }
+
+  /** Whether the lease was lost, or can no longer be ours by the clock (see {@link expiresBy}). */
+  get expired (): boolean {
+    return this.#lost || (this.#validity !== null && !this.#validity())
+  }
+
   /**
    * @internal Calls `fn` once when the lease is lost or revoked: what a listener on `signal` does,
    * without making the signal.

@@ -45,6 +45,7 @@ export class MemorySessionLock implements SessionLock {
       timeout,
       signal: options.signal,
       owner: options.owner,
+      front: options.priority,
       onTimeout: () => new SessionLockTimeoutError(id, timeout)
     })
     return this.#lease(id, release)

@@ -239,7 +239,7 @@ export class RedisSessionLock implements SessionLock {
     if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)
     const deadline = performance.now() + timeout
     const onTimeout = (): Error => new SessionLockTimeoutError(id, timeout)
-    const slot = await this.#fifo.acquire(id, { timeout, signal: options.signal, owner: options.owner, onTimeout })
+    const slot = await this.#fifo.acquire(id, { timeout, signal: options.signal, owner: options.owner, front: options.priority, onTimeout })
     const key = lockKey(this.prefix, id)
     const baton = this.#batons.get(id)
     if (baton !== undefined) {
@@ -303,6 +303,7 @@ export class RedisSessionLock implements SessionLock {
       // Our token is gone from Redis (or may be): tell the holder; it still releases the lease.
       lease.lose(new SessionLockError(`The lock of session ${id} was lost`, { code: SessionLockErrorCodes.LEASE_LOST }))
     })
+    lease.expiresBy(() => performance.now() < renewal.confirmedAt + this.ttl)
     held.set(lease, { lock: this, client: this.#client, key, token, slot, passes, renewal })
     this.#leases.add(lease)
     return lease
@@ -365,7 +366,15 @@ export class RedisSessionLock implements SessionLock {
     // the release, and Redis runs the two in order; so a handoff costs one round trip, not two,
     // and one busy session's throughput is made of handoffs.
     state.slot()
-    return await finished
+    try {
+      return await finished
+    } catch (err) {
+      // The script failed (Redis refusing writes, a timeout): it may not have released the lease.
+      // A compare-and-delete frees it now where Redis still takes commands (DEL is allowed under
+      // maxmemory), instead of leaving the session busy for the lease's ttl.
+      state.client.mcpLockRelease(state.key, state.token).catch(() => {})
+      throw err
+    }
   }
 }
 

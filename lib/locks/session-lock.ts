@@ -24,6 +24,12 @@ export interface AcquireOptions {
    * ("already held") instead of a deadlock.
    */
   owner?: object
+  /**
+   * Goes before the other waiters of this process (a holder taking back a lock it released to
+   * wait for the client, so that newer requests do not overtake the one already under way).
+   * Locks may ignore it; the bundled ones honour it within one process, not across processes.
+   */
+  priority?: boolean
 }
 
 /** One acquisition of a session's lock. */

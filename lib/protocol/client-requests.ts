@@ -9,7 +9,16 @@ import type { Hub } from '../bus/hub.js'
 import { FST_ERR_MCP_CLIENT_REQUEST, FST_ERR_MCP_CLIENT_TIMEOUT, FST_ERR_MCP_SESSION_BUSY } from '../errors.js'
 import type { ResolvedOptions } from '../options.js'
 import type { ClientRequester, LegacyContext } from './legacy-context.js'
-import { reportClose } from './legacy-session.js'
+import { McpError } from '../jsonrpc/errors.js'
+import { reportClose, unkeptAnswer } from './legacy-session.js'
+
+/** The most of a client's answer a log line carries (JSON characters). */
+const LOGGED_ANSWER = 4096
+
+function logged (answer: Record<string, unknown>): string {
+  const text = JSON.stringify(answer)
+  return text.length <= LOGGED_ANSWER ? text : `${text.slice(0, LOGGED_ANSWER)}… (${text.length} characters)`
+}
 
 /** @internal The sender of a session's requests to the client (see the module doc). */
 export class ClientRequests implements ClientRequester {
@@ -34,8 +43,14 @@ export class ClientRequests implements ClientRequester {
     const id = answers.nextId()
     // Registered before any await, so that the cap above counts requests made in the same turn.
     const { answer, cancel } = answers.wait(sid, id)
+    // Whether this call released the lease for the wait (and so takes it back): of requests made
+    // together (Promise.all), the first releases it and takes it back.
+    let suspended = false
     try {
       await this.#hub.topics.ready(sid)
+      // Saved and released before the wait; if what the handler changed could not be kept, it
+      // stops here, and the scope stays closed (nothing more is written for this request).
+      if (ctx.scope.held) { await this.#suspend(ctx); suspended = true }
     } catch (err) {
       answer.catch(() => {})
       cancel(err as Error)
@@ -46,28 +61,41 @@ export class ClientRequests implements ClientRequester {
     timer.unref()
     const onAbort = (): void => cancel(signal.reason instanceof Error ? signal.reason : new Error('aborted'))
     signal.addEventListener('abort', onAbort, { once: true })
-    const locked = ctx.scope.held
+    let msg: Record<string, unknown> | undefined
     try {
-      if (locked) reportClose(await ctx.scope.suspend(), ctx.request.log, sid)
       ctx.responseChannel.emit({ jsonrpc: '2.0', id, method, params })
-      const msg = await answer
-      if (msg.error !== undefined) {
-        const e = msg.error as { message?: string }
-        throw new FST_ERR_MCP_CLIENT_REQUEST(method, String(e.message ?? 'error'))
-      }
-      return (msg.result ?? {}) as Record<string, unknown>
+      msg = await answer
     } finally {
       clearTimeout(timer)
       signal.removeEventListener('abort', onAbort)
-      if (locked) await this.#resume(ctx, method)
+      if (suspended) await this.#resume(ctx, method, msg)
     }
+    if (msg.error !== undefined) {
+      const e = msg.error as { message?: string }
+      throw new FST_ERR_MCP_CLIENT_REQUEST(method, String(e.message ?? 'error'))
+    }
+    return (msg.result ?? {}) as Record<string, unknown>
   }
 
-  async #resume (ctx: LegacyContext, method: string): Promise<void> {
+  /** Saves and releases before the wait; a save that did not keep the changes stops the handler. */
+  async #suspend (ctx: LegacyContext): Promise<void> {
+    const closed = await ctx.scope.suspend()
+    reportClose(closed, ctx.request.log, ctx.scope.id)
+    const unkept = unkeptAnswer(closed, undefined)
+    if (unkept !== null) throw new McpError(unkept.code, unkept.message, undefined, unkept.status)
+  }
+
+  /**
+   * Takes the session back (ahead of newer requests of this process). When it cannot be had, the
+   * handler gets FST_ERR_MCP_SESSION_BUSY, the session is left untouched, and the client's answer,
+   * which nobody will use, is logged rather than dropped in silence.
+   */
+  async #resume (ctx: LegacyContext, method: string, answer: Record<string, unknown> | undefined): Promise<void> {
     try {
       await ctx.scope.resume()
     } catch (err) {
-      ctx.request.log.warn({ err, sessionId: ctx.scope.id, method }, 'could not take the session back after the client answered')
+      ctx.request.log.warn({ err, sessionId: ctx.scope.id, method, answer: answer === undefined ? undefined : logged(answer) },
+        'could not take the session back after the client answered; the answer is dropped and the session left as it was')
       throw new FST_ERR_MCP_SESSION_BUSY((err as Error).message)
     }
   }

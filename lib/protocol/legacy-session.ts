@@ -9,8 +9,10 @@ import type { McpPrincipal } from '../context.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
 import { K } from '../sessions/session-handle.js'
+import { SessionDataError } from '../sessions/session-store.js'
 import { isValidSessionId } from '../sessions/session-id.js'
 import type { CloseResult, StateBackend, StateScope } from '../state/state-scope.js'
+import type { RequestAbort } from './request-abort.js'
 import { isLegacyVersion } from './versions.js'
 
 /** The refusals of this module (and the wire), by what happened. */
@@ -23,6 +25,8 @@ export const refuse = {
   busy: () => new McpError(ErrorCode.ServerError, 'Another request of this session is still being processed.', undefined, 503),
   lockDown: () => new McpError(ErrorCode.ServerError, 'Session lock is unavailable.', undefined, 503),
   storeDown: () => new McpError(ErrorCode.ServerError, 'Session store is unavailable.', undefined, 503),
+  /** 503: the stored session cannot be decoded; it can be served again once repaired or expired. */
+  unreadable: () => new McpError(ErrorCode.ServerError, 'Session data cannot be read.', undefined, 503),
   busDown: () => new McpError(ErrorCode.ServerError, 'Message bus is unavailable.', undefined, 503),
   /** 429: what one session may hold open on this instance is bounded. */
   tooManyStreams: () => new McpError(ErrorCode.ServerError, 'Too many requests and streams open for this session; retry later', undefined, 429)
@@ -55,6 +59,10 @@ export function unavailable (err: unknown, log: FastifyBaseLogger, sid: string):
     log.error({ err, sessionId: sid }, 'session lock unavailable')
     return refuse.lockDown()
   }
+  if (err instanceof SessionDataError) {
+    log.error({ err, sessionId: sid }, 'session data cannot be read')
+    return refuse.unreadable()
+  }
   log.error({ err, sessionId: sid }, 'session store unavailable')
   return refuse.storeDown()
 }
@@ -68,17 +76,31 @@ export function busDown (err: unknown, log: FastifyBaseLogger, sid: string): Mcp
 /**
  * Opens the session's scope for this request, taking the lock first when `lock` is set (and one
  * is configured). 404 for a session that does not exist or belongs to another principal; 503 when
- * the backend cannot serve it.
+ * the backend cannot serve it. With `abort`, a client that leaves while the request waits for the
+ * lock gives up its place in the queue at once: resolves `null` then (nobody is left to answer).
  */
 export async function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
-  principal: McpPrincipal | null, lock: boolean): Promise<StateScope> {
+  principal: McpPrincipal | null, lock: boolean, abort: RequestAbort | undefined): Promise<StateScope | null>
+export async function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
+  principal: McpPrincipal | null, lock: boolean): Promise<StateScope>
+export async function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
+  principal: McpPrincipal | null, lock: boolean, abort?: RequestAbort): Promise<StateScope | null> {
   let scope: StateScope | null
   try {
-    scope = await sessions.open(sid, { lock, owner: request })
+    scope = await sessions.open(sid, { lock, owner: request, signal: abort?.signal })
   } catch (err) {
+    if (abort?.aborted === true) {
+      request.log.debug({ sessionId: sid }, 'the client left while waiting for the session lock')
+      return null
+    }
     throw unavailable(err, request.log, sid)
   }
   if (scope === null) throw refuse.notFound()
+  if (abort?.aborted === true) {
+    // Granted just as the client left: its handler never runs.
+    await scope.close()
+    return null
+  }
   const owner = scope.handle.getProtocol<string | null>(K.principal) ?? null
   if (owner !== (principal?.id ?? null)) {
     await scope.close()
@@ -91,8 +113,38 @@ export async function openSession (sessions: StateBackend, request: FastifyReque
 /** Logs what a close that did not write means (the caller decides what the client is told). */
 export function reportClose (closed: CloseResult, log: FastifyBaseLogger, sid: string): void {
   switch (closed.status) {
-    case 'gone': log.warn({ sessionId: sid, result: 'gone' }, 'session ended meanwhile; changes dropped'); return
-    case 'fenced': log.warn({ sessionId: sid, result: 'fenced' }, 'session lock lost and the session changed meanwhile; changes dropped'); return
+    case 'gone': log.warn({ sessionId: sid, result: 'gone' }, 'session ended meanwhile; changes dropped'); break
+    case 'fenced': log.warn({ sessionId: sid, result: 'fenced' }, 'session lock lost and the session changed meanwhile; changes dropped'); break
+    case 'lost': log.warn({ sessionId: sid, result: 'lost' }, 'session lock lost; changes dropped'); break
     case 'failed': log.error({ err: closed.error, sessionId: sid }, 'session save failed')
   }
+  if (closed.releaseError !== undefined) {
+    log.warn({ err: closed.releaseError, sessionId: sid }, 'session lock release failed; it expires in the backend')
+  }
+}
+
+const LOCK_LOST = 'Session lock was lost; the changes of this request were not saved.'
+
+/** Why a request's handlers were stopped when its session lease was lost. */
+export class LeaseLostError extends Error {
+  constructor () { super('session lock lost') }
+}
+
+/** Whether a request was aborted because its session ended (DELETE, on any instance). */
+function sessionEnded (reason: unknown): boolean {
+  return reason instanceof Error && reason.message === 'session ended'
+}
+
+/**
+ * What the client is told instead of a result when what its request did was not kept (or the
+ * session went away under it), from how the scope closed and why the request was aborted; `null`
+ * when the results stand.
+ */
+export function unkeptAnswer (closed: CloseResult, abortReason: unknown): { status: number, code: number, message: string } | null {
+  if (closed.status === 'failed') return { status: 503, code: ErrorCode.ServerError, message: 'Session store is unavailable.' }
+  if (closed.status === 'fenced' || closed.status === 'lost' || abortReason instanceof LeaseLostError) {
+    return { status: 503, code: ErrorCode.ServerError, message: LOCK_LOST }
+  }
+  if (closed.status === 'gone' || sessionEnded(abortReason)) return { status: 404, code: ErrorCode.SessionNotFound, message: 'Session not found' }
+  return null
 }

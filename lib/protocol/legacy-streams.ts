@@ -88,11 +88,15 @@ async function followPostStream (d: StreamDeps, exchange: Exchange, sid: string,
   return true
 }
 
-/** DELETE: ends the session (under the lock, so no running request writes it back). */
+/**
+ * DELETE: ends the session at once, without waiting for the session lock: a request still running
+ * is aborted (its client is told the session is gone), and its save cannot bring the session back
+ * (every store reports `gone` instead of re-creating it).
+ */
 export async function deleteSession (d: StreamDeps, exchange: Exchange, principal: McpPrincipal | null): Promise<void> {
   const request = exchange.request
   const sid = sessionIdOf(request)
-  const scope = await openSession(d.sessions, request, sid, principal, true)
+  const scope = await openSession(d.sessions, request, sid, principal, false)
   try {
     checkVersionHeader(request)
   } catch (err) {

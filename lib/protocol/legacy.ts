@@ -20,16 +20,16 @@ import { ClientRequests } from './client-requests.js'
 import type { Exchange, ResponseChannel } from './exchange.js'
 import { LegacyContext } from './legacy-context.js'
 import { initialize } from './legacy-initialize.js'
-import { busDown, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf } from './legacy-session.js'
+import { LeaseLostError, busDown, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './legacy-session.js'
 import { RequestAbort } from './request-abort.js'
 import { allowsBatches, supportsSsePolling } from './versions.js'
 
-const LOCK_LOST = 'Session lock was lost; the changes of this request were not saved.'
+/** What a session may subscribe to (kept in the session, and on the instance holding its GET stream). */
+const MAX_SUBSCRIPTIONS = 100
+const MAX_SUBSCRIBED_URI = 2048
 
-/** Why a request's handlers were stopped when its session lease was lost. */
-class LeaseLostError extends Error {
-  constructor () { super('session lock lost') }
-}
+/** The answer of a POST whose session was opened: nothing is known of the client's interest yet. */
+const NOT_STARTED = { done: false, resumable: false }
 
 /** What the handshake-era wire is built from. */
 export interface LegacyDeps {
@@ -51,6 +51,8 @@ interface PostRun {
   /** Aborted when the lease is lost, or the client went away for good. */
   abort: RequestAbort
   principal: McpPrincipal | null
+  /** The HTTP status of a single request's answer (an error may name one, e.g. 503). */
+  status: number
 }
 
 /** @internal The legacy engine. */
@@ -67,57 +69,82 @@ export class LegacyWire {
   async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null): Promise<void> {
     const { messages, batch } = body
     const first = messages[0]
-    const request = exchange.request
     if (first.kind === 'request' && first.message.method === 'initialize' && !batch) {
       await initialize(this.#d, exchange, first.message, principal)
       return
     }
-    if (batch && messages.some(m => m.kind === 'request' && m.message.method === 'initialize')) {
-      throw new McpError(ErrorCode.InvalidRequest, 'Invalid Request: initialize cannot be part of a batch', undefined, 400)
-    }
+    const requests = this.#checkPost(body)
+    const request = exchange.request
     const sid = sessionIdOf(request)
-    const hasRequests = batch ? messages.some(m => m.kind === 'request') : first.kind === 'request'
-    if (hasRequests && this.#d.hub.streams(sid) >= this.#d.opts.maxStreamsPerSession) throw refuse.tooManyStreams()
-    // Answers and notifications never wait behind a running handler (that handler may be waiting for them).
-    const scope = await openSession(this.#d.sessions, request, sid, principal, hasRequests)
+    if (requests > 0 && this.#d.hub.streams(sid) + requests > this.#d.opts.maxStreamsPerSession) throw refuse.tooManyStreams()
+    // Watched from before the lock wait: a client that leaves while queued gives up its place at once.
     const abort = new RequestAbort()
+    abort.watch(exchange.connection, NOT_STARTED)
+    // Answers and notifications never wait behind a running handler (that handler may be waiting for them).
+    const lock = requests > 0
+    const scope = await openSession(this.#d.sessions, request, sid, principal, lock, this.#d.sessions.lock !== null && lock ? abort : undefined)
+    if (scope === null) { abort.unwatch(); return }
     scope.onLost(() => { abort.abort(new LeaseLostError()) })
     try {
-      const version = scope.handle.getProtocol<string>(K.version) ?? '2025-03-26'
-      checkVersionHeader(request)
-      if (batch && !allowsBatches(version)) {
-        throw new McpError(ErrorCode.InvalidRequest, 'Invalid Request: batches are only allowed with protocol version 2025-03-26', undefined, 400)
-      }
-      this.#d.maybeGc(request.log)
-      const channel = exchange.channel({
-        sessionId: sid,
-        polling: supportsSsePolling(version),
-        log: this.#d.eventLog,
-        publish: (m) => { this.#d.hub.topics.publish(sid, m).catch(() => {}) }
-      })
-      // A client that goes away before it can resume the response (no SSE event id yet) will never
-      // see it: stop the handlers, so the lease is freed now rather than when they finish.
-      abort.watch(exchange.connection, channel)
-      const run: PostRun = { exchange, scope, channel, abort, principal }
-      const responses = await this.#messages(run, body)
-      // Saved before answering: the client's next request must see what this one changed.
-      const closed = await scope.close()
-      reportClose(closed, request.log, sid)
-      if (closed.status === 'fenced' || abort.reason instanceof LeaseLostError) {
-        // The lease ran out under this request (and, when fenced, the session changed since): its
-        // changes were dropped, so its results must not be reported as done.
-        channel.finish(responses.map(r => 'result' in (r as object)
-          ? errorResponse((r as { id: RequestId }).id, ErrorCode.ServerError, LOCK_LOST)
-          : r), !batch, 503)
-        return
-      }
-      const status = !batch && messages.length === 1 && messages[0].kind === 'invalid' ? 400 : 200
-      channel.finish(responses, !batch, status)
+      await this.#serve(exchange, body, scope, abort, principal)
     } finally {
       abort.unwatch()
-      // Written back above unless something threw on the way.
+      // Written back in #serve unless something threw on the way.
       reportClose(await scope.close(), request.log, sid)
     }
+  }
+
+  /** Refuses what no session could serve; returns the number of requests (a batch counts each). */
+  #checkPost (body: ParsedBody & { ok: true }): number {
+    const { messages, batch } = body
+    if (batch && messages.length > this.#d.opts.maxBatchSize) {
+      throw new McpError(ErrorCode.InvalidRequest, `Invalid Request: a batch holds at most ${this.#d.opts.maxBatchSize} messages`, undefined, 400)
+    }
+    let requests = 0
+    for (const m of messages) {
+      if (m.kind !== 'request') continue
+      if (m.message.method === 'initialize' && batch) {
+        throw new McpError(ErrorCode.InvalidRequest, 'Invalid Request: initialize cannot be part of a batch', undefined, 400)
+      }
+      requests++
+    }
+    return requests
+  }
+
+  /** Runs the messages of a POST on its open session, writes back, and answers. */
+  async #serve (exchange: Exchange, body: ParsedBody & { ok: true }, scope: StateScope, abort: RequestAbort, principal: McpPrincipal | null): Promise<void> {
+    const request = exchange.request
+    const sid = scope.id
+    const version = scope.handle.getProtocol<string>(K.version) ?? '2025-03-26'
+    checkVersionHeader(request)
+    if (body.batch && !allowsBatches(version)) {
+      throw new McpError(ErrorCode.InvalidRequest, 'Invalid Request: batches are only allowed with protocol version 2025-03-26', undefined, 400)
+    }
+    this.#d.maybeGc(request.log)
+    const channel = exchange.channel({
+      sessionId: sid,
+      polling: supportsSsePolling(version),
+      log: this.#d.eventLog,
+      publish: (m) => { this.#d.hub.topics.publish(sid, m).catch(() => {}) }
+    })
+    // A client that goes away before it can resume the response (no SSE event id yet) will never
+    // see it: stop the handlers, so the lease is freed now rather than when they finish.
+    abort.watch(exchange.connection, channel)
+    const run: PostRun = { exchange, scope, channel, abort, principal, status: 200 }
+    const responses = await this.#messages(run, body)
+    // Saved before answering: the client's next request must see what this one changed.
+    const closed = await scope.close()
+    reportClose(closed, request.log, sid)
+    const unkept = unkeptAnswer(closed, abort.reason)
+    if (unkept !== null) {
+      // What the requests changed was not kept: their results must not be reported as done.
+      channel.finish(responses.map(r => 'result' in (r as object)
+        ? errorResponse((r as { id: RequestId }).id, unkept.code, unkept.message)
+        : r), !body.batch, unkept.status)
+      return
+    }
+    const status = body.batch ? 200 : body.messages[0].kind === 'invalid' ? 400 : run.status
+    channel.finish(responses, !body.batch, status)
   }
 
   /** Runs the messages of a POST in order; resolves the responses to send. */
@@ -126,7 +153,6 @@ export class LegacyWire {
     const sid = run.scope.id
     const log = run.exchange.request.log
     const responses: unknown[] = []
-    const batchRuns: Array<Promise<void>> = []
     for (const m of body.messages) {
       // The bus failing (Redis down) is a 503 like the store failing, never a 500.
       switch (m.kind) {
@@ -141,15 +167,14 @@ export class LegacyWire {
           await this.#notification(sid, m.message.method, m.message.params ?? {})
             .catch((err: unknown) => { throw busDown(err, log, sid) })
           break
-        case 'request':
-          if (body.batch) batchRuns.push(this.#run(run, m.message, false).then(r => { if (r !== null) responses.push(r) }))
-          else {
-            const r = await this.#run(run, m.message, true)
-            if (r !== null) responses.push(r)
-          }
+        case 'request': {
+          // One at a time, in order, even in a batch: each request of the session sees what the
+          // one before it changed (parallel members would overwrite each other's changes).
+          const r = await this.#run(run, m.message, !body.batch)
+          if (r !== null) responses.push(r)
+        }
       }
     }
-    if (batchRuns.length > 0) await Promise.all(batchRuns)
     return responses
   }
 
@@ -176,11 +201,13 @@ export class LegacyWire {
     })
     try {
       const result = await this.#dispatch(run.scope, msg, ctx, request.log)
-      if (abort.aborted) return this.#abortedResponse(msg.id, abort)
+      if (abort.aborted) return this.#abortedResponse(run, msg.id, abort)
       return resultResponse(msg.id, result)
     } catch (err) {
-      if (abort.aborted) return this.#abortedResponse(msg.id, abort)
-      return errorReply(err, msg.id, { status: 200, log: request.log, msg: 'MCP handler failed', what: { method: msg.method } }).body
+      if (abort.aborted) return this.#abortedResponse(run, msg.id, abort)
+      const reply = errorReply(err, msg.id, { status: 200, log: request.log, msg: 'MCP handler failed', what: { method: msg.method } })
+      run.status = reply.status
+      return reply.body
     } finally {
       ctx.finished = true
       unfollow?.()
@@ -188,9 +215,15 @@ export class LegacyWire {
     }
   }
 
-  /** A cancelled request gets no response; one stopped because its lease was lost gets an error. */
-  #abortedResponse (id: RequestId, abort: RequestAbort): unknown {
-    return abort.reason instanceof LeaseLostError ? errorResponse(id, ErrorCode.ServerError, LOCK_LOST) : null
+  /**
+   * A cancelled request gets no response; one stopped because its lease was lost, or because its
+   * session ended, gets an error.
+   */
+  #abortedResponse (run: PostRun, id: RequestId, abort: RequestAbort): unknown {
+    const unkept = unkeptAnswer({ status: 'unchanged' }, abort.reason)
+    if (unkept === null) return null
+    run.status = unkept.status
+    return errorResponse(id, unkept.code, unkept.message)
   }
 
   async #dispatch (scope: StateScope, msg: JsonRpcRequest, ctx: LegacyContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> {
@@ -225,9 +258,15 @@ export class LegacyWire {
 
   async #subscribe (scope: StateScope, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>> {
     if (typeof params.uri !== 'string') throw new McpError(ErrorCode.InvalidParams, 'Invalid params: uri must be a string')
+    if (params.uri.length > MAX_SUBSCRIBED_URI) {
+      throw new McpError(ErrorCode.InvalidParams, `Invalid params: uri is longer than ${MAX_SUBSCRIBED_URI} characters`)
+    }
     const subs = new Set(scope.handle.getProtocol<string[]>(K.subscriptions) ?? [])
     if (method === 'resources/subscribe') subs.add(params.uri)
     else subs.delete(params.uri)
+    if (subs.size > MAX_SUBSCRIPTIONS) {
+      throw new McpError(ErrorCode.InvalidParams, `Invalid params: a session subscribes to at most ${MAX_SUBSCRIPTIONS} resources`)
+    }
     scope.handle.setProtocol(K.subscriptions, [...subs])
     // Whichever instance holds the session's GET stream learns the new set.
     await this.#d.hub.topics.publish(scope.id, { t: 'subs', sid: scope.id, uris: [...subs] })

@@ -15,13 +15,13 @@
 import { randomBytes } from 'node:crypto'
 import { accessSync, constants as fsConstants, mkdirSync } from 'node:fs'
 import { link, open, readdir, rename, stat, unlink, utimes, writeFile } from 'node:fs/promises'
-import { join, resolve } from 'node:path'
+import { basename, join, resolve } from 'node:path'
 import { tryLockExistingFile } from '../locks/file-lock.js'
 import { KeyedFifo } from '../locks/keyed-fifo.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
 import { FILE_SAFE_ID_PATTERN, isFileSafeId } from '../locks/file-safe-id.js'
 import {
-  encodeSessionValue,
+  SessionDataError, encodeSessionValue,
   type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
   type SessionStoreOptions
 } from './session-store.js'
@@ -223,7 +223,7 @@ export class FileSessionStore implements SessionStore {
       if (typeof file.version !== 'number' || typeof file.data !== 'object' || file.data === null) throw new TypeError('not a session file')
       return file
     } catch (err) {
-      throw new Error(`Session file ${path} is corrupt`, { cause: err })
+      throw new SessionDataError(basename(path, '.json'), `Session file ${path} is corrupt`, { cause: err })
     }
   }
 

@@ -16,7 +16,7 @@ import { DEFAULT_KEY_PREFIX, RESERVED_FIELD_PREFIX, VERSION_FIELD, assertKeyPref
 import { defineScripts, type RedisClient } from '../redis/scripts.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
 import {
-  encodeSessionValue,
+  SessionDataError, encodeSessionValue,
   type JsonValue, type SaveGuard, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
   type SessionStoreOptions
 } from './session-store.js'
@@ -57,7 +57,7 @@ export class RedisSessionStore implements SessionStore {
 
   async load (id: string): Promise<SessionRecord | null> {
     const fields = await this.#redis.mcpSessionLoad(sessionKey(this.prefix, id), this.ttl)
-    return fields === null ? null : decodeSession(fields)
+    return fields === null ? null : decodeSession(id, fields)
   }
 
   /**
@@ -101,20 +101,31 @@ export function saveArguments (ttl: number, changes: SessionChanges, token: stri
   return args
 }
 
+function parseField (id: string, field: string, value: string): JsonValue {
+  try {
+    return JSON.parse(value) as JsonValue
+  } catch (err) {
+    throw new SessionDataError(id, `Session ${id} holds a value that is not JSON (key ${JSON.stringify(field.slice(0, 64))})`, { cause: err })
+  }
+}
+
 function checkKey (key: string): string {
   if (key.startsWith(RESERVED_FIELD_PREFIX)) throw new TypeError('Session keys starting with a NUL character are reserved.')
   return key
 }
 
-/** A flat HGETALL reply → the record. Reserved fields are not data. */
-export function decodeSession (fields: string[]): SessionRecord {
+/**
+ * A flat HGETALL reply → the record. Reserved fields are not data.
+ * @throws {SessionDataError} when a field does not hold JSON text.
+ */
+export function decodeSession (id: string, fields: string[]): SessionRecord {
   let version = 0
   const data: Array<[string, JsonValue]> = []
   for (let i = 0; i < fields.length; i += 2) {
     const field = fields[i] as string
     const value = fields[i + 1] as string
     if (field === VERSION_FIELD) version = Number(value)
-    else if (!field.startsWith(RESERVED_FIELD_PREFIX)) data.push([field, JSON.parse(value)])
+    else if (!field.startsWith(RESERVED_FIELD_PREFIX)) data.push([field, parseField(id, field, value)])
   }
   // fromEntries defines own properties: a key named "__proto__" stays a plain key.
   return { data: Object.fromEntries(data), version }

@@ -148,6 +148,20 @@ export function isLockingStore (
 }
 
 /**
+ * A store found a session it cannot decode (a value that is not JSON, a file that is not a session
+ * file). Stores reject with it (never with a plain parse error) so that the plugin can tell the
+ * client what is wrong: the session cannot be served until it is repaired or expires.
+ */
+export class SessionDataError extends Error {
+  readonly sessionId: string
+  constructor (sessionId: string, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'SessionDataError'
+    this.sessionId = sessionId
+  }
+}
+
+/**
  * Encodes one session value as JSON text. Every store goes through JSON (memory included) so that
  * a value behaves the same in development and behind Redis: the caller's object is copied, and
  * what JSON cannot carry fails here rather than later on another store.

@@ -54,7 +54,7 @@ export class RedisFastPath {
     if (taken === null) return null
     let record
     try {
-      record = decodeSession(taken.value)
+      record = decodeSession(id, taken.value)
     } catch (err) {
       await taken.lease.release().catch(() => {})
       throw err

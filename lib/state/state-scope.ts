@@ -75,7 +75,22 @@ export interface ScopeOptions {
 }
 
 function acquireOptions (options: AcquireOptions): AcquireOptions {
-  return { owner: options.owner, signal: options.signal }
+  return { owner: options.owner, signal: options.signal, priority: options.priority }
+}
+
+/** Releases a lease (if any); resolves the error when that failed (it then expires in the backend). */
+async function release (lease: SessionLease | null): Promise<unknown> {
+  if (lease === null) return undefined
+  try {
+    await lease.release()
+    return undefined
+  } catch (err) {
+    return err
+  }
+}
+
+function withRelease (result: CloseResult, releaseError: unknown): CloseResult {
+  return releaseError === undefined ? result : { ...result, releaseError }
 }
 
 /**
@@ -84,11 +99,17 @@ function acquireOptions (options: AcquireOptions): AcquireOptions {
  * - `ok`: the changes were written;
  * - `gone`: the state was destroyed meanwhile; nothing was written, nor re-created;
  * - `fenced`: the lease was lost and someone else changed the state; nothing was written;
- * - `failed`: the backend failed (`error`); whether anything was written is unknown.
+ * - `lost`: the lease was lost (or could not be taken back after a wait) and the store cannot
+ *   check a fence, so nothing was written;
+ * - `failed`: the backend failed (`error`); what it kept is unknown, so the work must not be
+ *   reported as done.
+ * `releaseError`: releasing the lease failed (it then expires in the backend).
  */
 export type CloseResult =
-  | { status: 'unchanged' | SaveResult }
-  | { status: 'failed', error: unknown }
+  | { status: 'unchanged' | SaveResult | 'lost', releaseError?: unknown }
+  | { status: 'failed', error: unknown, releaseError?: unknown }
+
+const UNCHANGED: CloseResult = { status: 'unchanged' }
 
 /** One open scope (see the module doc). */
 export class StateScope {
@@ -143,31 +164,33 @@ export class StateScope {
    * overwrites newer state. Never throws; a second close does nothing (`unchanged`).
    */
   async close (): Promise<CloseResult> {
-    if (this.#closed) return { status: 'unchanged' }
+    if (this.#closed) return UNCHANGED
     this.#closed = true
     const lease = this.#lease
     this.#lease = null
     const fast = lease !== null ? this.#backend.fast : null
-    let passed = false
+    if (!this.handle.dirty) {
+      // Unchanged: the next request of this process for the key may take the lease as it is.
+      if (fast?.passOn(this.id, lease as SessionLease) === true) return UNCHANGED
+      return withRelease({ status: 'unchanged' }, await release(lease))
+    }
+    // A lost lease may be someone else's by now: only the fast path's script checks the fence.
+    const lost = this.#lost || (lease instanceof Lease && lease.expired)
+    if (lost && fast === null) return withRelease({ status: 'lost' }, await release(lease))
+    let result: CloseResult
     try {
-      if (!this.handle.dirty) {
-        // Unchanged: the next request of this process for the key may take the lease as it is.
-        passed = fast?.passOn(this.id, lease as SessionLease) === true
-        return { status: 'unchanged' }
-      }
       const guard = { version: this.handle.version, fence: lease?.fence }
       const changes = this.handle.changes()
       const status = fast !== null
         ? await fast.saveAndRelease(this.id, changes, guard, lease as SessionLease)
         : await this.#backend.store.save(this.id, changes, guard)
       if (status === 'ok') this.handle.markSaved()
-      return { status }
+      result = { status }
     } catch (error) {
-      return { status: 'failed', error }
-    } finally {
-      // saveAndRelease released it already (a second release rejects "not held": fine here).
-      if (lease !== null && !passed) await lease.release().catch(() => {})
+      result = { status: 'failed', error }
     }
+    // saveAndRelease ends the lease itself, even when it fails.
+    return fast !== null ? result : withRelease(result, await release(lease))
   }
 
   /**
@@ -179,20 +202,31 @@ export class StateScope {
   }
 
   /**
-   * After the wait: takes the lock back and re-reads the state; this work's unsaved changes stay
-   * on top of it. Rejects with the lock's or store's errors, or when the state ended meanwhile.
+   * After the wait: takes the lock back (ahead of newer requests of this process) and re-reads
+   * the state; this work's unsaved changes stay on top of it. Rejects with the lock's or store's
+   * errors, or when the state ended meanwhile; the scope then counts as lost: its changes are
+   * never written.
    */
   async resume (): Promise<void> {
-    const taken = await this.#backend.lockAndLoad(this.id, this.#options)
-    if (taken === null) throw new Error('the state ended while waiting for the client')
+    let taken
+    try {
+      taken = await this.#backend.lockAndLoad(this.id, { ...this.#options, priority: true })
+    } catch (err) {
+      this.#lost = true
+      throw err
+    }
+    if (taken === null) {
+      this.#lost = true
+      throw new Error('the state ended while waiting for the client')
+    }
     this.#closed = false
     this.#hold(taken.lease)
     this.handle.reload(taken.record)
   }
 
   /**
-   * Ends the state (under the lease, when held, so that no running work writes it back), then
-   * releases. Resolves whether it existed.
+   * Ends the state, then releases the lease if one is held. Safe without the lease: a save never
+   * re-creates a destroyed state (it reports `gone`). Resolves whether it existed.
    */
   async destroy (): Promise<boolean> {
     this.#closed = true
@@ -201,7 +235,7 @@ export class StateScope {
     try {
       return await this.#backend.store.destroy(this.id)
     } finally {
-      if (lease !== null) await lease.release().catch(() => {})
+      await release(lease)
     }
   }
 }
