@@ -15,9 +15,10 @@ import {
 import { commandsSent } from '../helpers/redis-monitor.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { assertIdle, startApp, type InProcess, type Teardown } from './fixtures/app.js'
-import {
-  callTool, counterOf, deleteSession, headers, initialize, newId, post, sleep, SseReader, until, type Reply
-} from './fixtures/wire.js'
+import { callTool, counterOf, deleteSession, initialize, post, type Reply } from '../helpers/http-client.js'
+import { SseReader } from '../helpers/sse.js'
+import { sleep, until } from '../helpers/time.js'
+import { headers, newId } from '../helpers/wire.js'
 
 const redisServer = await startRedisServer(t)
 const redis = new Redis(redisServer.url)
@@ -84,7 +85,7 @@ for (const [name, setup] of setups) {
     const s = await setup(t, 200)
     const session = await initialize(s.url)
     const first = callTool(s.url, session, 'counter_add', { delayMs: 1000 })
-    await until(async () => await s.held(session.sid), 2000, 'the first request to hold the lock')
+    await until(async () => await s.held(session.sid), { timeout: 2000, what: 'the first request to hold the lock' })
 
     // The second one through app.inject, the first over the socket: both paths see one lock.
     const id = newId()
@@ -115,7 +116,7 @@ for (const [name, setup] of setups) {
   t.test(`${name}: two tool calls waiting for the client (elicitation) both proceed`, async t => {
     // A 1 s lock timeout: if the first call kept the lock while it waits, the second would get 503.
     const s = await setup(t, 1000)
-    const session = await initialize(s.url, { elicitation: {} })
+    const session = await initialize(s.url, { capabilities: { elicitation: {} } })
     const open = async (id: number): Promise<SseReader> => {
       const res = await fetch(s.url, {
         method: 'POST',
@@ -132,7 +133,7 @@ for (const [name, setup] of setups) {
     const idB = newId()
     const [a, b] = await Promise.all([open(idA), open(idB)])
     const isElicit = (m: Record<string, any>): boolean => m.method === 'elicitation/create'
-    const [askA, askB] = await Promise.all([a.waitFor(isElicit, 5000), b.waitFor(isElicit, 5000)])
+    const [askA, askB] = await Promise.all([a.waitForMessage(isElicit, 5000), b.waitForMessage(isElicit, 5000)])
     t.not(askA.id, askB.id, 'each call asks the client with its own request id')
     t.equal(askA.params.message, 'What is your name?')
     t.notOk(await s.held(session.sid), 'nobody holds the lock while both wait for the client')
@@ -142,7 +143,7 @@ for (const [name, setup] of setups) {
       await post(s.url, { jsonrpc: '2.0', id, result: { action: 'accept', content: { name } } }, session)
     t.equal((await answer(askB.id, 'Bob')).status, 202, 'answer to B: 202')
     t.equal((await answer(askA.id, 'Ada')).status, 202, 'answer to A: 202')
-    const [doneA, doneB] = await Promise.all([a.waitFor(m => m.id === idA, 5000), b.waitFor(m => m.id === idB, 5000)])
+    const [doneA, doneB] = await Promise.all([a.waitForMessage(m => m.id === idA, 5000), b.waitForMessage(m => m.id === idB, 5000)])
     t.same(doneA.result?.content, [{ type: 'text', text: 'Hello, Ada!' }], 'A completes with its own name')
     t.same(doneB.result?.content, [{ type: 'text', text: 'Hello, Bob!' }], 'B completes with its own name')
     await s.idle(t)
@@ -159,7 +160,7 @@ for (const [name, setup] of setups) {
     const controller = new AbortController()
     const aborted = callTool(s.url, session, 'counter_add', { delayMs: 5000 }, { signal: controller.signal })
       .then(() => 'answered', (err: Error) => err.name)
-    await until(async () => await s.held(session.sid), 2000, 'the request to hold the lock')
+    await until(async () => await s.held(session.sid), { timeout: 2000, what: 'the request to hold the lock' })
     await sleep(100)
     controller.abort()
     const abortedAt = performance.now()
@@ -193,7 +194,7 @@ t.test('RedisSessionLock: requests that change nothing pass the lease on to the 
   const n = 20
   const burst = await count(async () => {
     const first = callTool(s.url, session, 'slow_count', { steps: 1, intervalMs: 300 })
-    await until(async () => await s.held(session.sid), 2000, 'the first request to hold the lock')
+    await until(async () => await s.held(session.sid), { timeout: 2000, what: 'the first request to hold the lock' })
     const rest = Array.from({ length: n - 1 }, async () => await callTool(s.url, session, 'slow_count', { steps: 1, intervalMs: 5 }))
     return await Promise.all([first, ...rest])
   })
@@ -228,7 +229,7 @@ for (const [name, setup] of setups) {
     const session = await initialize(s.url)
     const order: string[] = []
     const running = callTool(s.url, session, 'counter_add', { delayMs: 600 }).then(r => { order.push('counter_add'); return r })
-    await until(async () => await s.held(session.sid), 2000, 'the request to hold the lock')
+    await until(async () => await s.held(session.sid), { timeout: 2000, what: 'the request to hold the lock' })
     const started = performance.now()
     const status = await deleteSession(s.url, session)
     order.push('DELETE')
@@ -250,7 +251,7 @@ for (const [name, setup] of setups) {
 
   t.test(`${name}: DELETE while a handler waits for the client; the handler cannot resurrect the session`, async t => {
     const s = await setup(t, 5000)
-    const session = await initialize(s.url, { elicitation: {} })
+    const session = await initialize(s.url, { capabilities: { elicitation: {} } })
     // Give the session a counter first, so a write-back would be visible.
     t.equal((await callTool(s.url, session, 'counter_add', { by: 7 })).last?.result?.structuredContent?.counter, 7)
     const id = newId()
@@ -261,14 +262,14 @@ for (const [name, setup] of setups) {
     })
     const reader = new SseReader(res)
     t.teardown(() => reader.cancel())
-    const ask = await reader.waitFor(m => m.method === 'elicitation/create', 5000)
+    const ask = await reader.waitForMessage(m => m.method === 'elicitation/create', 5000)
     const started = performance.now()
     t.equal(await deleteSession(s.url, session), 200, 'DELETE goes through: the waiting handler holds no lock')
     t.ok(performance.now() - started < 1000, 'at once')
     // A late answer: the handler must not take the session back.
     const late = await post(s.url, { jsonrpc: '2.0', id: ask.id, result: { action: 'accept', content: { name: 'Zed' } } }, session)
     t.equal(late.status, 404, 'an answer to an ended session: 404')
-    await until(() => reader.closed, 3000, 'the POST stream to end').catch(() => {})
+    await until(() => reader.closed, { timeout: 3000, what: 'the POST stream to end' }).catch(() => {})
     t.ok(reader.closed, 'the waiting POST stream ended')
     t.notOk(reader.messages.some(m => m.id === id && m.result !== undefined), 'no success result for the ended session')
     await sleep(100)

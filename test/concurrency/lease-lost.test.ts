@@ -8,7 +8,8 @@ import { Redis } from 'ioredis'
 import { MemorySessionStore, RedisSessionLock } from '../../lib/index.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { startApp, lockKeys } from './fixtures/app.js'
-import { callTool, counterOf, initialize, until } from './fixtures/wire.js'
+import { callTool, counterOf, initialize } from '../helpers/http-client.js'
+import { until } from '../helpers/time.js'
 
 t.test('a lease lost mid-handler aborts the handler and answers 503', async (t) => {
   const server = await startRedisServer(t)
@@ -20,7 +21,7 @@ t.test('a lease lost mid-handler aborts the handler and answers 503', async (t) 
   const { url } = await startApp(t, { store, lock, close: async () => { await lock.close() } })
   const session = await initialize(url)
   const pending = callTool(url, session, 'counter_add', { by: 5, delayMs: 3000 })
-  await until(async () => (await lockKeys(admin)).length === 1, 2000, 'the lease is taken')
+  await until(async () => (await lockKeys(admin)).length === 1, { timeout: 2000, what: 'the lease is taken' })
   // Someone else's lease now: renewal finds it is no longer ours.
   const [key] = await lockKeys(admin)
   await admin.set(key, 'another-holder', 'PX', 200)
@@ -29,6 +30,6 @@ t.test('a lease lost mid-handler aborts the handler and answers 503', async (t) 
   t.equal(reply.last?.id, reply.id)
   t.equal(reply.last?.error?.code, -32000)
   t.equal(reply.last?.error?.message, 'Session lock was lost; the changes of this request were not saved.')
-  await until(async () => (await lockKeys(admin)).length === 0, 2000, 'the foreign lease expired')
+  await until(async () => (await lockKeys(admin)).length === 0, { timeout: 2000, what: 'the foreign lease expired' })
   t.equal(await counterOf(url, session), 0, 'the stopped handler wrote nothing')
 })

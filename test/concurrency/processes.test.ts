@@ -19,7 +19,9 @@ import { Redis } from 'ioredis'
 import { FileSessionLock, FileSessionStore } from '../../lib/index.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { startCluster, type DemoProcess } from './fixtures/cluster.js'
-import { callTool, counterOf, initialize, sleep, until, type Reply, type Session } from './fixtures/wire.js'
+import { callTool, counterOf, initialize, type Reply } from '../helpers/http-client.js'
+import { sleep, until } from '../helpers/time.js'
+import type { Session } from '../helpers/wire.js'
 
 // Starting eight processes on a busy machine can take a while; the tests themselves take ~10 s.
 t.setTimeout(120_000)
@@ -56,18 +58,18 @@ const counterIn = (r: Reply): unknown => r.last?.result?.structuredContent?.coun
  * lease in hand (it read the reply of its acquire) and its renewal timer runs.
  */
 async function leaseRenewed (sid: string): Promise<void> {
-  await until(async () => await redis.exists(lockKey(sid)) === 1, 3000, 'the lease to be taken')
+  await until(async () => await redis.exists(lockKey(sid)) === 1, { timeout: 3000, what: 'the lease to be taken' })
   let last = await redis.pttl(lockKey(sid))
   await until(async () => {
     const now = await redis.pttl(lockKey(sid))
     const renewed = now > last + 50
     last = now
     return renewed
-  }, 3000, 'the lease to be renewed')
+  }, { timeout: 3000, what: 'the lease to be renewed' })
 }
 
 async function noLockKeys (t: Test): Promise<void> {
-  await until(async () => (await redis.keys('mcp:*:lock')).length === 0, 2000).catch(() => {})
+  await until(async () => (await redis.keys('mcp:*:lock')).length === 0, { timeout: 2000 }).catch(() => {})
   t.same(await redis.keys('mcp:*:lock'), [], 'no lock key left in Redis')
 }
 
@@ -142,7 +144,7 @@ t.test('lost updates: without a lock (Redis store) the test sees increments lost
 t.test('a request of a session busy in another process gets 503 after the lock timeout', async t => {
   const session = await initialize(p1.url)
   const first = callTool(p1.url, session, 'counter_add', { delayMs: 1000 })
-  await until(async () => await redis.exists(lockKey(session.sid)) === 1, 3000, 'the first request to take the lease')
+  await until(async () => await redis.exists(lockKey(session.sid)) === 1, { timeout: 3000, what: 'the first request to take the lease' })
   const started = performance.now()
   const second = await callTool(p2.url, session, 'counter_add', { by: 5 })
   const waited = performance.now() - started

@@ -14,7 +14,9 @@ import { Redis } from 'ioredis'
 import { RedisSessionLock, RedisSessionStore, LOCK_CLIENT_OPTIONS } from '../../lib/index.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { assertIdle, startApp, type InProcess } from './fixtures/app.js'
-import { callTool, counterOf, headers, initialize, newId, until } from './fixtures/wire.js'
+import { callTool, counterOf, initialize } from '../helpers/http-client.js'
+import { until } from '../helpers/time.js'
+import { headers, newId } from '../helpers/wire.js'
 
 const server = await startRedisServer(t)
 
@@ -47,7 +49,7 @@ t.test('Redis stopped: 503 at once with an error log; after the restart the app 
   t.equal((await callTool(url, session, 'counter_add', {})).last?.result?.structuredContent?.counter, 1, 'works before the outage')
 
   await server.stop()
-  await until(() => lock.client.status !== 'ready', 3000, 'the lock client to notice')
+  await until(() => lock.client.status !== 'ready', { timeout: 3000, what: 'the lock client to notice' })
 
   // Measured through app.inject (no socket): the time is the plugin's, not the HTTP client's.
   const timings: number[] = []
@@ -79,7 +81,7 @@ t.test('Redis stopped: 503 at once with an error log; after the restart the app 
   t.comment(`logged: ${JSON.stringify({ msg: logged?.msg, err: { type: logged?.err?.type, message: logged?.err?.message } })}`)
 
   await server.start()
-  await until(async () => lock.client.status === 'ready' && admin.status === 'ready', 5000, 'the clients to reconnect')
+  await until(async () => lock.client.status === 'ready' && admin.status === 'ready', { timeout: 5000, what: 'the clients to reconnect' })
   // No persistence: Redis came back empty, and the store says the old session is gone.
   const old = await callTool(url, session, 'counter_get')
   t.equal(old.status, 404, 'the old session is gone with the data Redis did not keep: 404, not 503')

@@ -20,7 +20,10 @@ import mcp, {
 } from '../../lib/index.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { assertIdle, startApp, type InProcess } from './fixtures/app.js'
-import { callTool, counterOf, headers, initialize, newId, post, SseReader, sleep, until, type Session } from './fixtures/wire.js'
+import { callTool, counterOf, initialize, post } from '../helpers/http-client.js'
+import { SseReader } from '../helpers/sse.js'
+import { sleep, until } from '../helpers/time.js'
+import { headers, newId, type Session } from '../helpers/wire.js'
 
 const server = await startRedisServer(t)
 const admin = new Redis(server.url, { ...LOCK_CLIENT_OPTIONS })
@@ -88,7 +91,7 @@ t.test('Redis refuses writes mid-handler (maxmemory): 503, nothing kept, and the
   const session = await initialize(s.url)
   t.equal(await counterOf(s.url, session), 0)
   const running = callTool(s.url, session, 'counter_add', { by: 1, delayMs: 300 })
-  await until(async () => await admin.exists(`mcp:{${session.sid}}:lock`) === 1, 2000, 'the request to hold the lease')
+  await until(async () => await admin.exists(`mcp:{${session.sid}}:lock`) === 1, { timeout: 2000, what: 'the request to hold the lease' })
   await admin.config('SET', 'maxmemory', '1')
   let restored = false
   t.teardown(async () => { if (!restored) await admin.config('SET', 'maxmemory', '0') })
@@ -109,7 +112,7 @@ t.test('Redis killed mid-handler: 503, never a success; a new session works once
   const s = await app(t, store, lock, close)
   const session = await initialize(s.url)
   const running = callTool(s.url, session, 'counter_add', { by: 1, delayMs: 300 })
-  await until(async () => await admin.exists(`mcp:{${session.sid}}:lock`) === 1, 2000, 'the request to hold the lease')
+  await until(async () => await admin.exists(`mcp:{${session.sid}}:lock`) === 1, { timeout: 2000, what: 'the request to hold the lease' })
   await server.kill()
   let started = false
   t.teardown(async () => { if (!started) await server.start() })
@@ -117,7 +120,7 @@ t.test('Redis killed mid-handler: 503, never a success; a new session works once
   refused(t, r, r.id, 503, STORE_DOWN)
   await server.start()
   started = true
-  await until(async () => lock.client.status === 'ready' && admin.status === 'ready', 5000, 'the clients to reconnect')
+  await until(async () => lock.client.status === 'ready' && admin.status === 'ready', { timeout: 5000, what: 'the clients to reconnect' })
   const fresh = await initialize(s.url)
   t.equal((await callTool(s.url, fresh, 'counter_add', { by: 3 })).last?.result?.structuredContent?.counter, 3)
 })
@@ -131,7 +134,7 @@ t.test('the file store\'s directory breaks mid-handler: 503, nothing kept, then 
   const session = await initialize(s.url)
   t.equal((await callTool(s.url, session, 'counter_add', { by: 1 })).last?.result?.structuredContent?.counter, 1)
   const running = callTool(s.url, session, 'counter_add', { by: 10, delayMs: 300 })
-  await until(() => lock.size > 0, 2000, 'the request to hold the lock')
+  await until(() => lock.size > 0, { timeout: 2000, what: 'the request to hold the lock' })
   // Root ignores permissions: the fault is the directory going away under the store.
   await rename(dir, `${dir}.away`)
   await writeFile(dir, 'not a directory')
@@ -169,7 +172,7 @@ t.test('memory store under the Redis lock: a lease lost mid-handler writes nothi
   const s = await app(t, new MemorySessionStore(), lock, async () => { await lock.close() })
   const session = await initialize(s.url)
   const running = callTool(s.url, session, 'set_then_wait', { ms: 400 })
-  await until(async () => await admin.exists(`mcp:{${session.sid}}:lock`) === 1, 2000, 'the lease')
+  await until(async () => await admin.exists(`mcp:{${session.sid}}:lock`) === 1, { timeout: 2000, what: 'the lease' })
   // Someone else's now: the renewal finds the token gone.
   await admin.set(`mcp:{${session.sid}}:lock`, 'another-holder', 'PX', 5000)
   const r = await running
@@ -229,20 +232,11 @@ t.test('an undecodable session file: a clear 503, the lock released; repaired, i
 
 // ─── 4. batches under the lock ────────────────────────────────────────────────────────────────
 
-async function initialize2025 (url: string): Promise<Session> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: headers(),
-    body: JSON.stringify({ jsonrpc: '2.0', id: newId(), method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 't', version: '1' } } })
-  })
-  await res.arrayBuffer()
-  return { sid: res.headers.get('mcp-session-id') as string, version: '2025-03-26' }
-}
 
 t.test('a batch on a Redis-locked 2025-03-26 session: its members see each other\'s changes', async t => {
   const { store, lock, close } = await redisBackends(t)
   const s = await app(t, store, lock, close)
-  const session = await initialize2025(s.url)
+  const session = await initialize(s.url, { version: '2025-03-26' })
   const batch = [1, 2, 3].map(() => ({ jsonrpc: '2.0', id: newId(), method: 'tools/call', params: { name: 'counter_add', arguments: { by: 1, delayMs: 100 } } }))
   const r = await post(s.url, batch, session)
   t.equal(r.status, 200)
@@ -254,7 +248,7 @@ t.test('a batch on a Redis-locked 2025-03-26 session: its members see each other
 
 t.test('a batch counts each member against the caps, and a batch past maxBatchSize is refused', async t => {
   const capped = await startCapped(t, { maxStreamsPerSession: 2, maxBatchSize: 4 })
-  const session = await initialize2025(capped.url)
+  const session = await initialize(capped.url, { version: '2025-03-26' })
   const call = (): Record<string, unknown> => ({ jsonrpc: '2.0', id: newId(), method: 'tools/call', params: { name: 'counter_add', arguments: { by: 1 } } })
   const three = await post(capped.url, [call(), call(), call()], session)
   t.equal(three.status, 429, 'three requests in one batch count three against maxStreamsPerSession 2')
@@ -276,13 +270,13 @@ for (const kind of ['memory', 'redis'] as const) {
     const s = await app(t, new MemorySessionStore(), lock, async () => { await lock.close?.() })
     const session = await initialize(s.url)
     const first = callTool(s.url, session, 'counter_add', { by: 1, delayMs: 600 })
-    await until(() => lock.size > 0, 2000, 'the first request to hold the lock')
+    await until(() => lock.size > 0, { timeout: 2000, what: 'the first request to hold the lock' })
     const leaving = new AbortController()
     const second = callTool(s.url, session, 'counter_add', { by: 10 }, { signal: leaving.signal }).catch(() => null)
-    await until(() => lock.pending === 1, 2000, 'the second request to queue')
+    await until(() => lock.pending === 1, { timeout: 2000, what: 'the second request to queue' })
     const left = performance.now()
     leaving.abort()
-    await until(() => lock.pending === 0, 2000, 'the second request to leave the queue')
+    await until(() => lock.pending === 0, { timeout: 2000, what: 'the second request to leave the queue' })
     t.ok(performance.now() - left < 300, 'at once, not when the first request ends')
     await second
     t.equal((await first).last?.result?.structuredContent?.counter, 1)
@@ -297,12 +291,12 @@ t.test('a release that fails is logged as a warning', async t => {
   const s = await app(t, new MemorySessionStore(), lock, async () => { await lock.close() })
   const session = await initialize(s.url)
   const reading = callTool(s.url, session, 'read_then_wait', { ms: 300 })
-  await until(async () => await admin.exists(`mcp:{${session.sid}}:lock`) === 1, 2000, 'the lease')
+  await until(async () => await admin.exists(`mcp:{${session.sid}}:lock`) === 1, { timeout: 2000, what: 'the lease' })
   await server.stop()
   t.teardown(async () => { await server.start() })
   const r = await reading
   t.equal(r.status, 200, 'a request that changed nothing keeps its answer')
-  await until(() => s.logs.find(l => l.level === 40 && l.msg === 'session lock release failed; it expires in the backend') !== undefined, 2000, 'the warning')
+  await until(() => s.logs.find(l => l.level === 40 && l.msg === 'session lock release failed; it expires in the backend') !== undefined, { timeout: 2000, what: 'the warning' })
   t.pass('logged as a warning')
 })
 
@@ -328,20 +322,20 @@ async function askA (t: Test, url: string, session: Session): Promise<{ reader: 
   const res = await fetch(url, { method: 'POST', headers: headers(session), body: JSON.stringify({ jsonrpc: '2.0', id: newId(), method: 'tools/call', params: { name: 'ask_then_mark', arguments: {} } }) })
   const reader = new SseReader(res)
   t.teardown(() => reader.cancel())
-  return { reader, ask: await reader.waitFor(m => m.method === 'elicitation/create', 5000) }
+  return { reader, ask: await reader.waitForMessage(m => m.method === 'elicitation/create', 5000) }
 }
 
 t.test('after the client answers, the handler takes the lock back before newer requests of the session', async t => {
   const lock = new MemorySessionLock({ timeout: 5000 })
   const s = await markingApp(t, lock)
-  const session = await initialize(s.url, { elicitation: {} })
+  const session = await initialize(s.url, { capabilities: { elicitation: {} } })
   const { reader, ask } = await askA(t, s.url, session)
   const b = callTool(s.url, session, 'counter_add', { delayMs: 300 })
-  await until(() => lock.size > 0, 2000, 'B to hold the lock')
+  await until(() => lock.size > 0, { timeout: 2000, what: 'B to hold the lock' })
   const c = callTool(s.url, session, 'mark_c')
-  await until(() => lock.pending === 1, 2000, 'C to queue behind B')
+  await until(() => lock.pending === 1, { timeout: 2000, what: 'C to queue behind B' })
   t.equal((await post(s.url, { jsonrpc: '2.0', id: ask.id, result: { action: 'accept', content: { name: 'Zed' } } }, session)).status, 202)
-  await reader.waitFor(m => m.result !== undefined, 5000)
+  await reader.waitForMessage(m => m.result !== undefined, 5000)
   await Promise.all([b, c])
   const order = await callTool(s.url, session, 'order')
   t.equal(order.last?.result?.content?.[0]?.text, JSON.stringify(['A', 'C']), 'A went before C, which queued earlier')
@@ -350,12 +344,12 @@ t.test('after the client answers, the handler takes the lock back before newer r
 t.test('when the lock cannot be taken back: the documented error, the answer logged, the session untouched', async t => {
   const lock = new MemorySessionLock({ timeout: 300 })
   const s = await markingApp(t, lock)
-  const session = await initialize(s.url, { elicitation: {} })
+  const session = await initialize(s.url, { capabilities: { elicitation: {} } })
   const { reader, ask } = await askA(t, s.url, session)
   const b = callTool(s.url, session, 'counter_add', { delayMs: 1200 })
-  await until(() => lock.size > 0, 2000, 'B to hold the lock')
+  await until(() => lock.size > 0, { timeout: 2000, what: 'B to hold the lock' })
   await post(s.url, { jsonrpc: '2.0', id: ask.id, result: { action: 'accept', content: { name: 'Zed' } } }, session)
-  const final = await reader.waitFor(m => m.result !== undefined || m.error !== undefined, 5000)
+  const final = await reader.waitForMessage(m => m.result !== undefined || m.error !== undefined, 5000)
   t.equal(final.result?.isError, true, 'the handler got an error')
   t.match(final.result?.content?.[0]?.text, /Session lock unavailable/, 'FST_ERR_MCP_SESSION_BUSY')
   const logged = s.logs.find(l => l.level === 40 && /could not take the session back/.test(l.msg))

@@ -19,14 +19,15 @@ import fc from 'fast-check'
 import Fastify, { type LightMyRequestResponse } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import mcp, { MemoryBus, MemorySessionStore } from '../../lib/index.js'
+import { initialize as initializeApp } from '../plugin/helper.js'
+import { sleep } from '../helpers/time.js'
+import { headers as sessionHeaders, LEGACY, META_CAPS, META_LOG, META_VERSION } from '../helpers/wire.js'
 
 const SEED = Number(process.env.FC_SEED ?? 20251125)
 const RUNS = Number(process.env.FC_RUNS ?? 1200)
 const BODY_LIMIT = 256 * 1024
-const VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26'] as const
+const VERSIONS = [LEGACY, '2025-06-18', '2025-03-26'] as const
 const LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']
-
-const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(resolve, ms))
 
 // ─── the server under test ──────────────────────────────────────────────────────────────────────
 
@@ -151,24 +152,8 @@ const eventIds: string[] = []
 /** Server→client request ids seen in SSE streams (so the fuzzer can "answer" them). */
 const serverRequestIds: string[] = []
 
-const BASE_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
-
 async function initialize (version: string, capabilities: Record<string, unknown> = {}): Promise<string> {
-  const res = await app.inject({
-    method: 'POST',
-    url: '/mcp',
-    headers: BASE_HEADERS,
-    payload: { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: version, capabilities, clientInfo: { name: 'fuzz', version: '0' } } }
-  })
-  if (res.statusCode !== 200) throw new Error(`initialize failed: ${res.statusCode} ${res.body}`)
-  const sid = res.headers['mcp-session-id'] as string
-  const init = await app.inject({
-    method: 'POST',
-    url: '/mcp',
-    headers: { ...BASE_HEADERS, 'mcp-session-id': sid, 'mcp-protocol-version': version },
-    payload: { jsonrpc: '2.0', method: 'notifications/initialized' }
-  })
-  if (init.statusCode !== 202) throw new Error(`initialized failed: ${init.statusCode}`)
+  const { sid } = await initializeApp(app, { version, capabilities })
   pool.push({ sid, version })
   return sid
 }
@@ -344,7 +329,7 @@ const modernMessage: Gen<unknown> = fc.constantFrom(...MODERN_METHODS).chain(met
   const params: Record<string, unknown> = isObj(r.params) ? { ...r.params } : {}
   const key = r.method === 'resources/read' ? 'uri' : 'name'
   if (r.method === 'tools/call' || r.method === 'prompts/get' || r.method === 'resources/read') params[key] = r.name
-  params._meta = { ...(isObj(params._meta) ? params._meta : {}), 'io.modelcontextprotocol/protocolVersion': r.version, 'io.modelcontextprotocol/clientCapabilities': r.caps, 'io.modelcontextprotocol/logLevel': r.logLevel }
+  params._meta = { ...(isObj(params._meta) ? params._meta : {}), [META_VERSION]: r.version, [META_CAPS]: r.caps, [META_LOG]: r.logLevel }
   params.inputResponses = r.inputResponses
   params.requestState = r.requestState
   const name = typeof params[key] === 'string' ? params[key] : ''
@@ -547,12 +532,12 @@ t.test('the server still works afterwards, and nothing leaked', async t => {
   t.equal(bus.channels, baseChannels, 'no session bus subscription left')
 
   const before = creates
-  const sid = await initialize('2025-11-25')
+  const sid = await initialize(LEGACY)
   t.equal(creates, before + 1)
   const res = await app.inject({
     method: 'POST',
     url: '/mcp',
-    headers: { ...BASE_HEADERS, 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' },
+    headers: sessionHeaders({ sid, version: LEGACY }),
     payload: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add', arguments: { a: 2, b: 3 } } }
   })
   t.equal(res.statusCode, 200)

@@ -10,6 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { sleep } from './time.js'
 
 /** What a test gets (the subset of tap's Test we use). */
 interface Teardown {
@@ -127,7 +128,7 @@ async function waitClusterOk (nodes: ClusterNode[]): Promise<void> {
     if (infos.every(i => i.output.includes('cluster_state:ok'))) return
     last = infos.map((i, k) => `${nodes[k].port}: ${i.output.split('\n').find(l => l.startsWith('cluster_state')) ?? i.output}`).join('\n')
     if (Date.now() > deadline) throw new Error(`the Redis Cluster did not reach cluster_state:ok in ${READY_TIMEOUT} ms:\n${last}`)
-    await new Promise(resolve => setTimeout(resolve, 100))
+    await sleep(100)
   }
 }
 

@@ -3,8 +3,7 @@
  * through MONITOR (commands run inside Lua scripts are left out: they cost no round trip).
  */
 import type { Redis } from 'ioredis'
-
-const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
+import { sleep } from './time.js'
 
 /** Runs `fn` under MONITOR on `redis` (a connection of its own); the command names, lower case. */
 export async function commandsSent<T> (redis: Redis, fn: () => Promise<T>): Promise<{ value: T, commands: string[] }> {

@@ -1,6 +1,7 @@
 /**
  * Reading server-sent events in tests: parse a whole SSE text, or read a live response as it
- * arrives and wait for an event. Shared by every suite that talks to the plugin over a socket.
+ * arrives and wait for an event. The one SSE reader of the tests: every suite that talks to the
+ * plugin over a socket uses it, and it keeps every event's id (for `Last-Event-ID`).
  */
 
 export interface SseEvent {
@@ -37,6 +38,12 @@ export function parseSse (text: string): SseEvent[] {
   return text.split('\n\n').filter(b => b.trim() !== '').map(parseBlock)
 }
 
+/** The stream part of an event id `<streamId>_<seq>`. */
+export const eventStream = (id: string): string => id.slice(0, id.lastIndexOf('_'))
+
+/** The sequence number of an event id `<streamId>_<seq>`. */
+export const eventSeq = (id: string): number => Number(id.slice(id.lastIndexOf('_') + 1))
+
 /** JSON-RPC messages of an SSE text. */
 export function sseMessages (text: string): Array<Record<string, any>> {
   return parseSse(text).filter(e => e.json !== undefined).map(e => e.json!)
@@ -54,11 +61,14 @@ export class SseReader {
   #wakers: Array<() => void> = []
   #reader: ReadableStreamDefaultReader<Uint8Array>
 
-  /** `timeout`: the default wait of `waitFor` / `waitClosed`, in ms. */
+  /**
+   * `timeout`: the default wait of `waitFor` / `waitClosed`, in ms (default 5,000: several server
+   * processes may share 2 cores).
+   */
   constructor (res: Response, options: { timeout?: number } = {}) {
     if (res.body === null) throw new Error('no body')
     this.status = res.status
-    this.#timeout = options.timeout ?? 3000
+    this.#timeout = options.timeout ?? 5000
     this.#reader = res.body.getReader()
     this.#pump().catch((err: unknown) => { this.error = err })
   }
@@ -110,6 +120,11 @@ export class SseReader {
     }
   }
 
+  /** The first JSON-RPC message matching `pred` (see `waitFor`). */
+  async waitForMessage (pred: (m: Record<string, any>) => boolean, timeout = this.#timeout): Promise<Record<string, any>> {
+    return (await this.waitFor(e => e.json !== undefined && pred(e.json), timeout)).json!
+  }
+
   /** Waits until the server ends the stream. */
   async waitClosed (timeout = this.#timeout): Promise<void> {
     const deadline = Date.now() + timeout
@@ -125,6 +140,7 @@ export class SseReader {
     return this.events.filter(e => e.json !== undefined).map(e => e.json!)
   }
 
+  /** Stops reading (the connection is released); never rejects. */
   async cancel (): Promise<void> {
     await this.#reader.cancel().catch(() => {})
   }

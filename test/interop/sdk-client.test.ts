@@ -17,17 +17,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js'
 import { buildDemo } from '../../examples/server.js'
 import type { McpContext } from '../../lib/index.js'
-
-const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(resolve, ms))
-
-/** Polls `check` until it is true (or fails after `timeout` ms). */
-async function until (check: () => boolean, timeout = 5000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + timeout
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(10)
-  }
-}
+import { sleep, until } from '../helpers/time.js'
 
 /** Records of what the server-side handlers saw. */
 const seen = {
@@ -108,7 +98,7 @@ async function connect (capabilities: Record<string, unknown> = {}, setup?: (c: 
 
 /** Waits until the SDK opened its standalone GET stream: one more than `before` are open. */
 async function getStreamOpen (before: number): Promise<void> {
-  await until(() => app.mcp.status().getStreams > before, 5000, 'the GET stream')
+  await until(() => app.mcp.status().getStreams > before, { timeout: 5000, what: 'the GET stream' })
 }
 
 t.teardown(async () => {
@@ -184,10 +174,10 @@ t.test('cancellation: aborting callTool sends notifications/cancelled and aborts
     signal: ac.signal,
     onprogress: () => { firstProgress = true }
   })
-  await until(() => firstProgress, 5000, 'the first progress')
+  await until(() => firstProgress, { timeout: 5000, what: 'the first progress' })
   ac.abort(new Error('user gave up'))
   await t.rejects(call, /user gave up/, 'the client call rejects')
-  await until(() => seen.aborted.size > abortedBefore, 5000, 'the server-side abort')
+  await until(() => seen.aborted.size > abortedBefore, { timeout: 5000, what: 'the server-side abort' })
   const reason = [...seen.aborted.values()].at(-1)
   t.equal(reason, 'cancelled by the client', 'the handler\'s ctx.signal aborted because of the client')
   await sleep(100)
@@ -296,7 +286,7 @@ t.test('list_changed: a tool added after start reaches the GET stream', async t 
   await getStreamOpen(streams)
   app.mcp.tool({ name: 'late_tool', description: 'Added after start.' }, async () => 'late')
   t.teardown(() => { app.mcp.removeTool('late_tool') })
-  await until(() => changed > 0, 5000, 'notifications/tools/list_changed')
+  await until(() => changed > 0, { timeout: 5000, what: 'notifications/tools/list_changed' })
   t.equal(changed, 1)
   const { tools } = await client.listTools()
   t.ok(tools.some(x => x.name === 'late_tool'), 'the new tool is listed')
@@ -326,7 +316,7 @@ t.test('resources: subscribe, then resourceUpdated notification', async t => {
 
   note = 'second'
   app.mcp.resourceUpdated('demo://note')
-  await until(() => updated.length > 0, 5000, 'notifications/resources/updated')
+  await until(() => updated.length > 0, { timeout: 5000, what: 'notifications/resources/updated' })
   t.same(updated, ['demo://note'])
   t.same((await client.readResource({ uri: 'demo://note' })).contents, [{ uri: 'demo://note', mimeType: 'text/plain', text: 'second' }])
 

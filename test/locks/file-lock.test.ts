@@ -10,9 +10,9 @@ import { FileSessionLock } from '../../lib/locks/file-lock.js'
 import type { SessionLease } from '../../lib/locks/session-lock.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { runSessionLockContract } from './lock-contract.js'
+import { sleep } from '../helpers/time.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
-const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
 
 async function tempDir (t: Test): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'mcp-file-lock-'))

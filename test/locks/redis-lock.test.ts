@@ -6,11 +6,11 @@ import { LOCK_CLIENT_OPTIONS, RedisSessionLock } from '../../lib/locks/redis-loc
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { runSessionLockContract } from './lock-contract.js'
+import { sleep } from '../helpers/time.js'
 
 const server = await startRedisServer(t)
 const admin = new Redis(server.url)
 t.teardown(() => { admin.disconnect() })
-const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
 const newPrefix = (): string => `test:${randomBytes(4).toString('hex')}:`
 
 /** A lock with its own fail-fast client (built from the URL), connected, closed in teardown. */

@@ -12,13 +12,15 @@
 import t from 'tap'
 import { startMany } from './fixtures/harness.js'
 import { advancePast } from './fixtures/scenarios.js'
-import { headers, initialize, newId, openGet, post, readReply, sleep, SseReader, type Session, type SseEvent } from './fixtures/wire.js'
+import { initialize, openGet, post, readReply } from '../helpers/http-client.js'
+import { eventStream, type SseEvent, SseReader } from '../helpers/sse.js'
+import { sleep } from '../helpers/time.js'
+import { getHeaders, headers, LEGACY, newId, type Session } from '../helpers/wire.js'
 
 t.setTimeout(90_000)
 const many = await startMany(t)
 t.comment(`redis-server + 3 instances + proxy started in ${many.startedInMs} ms`)
 
-const streamOf = (id: string): string => id.slice(0, id.lastIndexOf('_'))
 
 /** Runs slow_count with progress on a session; the whole SSE response. */
 async function slowCount (session: Session, steps: number, token: string): Promise<SseEvent[]> {
@@ -36,7 +38,7 @@ async function slowCount (session: Session, steps: number, token: string): Promi
 async function getFor (session: Session, lastEventId: string, ms = 300): Promise<{ status: number, events: SseEvent[], instance: number, text?: string }> {
   const res = await fetch(many.url, {
     method: 'GET',
-    headers: { accept: 'text/event-stream', 'mcp-session-id': session.sid, 'mcp-protocol-version': session.version, 'last-event-id': lastEventId }
+    headers: getHeaders(session, lastEventId)
   })
   const entry = many.proxy.log[many.proxy.log.length - 1]
   if (res.status !== 200) return { status: res.status, events: [], instance: entry.instance, text: await res.text() }
@@ -55,8 +57,8 @@ t.test('a forged Last-Event-ID replays nothing, on any instance; the owner\'s ow
   const aliceGet = await openGet(many.url, alice)
   const gPriming = (await aliceGet.waitFor(e => e.id !== undefined)).id!
   await aliceGet.cancel()
-  const pStream = streamOf(ids[0])
-  const gStream = streamOf(gPriming)
+  const pStream = eventStream(ids[0])
+  const gStream = eventStream(gPriming)
 
   const forged = [
     ids[0], ids[2], ids[4], gPriming, // alice's real ids
@@ -72,7 +74,7 @@ t.test('a forged Last-Event-ID replays nothing, on any instance; the owner\'s ow
     const messages = r.events.filter(e => e.json !== undefined)
     t.same(messages, [], `${JSON.stringify(id.slice(0, 40))}: nothing replayed`)
     const withIds = r.events.filter(e => e.id !== undefined)
-    t.ok(withIds.length === 1 && withIds[0].data === '' && ![pStream, gStream].includes(streamOf(withIds[0].id!)),
+    t.ok(withIds.length === 1 && withIds[0].data === '' && ![pStream, gStream].includes(eventStream(withIds[0].id!)),
       `${JSON.stringify(id.slice(0, 40))}: only the priming event of a new stream`)
   }
   t.same([...instances].sort(), [0, 1, 2], 'asked of every instance')
@@ -85,8 +87,8 @@ t.test('a forged Last-Event-ID replays nothing, on any instance; the owner\'s ow
 })
 
 t.test('events of one session never reach another session', async t => {
-  const alice = await initialize(many.url, { elicitation: {} })
-  const bob = await initialize(many.url, { elicitation: {} })
+  const alice = await initialize(many.url, { capabilities: { elicitation: {} } })
+  const bob = await initialize(many.url, { capabilities: { elicitation: {} } })
   // Bob and Alice hold GET streams on every instance.
   const bobGets = await Promise.all(many.servers.map(async s => await openGet(s.url, bob)))
   const aliceGets = await Promise.all(many.servers.map(async s => await openGet(s.url, alice)))
@@ -157,7 +159,7 @@ t.test('events of one session never reach another session', async t => {
 t.test('unknown and malformed session ids are refused alike by every instance', async t => {
   const statuses: string[] = []
   for (let i = 0; i < 3; i++) {
-    const unknown = await post(many.url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { sid: 'A'.repeat(32), version: '2025-11-25' })
+    const unknown = await post(many.url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { sid: 'A'.repeat(32), version: LEGACY })
     t.equal(unknown.status, 404, 'unknown session: 404')
     t.equal(unknown.last?.error?.code, -32001)
     const malformed = await readReply(await fetch(many.url, { method: 'POST', headers: headers(null, { 'mcp-session-id': 'bad id with spaces' }), body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) }))

@@ -15,7 +15,8 @@ import Fastify from 'fastify'
 import { Redis } from 'ioredis'
 import mcp, { LOCK_CLIENT_OPTIONS, RedisBus, type BusMessage } from '../../lib/index.js'
 import { startRedisServer } from '../helpers/redis-server.js'
-import { initialize, sleep, until } from './fixtures/wire.js'
+import { getStream, initialize } from '../helpers/http-client.js'
+import { sleep, until } from '../helpers/time.js'
 
 t.setTimeout(60_000)
 const server = await startRedisServer(t)
@@ -48,15 +49,15 @@ t.test('a SUBSCRIBE sent while the subscriber connects waits for it (fail-fast p
   resumed = true
   await subscribing
   t.equal(settled, 'subscribed', 'subscribed once the server answers')
-  await until(() => client.status === 'ready', 5000, 'the publishing client')
+  await until(() => client.status === 'ready', { timeout: 5000, what: 'the publishing client' })
   await bus.publish('broadcast', note('hello'))
-  await until(() => got.length > 0, 3000, 'the message')
+  await until(() => got.length > 0, { timeout: 3000, what: 'the message' })
   t.same(got, ['hello'], 'and receives what is published')
 })
 
 t.test('a SUBSCRIBE that failed (Redis down) is sent again by the next subscribe', async t => {
   const client = failFastClient()
-  await until(() => client.status === 'ready', 5000, 'the client')
+  await until(() => client.status === 'ready', { timeout: 5000, what: 'the client' })
   const bus = new RedisBus({ redis: client })
   t.teardown(() => bus.close())
   await (await bus.subscribe('warm-up', () => {}))()
@@ -65,18 +66,18 @@ t.test('a SUBSCRIBE that failed (Redis down) is sent again by the next subscribe
   t.not(failed, 'subscribed', `refused while Redis is down (${failed})`)
   t.equal(bus.channels, 0, 'the failed listener is not kept')
   await server.start()
-  await until(() => client.status === 'ready', 5000, 'the client to reconnect')
+  await until(() => client.status === 'ready', { timeout: 5000, what: 'the client to reconnect' })
   const got: unknown[] = []
   await bus.subscribe('s:abc', (m) => { got.push(textOf(m)) })
   await bus.publish('s:abc', note('after'))
-  await until(() => got.length > 0, 3000, 'the message after the restart')
+  await until(() => got.length > 0, { timeout: 3000, what: 'the message after the restart' })
   t.same(got, ['after'], 'subscribed for real this time')
 })
 
 t.test('a session whose bus subscription failed works again once Redis is back', async t => {
   // Sessions in memory, the bus on Redis: the store answers while the bus is down.
   const client = failFastClient()
-  await until(() => client.status === 'ready', 5000, 'the client')
+  await until(() => client.status === 'ready', { timeout: 5000, what: 'the client' })
   const app = Fastify({ logger: false })
   await app.register(mcp, { redis: client, keepAliveInterval: 0 })
   app.mcp.tool({ name: 'noop', description: 'x' }, async () => 'x')
@@ -84,7 +85,7 @@ t.test('a session whose bus subscription failed works again once Redis is back',
   const url = `${await app.listen({ port: 0, host: '127.0.0.1' })}/mcp`
   const session = await initialize(url)
   const get = async (): Promise<number> => {
-    const res = await fetch(url, { headers: { accept: 'text/event-stream', 'mcp-session-id': session.sid, 'mcp-protocol-version': session.version }, signal: AbortSignal.timeout(5000) })
+    const res = await getStream(url, session, { signal: AbortSignal.timeout(5000) })
     await res.body?.cancel()
     return res.status
   }
@@ -93,7 +94,7 @@ t.test('a session whose bus subscription failed works again once Redis is back',
   t.not(during, 200, `no GET stream while the bus is down (${during})`)
   t.equal(during, 503, 'refused with 503 like a store or lock failure')
   await server.start()
-  await until(() => client.status === 'ready', 5000, 'the client to reconnect')
+  await until(() => client.status === 'ready', { timeout: 5000, what: 'the client to reconnect' })
   t.equal(await get(), 200, 'the same session opens its GET stream again on this instance')
   t.equal(await get(), 200, 'and again')
 })

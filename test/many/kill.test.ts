@@ -10,7 +10,10 @@
  */
 import t from 'tap'
 import { lockKey, startMany } from './fixtures/harness.js'
-import { callTool, counterIn, counterOf, headers, initialize, newId, SseReader, until } from './fixtures/wire.js'
+import { callTool, counterIn, counterOf, initialize } from '../helpers/http-client.js'
+import { SseReader } from '../helpers/sse.js'
+import { until } from '../helpers/time.js'
+import { headers, newId } from '../helpers/wire.js'
 
 t.setTimeout(90_000)
 const many = await startMany(t, { env: { MCP_LOCK_TTL_MS: '1000', MCP_LOCK_TIMEOUT_MS: '10000' } })
@@ -40,7 +43,7 @@ t.test('an instance SIGKILLed mid-call: no acknowledged update lost, its lease e
     }
   }))
 
-  await until(() => acked.length >= 20, 10_000, 'the first 20 increments')
+  await until(() => acked.length >= 20, { timeout: 10_000, what: 'the first 20 increments' })
   // B runs a handler of the session: it holds the session's lease while it reports progress.
   const ac = new AbortController()
   const res = await fetch(B.url, {
@@ -86,6 +89,6 @@ t.test('an instance SIGKILLed mid-call: no acknowledged update lost, its lease e
   // B's own session goes on through A and C.
   t.equal(counterIn(await callTool(many.url, bSession, 'counter_add', { by: 1 })), 6, 'a session only B had served goes on elsewhere, state intact')
   t.equal(counterIn(await callTool(many.url, bSession, 'counter_add', { by: 1 })), 7, 'and again')
-  await until(async () => await many.admin.exists(lockKey(shared.sid)) === 0, 3000).catch(() => {})
+  await until(async () => await many.admin.exists(lockKey(shared.sid)) === 0, { timeout: 3000 }).catch(() => {})
   t.equal(await many.admin.exists(lockKey(shared.sid)), 0, 'no lease left behind')
 })

@@ -15,9 +15,8 @@ import fc from 'fast-check'
 import { Type } from '@sinclair/typebox'
 import type { LightMyRequestResponse } from 'fastify'
 import { StateSealer } from '../../lib/protocol/request-state.js'
-import {
-  ACCEPT, b64, build, finalOf, headersFor, META_CAPS, META_CLIENT, META_LOG, META_VERSION, MODERN, messagesOf, post, rpc, SECRET
-} from './fixtures/helper.js'
+import { build, post, SECRET } from './fixtures/helper.js'
+import { ACCEPT, b64, finalOf, modernHeaders, META_CAPS, META_CLIENT, META_LOG, META_VERSION, MODERN, messagesOf, rpc } from '../helpers/wire.js'
 
 const SEED = Number(process.env.FC_SEED ?? 20260728)
 const RUNS = Number(process.env.FC_RUNS ?? 1100)
@@ -236,7 +235,7 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
     }
     const msg: Record<string, any> = { jsonrpc: '2.0', method: methodName, params }
     if (r.id !== undefined) msg.id = r.id
-    const headers = headersFor(msg)
+    const headers = modernHeaders(msg)
     Object.assign(headers, paramHeaders(msg.params.arguments))
     for (const [k, e] of Object.entries(r.edits)) {
       if (e.kind === 'drop') delete headers[k]

@@ -9,7 +9,9 @@ import { Type } from '@sinclair/typebox'
 import { Client, ProtocolError, StreamableHTTPClientTransport, LOG_LEVEL_META_KEY } from '@modelcontextprotocol/client'
 import type { FastifyInstance } from 'fastify'
 import type { McpDecorator } from '../../lib/index.js'
-import { build, MODERN, SECRET, sleep } from './fixtures/helper.js'
+import { build, SECRET } from './fixtures/helper.js'
+import { META_CAPS, META_SUB, META_VERSION, MODERN } from '../helpers/wire.js'
+import { sleep, until } from '../helpers/time.js'
 
 const SERVER_INFO = { name: 'v2-interop', version: '2.0.0' }
 const nameSchema = { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } as const
@@ -140,7 +142,7 @@ t.test('connect (auto and pinned), discover, list, call', async (t) => {
   for (const s of h.seen) {
     t.equal(s.headers['mcp-protocol-version'], MODERN, `${s.method}: MCP-Protocol-Version`)
     t.equal(s.headers['mcp-method'], s.method, `${s.method}: Mcp-Method`)
-    t.equal(s.body.params?._meta?.['io.modelcontextprotocol/protocolVersion'], MODERN)
+    t.equal(s.body.params?._meta?.[META_VERSION], MODERN)
     t.equal(s.headers['mcp-session-id'], undefined)
   }
   t.equal(h.seen.find(s => s.method === 'tools/call')?.headers['mcp-name'], 'echo')
@@ -193,7 +195,7 @@ t.test('elicitation round trip through input_required (tools/call, prompts/get, 
   t.not(calls[0].body.id, calls[1].body.id, 'the retry has a new id')
   t.same(calls[1].body.params.inputResponses, { name: { action: 'accept', content: { name: 'Ada' } } })
   t.type(calls[1].body.params.requestState, 'string')
-  t.same(calls[1].body.params._meta['io.modelcontextprotocol/clientCapabilities'], { elicitation: { form: {} } })
+  t.same(calls[1].body.params._meta[META_CAPS], { elicitation: { form: {} } })
 
   const p = await client.getPrompt({ name: 'greet' })
   t.equal((p.messages[0].content as { text: string }).text, 'greet Ada')
@@ -280,11 +282,12 @@ t.test('subscriptions/listen: tools list change, resource update, local close, g
   h.app.mcp.prompt({ name: 'late', description: 'Not subscribed' }, async () => [])
   h.app.mcp.resourceUpdated('test://doc')
   h.app.mcp.resourceUpdated('test://secret')
-  for (let i = 0; i < 100 && events.length < 2; i++) await sleep(10)
+  // No throw here: the assertions below say what was missing.
+  await until(() => events.length >= 2, { timeout: 1000 }).catch(() => {})
   await sleep(30)
   t.same(events.map(e => e.method), ['notifications/tools/list_changed', 'notifications/resources/updated'])
   t.equal(events[1].params?.uri, 'test://doc')
-  t.equal(events[0].params?._meta?.['io.modelcontextprotocol/subscriptionId'], listen.body.id, 'tagged with the listen request id')
+  t.equal(events[0].params?._meta?.[META_SUB], listen.body.id, 'tagged with the listen request id')
   // The list change evicted the cached tools/list: the client fetches it again and sees the new tool.
   t.ok((await client.listTools()).tools.some(x => x.name === 'late'))
   t.equal(h.seen.filter(s => s.method === 'tools/list').length, 2)

@@ -10,10 +10,10 @@ import type { FastifyInstance } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import type { McpDecorator } from '../../lib/index.js'
 import { buildDemo } from '../../examples/server.js'
-import {
-  ACCEPT, b64, build, call, finalOf, headersFor, listen, META_CAPS, META_LOG, META_SERVER, META_SUB, META_VERSION,
-  meta, MODERN, messagesOf, newId, post, rpc, SECRET, sleep, type BuildOptions, type SseReader
-} from './fixtures/helper.js'
+import { build, call, listen, post, SECRET, type BuildOptions } from './fixtures/helper.js'
+import { b64, finalOf, headers, initializeBody, LEGACY, modernHeaders, META_CAPS, META_LOG, META_SERVER, META_SUB, META_VERSION, meta, MODERN, messagesOf, newId, rpc } from '../helpers/wire.js'
+import type { SseReader } from '../helpers/sse.js'
+import { sleep } from '../helpers/time.js'
 
 const ELICIT = { elicitation: {} }
 const ALL_CAPS = { elicitation: {}, sampling: {}, roots: {} }
@@ -151,8 +151,8 @@ t.test('modern requests never mint or echo a session; Mcp-Session-Id and Last-Ev
   const init = await a.inject({
     method: 'POST',
     url: '/mcp',
-    headers: { accept: ACCEPT, 'content-type': 'application/json' },
-    payload: { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'l', version: '1' } } }
+    headers: headers(),
+    payload: initializeBody({ id: 0 })
   })
   const sid = init.headers['mcp-session-id'] as string
   t.type(sid, 'string', 'legacy initialize opens a session')
@@ -173,7 +173,7 @@ t.test('modern requests never mint or echo a session; Mcp-Session-Id and Last-Ev
   const ping = await a.inject({
     method: 'POST',
     url: '/mcp',
-    headers: { accept: ACCEPT, 'content-type': 'application/json', 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' },
+    headers: headers({ sid, version: LEGACY }),
     payload: { jsonrpc: '2.0', id: 'p', method: 'ping' }
   })
   t.same(ping.json(), { jsonrpc: '2.0', id: 'p', result: {} }, 'the legacy session still works')
@@ -987,12 +987,12 @@ t.test('subscriptions/listen: honored subset, validation, cap → 429', async (t
     ['a flag as a string', { toolsListChanged: 'yes' }], ['a flag as a number', { promptsListChanged: 1 }],
     ['resourceSubscriptions not an array', { resourceSubscriptions: 'test://x' }], ['a URI not a string', { resourceSubscriptions: ['a', 2] }]]
   for (const [what, filter] of filters) {
-    const res = await a.inject({ method: 'POST', url: '/mcp', headers: headersFor(rpc('subscriptions/listen')), payload: rpc('subscriptions/listen', filter === undefined ? {} : { notifications: filter }, { id: what }) })
+    const res = await a.inject({ method: 'POST', url: '/mcp', headers: modernHeaders(rpc('subscriptions/listen')), payload: rpc('subscriptions/listen', filter === undefined ? {} : { notifications: filter }, { id: what }) })
     isError(t, res, 400, -32602, what, `filter ${what}`)
     t.match(res.json().error.message, /notifications/)
   }
   // Listen validates like any modern request.
-  const bad = await a.inject({ method: 'POST', url: '/mcp', headers: { ...headersFor(rpc('subscriptions/listen')), 'mcp-method': 'tools/list' }, payload: rpc('subscriptions/listen', {}, { id: 'h' }) })
+  const bad = await a.inject({ method: 'POST', url: '/mcp', headers: { ...modernHeaders(rpc('subscriptions/listen')), 'mcp-method': 'tools/list' }, payload: rpc('subscriptions/listen', {}, { id: 'h' }) })
   t.equal(bad.json().error.code, -32020)
   await all.cancel()
 })
@@ -1003,17 +1003,16 @@ t.test('the same handler answers both eras: legacy SSE elicitation and modern in
   const demo = await buildDemo({ logger: false })
   t.teardown(() => demo.close())
   const live = await listen(t, demo)
-  const legacyHeaders = { accept: ACCEPT, 'content-type': 'application/json' }
   const init = await fetch(live.url, {
     method: 'POST',
-    headers: legacyHeaders,
-    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { elicitation: {} }, clientInfo: { name: 'legacy', version: '1' } } })
+    headers: headers(),
+    body: JSON.stringify(initializeBody({ id: 0, capabilities: { elicitation: {} } }))
   })
   t.equal(init.status, 200)
   const sid = init.headers.get('mcp-session-id')!
   t.ok(sid)
   await init.json()
-  const session = { ...legacyHeaders, 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' }
+  const session = headers({ sid, version: LEGACY })
   t.equal((await fetch(live.url, { method: 'POST', headers: session, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).status, 202)
   const callRes = await fetch(live.url, { method: 'POST', headers: session, body: JSON.stringify({ jsonrpc: '2.0', id: 'legacy-call', method: 'tools/call', params: { name: 'ask_name', arguments: {} } }) })
   t.match(callRes.headers.get('content-type'), /^text\/event-stream/)

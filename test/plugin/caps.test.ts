@@ -1,6 +1,8 @@
 /** Unbounded growth is a bug: per-session caps answer a clear 429 and keep the session usable. */
 import t from 'tap'
-import { build, call, initialize, listen, request, SseReader } from './helper.js'
+import { build, call, initialize, listen, request } from './helper.js'
+import { SseReader } from '../helpers/sse.js'
+import { sleep } from '../helpers/time.js'
 
 t.test('maxStreamsPerSession: a request past the cap gets 429 and a JSON-RPC error under its id', async (t) => {
   const app = await build(t, { keepAliveInterval: 0, maxStreamsPerSession: 1 })
@@ -20,7 +22,7 @@ t.test('maxStreamsPerSession: a request past the cap gets 429 and a JSON-RPC err
     const res = await live.post({ jsonrpc: '2.0', id: 'again', method: 'tools/list' }, s)
     if (res.status === 200) { t.pass('served after the stream closed'); await res.text(); return }
     await res.text()
-    await new Promise(resolve => setTimeout(resolve, 20))
+    await sleep(20)
   }
   t.fail('still refused after the stream closed')
 })

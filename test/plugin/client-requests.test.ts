@@ -1,7 +1,9 @@
 import t from 'tap'
 import type { McpDecorator } from '../../lib/index.js'
 import type { Test } from 'tap'
-import { build, call, initialize, listen, post, request, sleep, SseReader, sseMessages } from './helper.js'
+import { build, call, initialize, listen, post, request } from './helper.js'
+import { SseReader, sseMessages } from '../helpers/sse.js'
+import { sleep } from '../helpers/time.js'
 
 interface Probe {
   started: Promise<void>

@@ -6,7 +6,9 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import mcp, { MemoryBus, MemorySessionStore } from '../../lib/index.js'
-import { initialize, listen, post, sleep, SseReader } from './helper.js'
+import { initialize, listen, post } from './helper.js'
+import { SseReader } from '../helpers/sse.js'
+import { sleep } from '../helpers/time.js'
 
 t.test('a GET stream opened on another instance takes over; each notification reaches one stream', async (t) => {
   const store = new MemorySessionStore()
@@ -45,10 +47,7 @@ t.test('a cancel sent to another instance reaches a request that runs for a whil
     t.teardown(() => app.close())
     await app.register(mcp, { sessions: { store }, bus, keepAliveInterval: 0 })
     app.mcp.tool({ name: 'wait', description: 'Waits to be cancelled (3 s at most)' }, async (_args, ctx) => {
-      await new Promise<void>(resolve => {
-        const timer = setTimeout(resolve, 3000)
-        ctx.signal.addEventListener('abort', () => { aborted = true; clearTimeout(timer); resolve() }, { once: true })
-      })
+      await sleep(3000, ctx.signal).catch(() => { aborted = true })
       return 'done'
     })
     return app

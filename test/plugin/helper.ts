@@ -5,22 +5,14 @@
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import mcp, { type McpDecorator, type McpPluginOptions } from '../../lib/index.js'
-import { parseSse, SseReader } from '../helpers/sse.js'
+import { getStream, initialize as initializeOver, send, serve } from '../helpers/http-client.js'
+import type { SseReader } from '../helpers/sse.js'
+import { finalOf, headers, initializeBody, newId, type Session } from '../helpers/wire.js'
 
 /** The `t` of a tap test (only what the helpers need). */
 export interface TestLike {
   teardown (fn: () => unknown): void
 }
-
-export const ACCEPT = 'application/json, text/event-stream'
-export const LATEST = '2025-11-25'
-
-export const sleep = (ms: number, signal?: AbortSignal): Promise<void> => new Promise((resolve, reject) => {
-  if (signal?.aborted === true) { reject(signal.reason); return }
-  const timer = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve() }, ms)
-  const onAbort = (): void => { clearTimeout(timer); reject(signal?.reason) }
-  signal?.addEventListener('abort', onAbort, { once: true })
-})
 
 /** The default tools: `echo` (TypeBox input) and `add` (input + output schema). */
 export function defaultTools (m: McpDecorator): void {
@@ -49,24 +41,10 @@ export async function build (t: TestLike, opts: McpPluginOptions = {}, setup: (m
   return app
 }
 
-export interface Session {
-  sid: string
-  version: string
-}
-
 export interface RpcOptions {
   session?: Session | null
   headers?: Record<string, string>
   path?: string
-}
-
-function headersFor (o: RpcOptions): Record<string, string> {
-  const h: Record<string, string> = { accept: ACCEPT, 'content-type': 'application/json' }
-  if (o.session != null) {
-    h['mcp-session-id'] = o.session.sid
-    h['mcp-protocol-version'] = o.session.version
-  }
-  return { ...h, ...o.headers }
 }
 
 /** POSTs a raw body (string or JSON value) through inject. */
@@ -74,19 +52,14 @@ export async function post (app: FastifyInstance, body: unknown, o: RpcOptions =
   return await app.inject({
     method: 'POST',
     url: o.path ?? '/mcp',
-    headers: headersFor(o),
+    headers: headers(o.session, o.headers),
     payload: typeof body === 'string' ? body : JSON.stringify(body)
   })
 }
 
 /** `initialize` (+ `notifications/initialized`) and the session it opened. */
 export async function initialize (app: FastifyInstance, o: { version?: string, capabilities?: Record<string, unknown>, headers?: Record<string, string> } = {}): Promise<Session & { result: Record<string, unknown> }> {
-  const res = await post(app, {
-    jsonrpc: '2.0',
-    id: 0,
-    method: 'initialize',
-    params: { protocolVersion: o.version ?? LATEST, capabilities: o.capabilities ?? {}, clientInfo: { name: 'test', version: '1.0.0' } }
-  }, { headers: o.headers })
+  const res = await post(app, initializeBody({ version: o.version, capabilities: o.capabilities, id: 0 }), { headers: o.headers })
   if (res.statusCode !== 200) throw new Error(`initialize failed: ${res.statusCode} ${res.body}`)
   const sid = res.headers['mcp-session-id']
   if (typeof sid !== 'string') throw new Error('initialize returned no session id')
@@ -97,28 +70,17 @@ export async function initialize (app: FastifyInstance, o: { version?: string, c
   return { ...session, result: body.result }
 }
 
-let nextId = 1
-
 /** Sends one request on a session; returns the HTTP response. */
 export async function request (app: FastifyInstance, session: Session | null, method: string, params?: Record<string, unknown>, o: RpcOptions & { id?: string | number } = {}): Promise<LightMyRequestResponse> {
-  const msg: Record<string, unknown> = { jsonrpc: '2.0', id: o.id ?? nextId++, method }
+  const msg: Record<string, unknown> = { jsonrpc: '2.0', id: o.id ?? newId(), method }
   if (params !== undefined) msg.params = params
   return await post(app, msg, { ...o, session })
 }
 
 /** Sends one request and returns the parsed JSON-RPC response (the last message when SSE). */
 export async function call (app: FastifyInstance, session: Session | null, method: string, params?: Record<string, unknown>, o: RpcOptions & { id?: string | number } = {}): Promise<Record<string, any>> {
-  const res = await request(app, session, method, params, o)
-  if (String(res.headers['content-type']).startsWith('text/event-stream')) {
-    const msgs = parseSse(res.body).filter(e => e.data !== undefined && e.data !== '').map(e => JSON.parse(e.data!))
-    return msgs[msgs.length - 1]
-  }
-  return res.json()
+  return finalOf(await request(app, session, method, params, o))
 }
-
-// ─── SSE ──────────────────────────────────────────────────────────────────────────────────────
-
-export { parseSse, sseMessages, SseReader, type SseEvent } from '../helpers/sse.js'
 
 // ─── live server ──────────────────────────────────────────────────────────────────────────────
 
@@ -136,35 +98,12 @@ export interface Live {
 
 /** Listens on an ephemeral loopback port; readers opened through it are cancelled at teardown. */
 export async function listen (t: TestLike, app: FastifyInstance): Promise<Live> {
-  const address = await app.listen({ port: 0, host: '127.0.0.1' })
-  const url = `${address}/mcp`
-  const readers: SseReader[] = []
-  t.teardown(async () => { for (const r of readers) await r.cancel() })
-  const live: Live = {
+  const { url, track } = await serve(t, app)
+  return {
     url,
-    async post (body, session, headers) {
-      const h: Record<string, string> = { accept: ACCEPT, 'content-type': 'application/json' }
-      if (session != null) { h['mcp-session-id'] = session.sid; h['mcp-protocol-version'] = session.version }
-      return await fetch(url, { method: 'POST', headers: { ...h, ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) })
-    },
-    async get (session, headers) {
-      return await fetch(url, {
-        method: 'GET',
-        headers: { accept: 'text/event-stream', 'mcp-session-id': session.sid, 'mcp-protocol-version': session.version, ...headers }
-      })
-    },
-    async initialize (version = LATEST, capabilities = {}) {
-      const res = await live.post({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: version, capabilities, clientInfo: { name: 'test', version: '1' } } })
-      if (res.status !== 200) throw new Error(`initialize: ${res.status}`)
-      const sid = res.headers.get('mcp-session-id')
-      if (sid === null) throw new Error('no session id')
-      const body = await res.json() as { result: { protocolVersion: string } }
-      const session = { sid, version: body.result.protocolVersion }
-      const ack = await live.post({ jsonrpc: '2.0', method: 'notifications/initialized' }, session)
-      if (ack.status !== 202) throw new Error(`initialized: ${ack.status}`)
-      return session
-    },
-    track (r) { readers.push(r); return r }
+    post: async (body, session, headers) => await send(url, body, session, { headers }),
+    get: async (session, headers) => await getStream(url, session, { headers }),
+    initialize: async (version, capabilities) => await initializeOver(url, { version, capabilities }),
+    track
   }
-  return live
 }

@@ -1,6 +1,7 @@
 import t from 'tap'
 import http from 'node:http'
 import { build, call, initialize, listen, post, request } from './helper.js'
+import { ACCEPT } from '../helpers/wire.js'
 
 t.test('invalid JSON → 400 -32700 with id null', async (t) => {
   const app = await build(t)
@@ -117,7 +118,7 @@ function rawPost (port: number, host: string, body: unknown, extra: Record<strin
       port,
       path: '/mcp',
       method: 'POST',
-      headers: { host, accept: 'application/json, text/event-stream', 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...extra }
+      headers: { host, accept: ACCEPT, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...extra }
     }, (res) => {
       let text = ''
       res.setEncoding('utf8')

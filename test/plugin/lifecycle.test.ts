@@ -1,5 +1,6 @@
 import t from 'tap'
-import { ACCEPT, build, call, initialize, post, request } from './helper.js'
+import { build, call, initialize, post, request } from './helper.js'
+import { ACCEPT } from '../helpers/wire.js'
 
 const initMsg = (version: unknown, id: string | number = 1): Record<string, unknown> => ({
   jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'c', version: '1' } }

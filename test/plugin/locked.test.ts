@@ -5,7 +5,9 @@
 import t from 'tap'
 import { MemorySessionLock } from '../../lib/locks/memory-lock.js'
 import type { McpDecorator } from '../../lib/index.js'
-import { build, call, initialize, listen, post, request, sleep, SseReader } from './helper.js'
+import { build, call, initialize, listen, post, request } from './helper.js'
+import { SseReader } from '../helpers/sse.js'
+import { sleep } from '../helpers/time.js'
 
 let running = 0
 let maxRunning = 0

@@ -2,6 +2,7 @@ import t from 'tap'
 import Fastify from 'fastify'
 import mcp, { type McpPluginOptions } from '../../lib/index.js'
 import { build } from './helper.js'
+import { headers } from '../helpers/wire.js'
 
 async function registerWith (opts: unknown): Promise<unknown> {
   const app = Fastify({ logger: false })
@@ -113,7 +114,7 @@ t.test('custom path', async (t) => {
   const res = await app.inject({
     method: 'POST',
     url: '/rpc',
-    headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json' },
+    headers: headers(),
     payload: { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {} } }
   })
   t.equal(res.statusCode, 200)

@@ -1,6 +1,9 @@
 import t from 'tap'
 import type { McpDecorator } from '../../lib/index.js'
-import { build, listen, sleep, SseReader } from './helper.js'
+import { build, listen } from './helper.js'
+import { SseReader } from '../helpers/sse.js'
+import { sleep } from '../helpers/time.js'
+import { headers } from '../helpers/wire.js'
 
 /** A tool that logs, closes its SSE connection, waits for `release()`, logs again and answers. */
 function setup (gate: { wait: () => Promise<void> }) {
@@ -126,7 +129,7 @@ t.test('a client disconnect is not cancellation; the client resumes the POST str
   const res = await fetch(live.url, {
     method: 'POST',
     signal: controller.signal,
-    headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json', 'mcp-session-id': s.sid, 'mcp-protocol-version': s.version },
+    headers: headers(s),
     body: JSON.stringify({ jsonrpc: '2.0', id: 'L', method: 'tools/call', params: { name: 'long', _meta: { progressToken: 'p' } } })
   })
   const r = new SseReader(res)

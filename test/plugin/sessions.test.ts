@@ -1,7 +1,8 @@
 import t from 'tap'
 import { Type } from '@sinclair/typebox'
 import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
-import { build, call, initialize, request, sleep } from './helper.js'
+import { build, call, initialize, request } from './helper.js'
+import { sleep } from '../helpers/time.js'
 
 t.test('session data persists across requests; request.mcpSession is the handle', async (t) => {
   const seen: Array<{ same: boolean, id: string | undefined }> = []

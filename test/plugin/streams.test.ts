@@ -1,6 +1,8 @@
 import t from 'tap'
 import type { McpDecorator } from '../../lib/index.js'
-import { build, call, defaultTools, initialize, listen, parseSse, request, sleep, SseReader, sseMessages } from './helper.js'
+import { build, call, defaultTools, initialize, listen, request } from './helper.js'
+import { parseSse, SseReader, sseMessages } from '../helpers/sse.js'
+import { sleep } from '../helpers/time.js'
 
 function setup (m: McpDecorator): void {
   defaultTools(m)

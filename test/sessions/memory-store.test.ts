@@ -4,8 +4,7 @@ import { runInNewContext } from 'node:vm'
 import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { runSessionStoreContract } from './store-contract.js'
-
-const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
+import { sleep } from '../helpers/time.js'
 
 runSessionStoreContract(t, 'MemorySessionStore', (t, { ttl }) => {
   const store = new MemorySessionStore({ ttl })
@@ -93,7 +92,7 @@ t.test('one unref()ed sweep timer drops expired sessions without any access, and
   }
   t.equal(created.length, 1, 'no timer per session')
   Object.assign(globalThis, { setTimeout: realSetTimeout })
-  await new Promise(resolve => setTimeout(resolve, 250))
+  await sleep(250)
   t.equal(store.size, 0, 'swept without any access')
   await store.close()
   t.ok(cleared.includes(created[0]), 'cleared on close')

@@ -6,13 +6,13 @@ import { RedisSessionStore } from '../../lib/sessions/redis-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { runSessionStoreContract } from './store-contract.js'
+import { sleep } from '../helpers/time.js'
 
 const server = await startRedisServer(t)
 const admin = new Redis(server.url)
 admin.on('error', () => {}) // the fault tests below stop the server under it
 t.teardown(() => { admin.disconnect() })
 const newPrefix = (): string => `test:${randomBytes(4).toString('hex')}:`
-const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
 
 /** Blocks the event loop, as a GC pause or a stalled process would: no timer (renewal) can run. */
 function freeze (ms: number): void {

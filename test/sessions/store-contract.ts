@@ -6,10 +6,9 @@
 import type { Test } from 'tap'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import type { JsonValue, SessionStore } from '../../lib/sessions/session-store.js'
+import { sleep } from '../helpers/time.js'
 
 export type StoreFactory = (t: Test, options: { ttl: number }) => SessionStore | Promise<SessionStore>
-
-const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
 
 /** A TTL long enough that nothing expires during a test. */
 const LONG = 60_000

@@ -1,0 +1,72 @@
+/**
+ * RedisEventLog on a private redis-server: the event log contract, then what only the Redis log
+ * does: another instance replays what one appended, the keys live under the session's hash tag
+ * with the ttl, and prefixes keep deployments apart.
+ */
+import t, { type Test } from 'tap'
+import { randomBytes } from 'node:crypto'
+import { Redis } from 'ioredis'
+import { newStreamId } from '../../lib/bus/event-log.js'
+import { RedisEventLog, type EventLogOptions } from '../../lib/index.js'
+import { generateSessionId } from '../../lib/sessions/session-id.js'
+import { startRedisServer } from '../helpers/redis-server.js'
+import { runEventLogContract } from './event-log-contract.js'
+
+const server = await startRedisServer(t)
+const admin = new Redis(server.url)
+t.teardown(() => { admin.disconnect() })
+const newPrefix = (): string => `test:${randomBytes(4).toString('hex')}:`
+
+/** A log with its own client (as another instance would have), closed in teardown. */
+function newLog (t: Test, options: EventLogOptions & { prefix?: string } = {}): RedisEventLog {
+  const client = new Redis(server.url)
+  t.teardown(() => { client.disconnect() })
+  return new RedisEventLog({ redis: client, ...options })
+}
+
+const contractPrefix = newPrefix()
+runEventLogContract(t, 'RedisEventLog', {
+  open: async (t, options) => newLog(t, { ...options, prefix: contractPrefix })
+})
+
+t.test('a stream appended on one instance is replayed and finished on another', async t => {
+  const prefix = newPrefix()
+  const [a, b] = [newLog(t, { prefix }), newLog(t, { prefix })]
+  const sid = generateSessionId()
+  const streamId = newStreamId()
+  const priming = await a.open(sid, streamId)
+  const id = await a.append(sid, streamId, 'on a')
+  await b.finish(sid, streamId)
+  t.same(await b.replay(sid, priming), { streamId, events: [{ id, data: 'on a' }], finished: true })
+})
+
+t.test("keys: under the session's hash tag, with the ttl; dropSession deletes them", async t => {
+  const prefix = newPrefix()
+  const log = newLog(t, { prefix, ttl: 5000 })
+  const sid = generateSessionId()
+  const streamId = newStreamId()
+  await log.open(sid, streamId)
+  await log.append(sid, streamId, 'x')
+  const keys = (await admin.keys(`${prefix}*`)).sort()
+  t.same(keys, [`${prefix}{${sid}}:ev:${streamId}`, `${prefix}{${sid}}:evs`].sort())
+  for (const key of keys) {
+    const pttl = await admin.pttl(key)
+    t.ok(pttl > 0 && pttl <= 5000, `${key}: PX ttl (${pttl})`)
+  }
+  await log.dropSession(sid)
+  t.same(await admin.keys(`${prefix}*`), [], 'nothing left')
+})
+
+t.test('logs with different prefixes do not see each other\'s streams', async t => {
+  const [a, b] = [newLog(t, { prefix: newPrefix() }), newLog(t, { prefix: newPrefix() })]
+  const sid = generateSessionId()
+  const priming = await a.open(sid, newStreamId())
+  t.equal(await b.replay(sid, priming), null)
+  t.not(await a.replay(sid, priming), null)
+})
+
+t.test('a prefix with a brace is refused (it would break the hash tag)', async t => {
+  for (const prefix of ['a{', 'a}', '{x}:']) {
+    t.throws(() => new RedisEventLog({ redis: admin, prefix }), TypeError, prefix)
+  }
+})
