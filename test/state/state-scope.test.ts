@@ -1,0 +1,711 @@
+/**
+ * The state scope (lib/state/state-scope.ts) against a fake store and a fake lock that write every
+ * call into one journal, so that the order across store and lock is visible: open with and without
+ * the lock, unknown ids (no lock taken), a lease released on every failure path, close (unchanged,
+ * changed and fenced by the lease, gone, fenced, failed, twice), lost leases, suspend/resume,
+ * destroy. Run once with the bundled `Lease` and once with a plain lease that only has an
+ * AbortSignal, since the scope watches the two differently. Then the fast path: a custom store
+ * implementing `LockingSessionStore`, which StateBackend picks through `lockedAccess()`.
+ */
+import t from 'tap'
+import { notHeldError, SessionLockTimeoutError } from '../../lib/locks/errors.js'
+import { Lease } from '../../lib/locks/lease.js'
+import type { AcquireOptions, LeaseFence, SessionLease, SessionLock } from '../../lib/locks/session-lock.js'
+import type {
+  JsonValue, LockedSession, LockingSessionStore, SaveGuard, SaveResult, SessionChanges, SessionRecord, SessionStore
+} from '../../lib/sessions/session-store.js'
+import { StateBackend, type StateScope } from '../../lib/state/state-scope.js'
+
+type Call = [op: string, ...args: unknown[]]
+type LeaseKind = 'Lease' | 'plain'
+
+/** A lease of a lock that is not one of the bundled ones: all the scope sees is its signal. */
+class PlainLease implements SessionLease {
+  readonly id: string
+  readonly fence: LeaseFence
+  readonly controller = new AbortController()
+  #held = true
+  readonly #journal: Call[]
+
+  constructor (id: string, fence: LeaseFence, journal: Call[]) {
+    this.id = id
+    this.fence = fence
+    this.#journal = journal
+  }
+
+  get signal (): AbortSignal { return this.controller.signal }
+  get held (): boolean { return this.#held }
+
+  async release (): Promise<void> {
+    if (!this.#held) {
+      this.#journal.push(['release-refused', this.id])
+      throw notHeldError(this.id)
+    }
+    this.#held = false
+    this.#journal.push(['release', this.id])
+  }
+
+  /** Released by the store's own call (saveAndRelease), as `Lease.claim()`. */
+  claim (): void { this.#held = false }
+}
+
+type AnyLease = Lease | PlainLease
+
+/** Loses a lease the way its kind tells the holder: `Lease.lose()`, or the signal aborting. */
+function lose (lease: AnyLease, reason: unknown = new Error('lease lost')): void {
+  if (lease instanceof Lease) lease.lose(reason)
+  else lease.controller.abort(reason)
+}
+
+/** A lock that records `acquire` and hands out leases of one kind (journal: acquire, release). */
+class FakeLock implements SessionLock {
+  readonly timeout = 1000
+  readonly leases: AnyLease[] = []
+  /** When set, `acquire` rejects with it (a timeout, a backend failure). */
+  failWith: Error | null = null
+  readonly #journal: Call[]
+  readonly #kind: LeaseKind
+
+  constructor (journal: Call[], kind: LeaseKind) {
+    this.#journal = journal
+    this.#kind = kind
+  }
+
+  async acquire (id: string, options?: AcquireOptions): Promise<SessionLease> {
+    this.#journal.push(['acquire', id, options])
+    if (options?.signal?.aborted === true) throw options.signal.reason
+    if (this.failWith !== null) throw this.failWith
+    return this.makeLease(id)
+  }
+
+  async tryAcquire (): Promise<SessionLease | null> {
+    throw new Error('the scope never calls tryAcquire')
+  }
+
+  /** A new lease, without a journal entry (the locking store's acquireAndLoad uses it). */
+  makeLease (id: string): AnyLease {
+    const journal = this.#journal
+    const fence: LeaseFence = { key: `lock:${id}`, token: `token-${this.leases.length + 1}` }
+    let lease: AnyLease
+    if (this.#kind === 'plain') {
+      lease = new PlainLease(id, fence, journal)
+    } else {
+      const real = new Lease(id, async () => { journal.push(['release', id]) }, fence)
+      // Lease.release() rejects "not held" before reaching the lock: record the attempt too.
+      const release = real.release.bind(real)
+      real.release = async () => {
+        try { await release() } catch (err) { journal.push(['release-refused', id]); throw err }
+      }
+      lease = real
+    }
+    this.leases.push(lease)
+    return lease
+  }
+}
+
+/** An in-memory store that records every call; `onLoad`, `saveResult`, `destroyError` bend it. */
+class FakeStore implements SessionStore {
+  readonly ttl = 60_000
+  readonly records = new Map<string, SessionRecord>()
+  readonly journal: Call[]
+  /** Replaces what `load` resolves (after the journal entry). */
+  onLoad: ((id: string) => Promise<SessionRecord | null>) | null = null
+  /** What `save` answers instead of writing: a result, or an error to throw. */
+  saveResult: SaveResult | Error = 'ok'
+  destroyError: Error | null = null
+
+  constructor (journal: Call[]) {
+    this.journal = journal
+  }
+
+  /** Seeds a record without a journal entry. */
+  put (id: string, data: Record<string, JsonValue>, version = 0): void {
+    this.records.set(id, { data, version })
+  }
+
+  async create (id: string, data: Record<string, JsonValue>): Promise<void> {
+    this.journal.push(['create', id, data])
+    this.put(id, structuredClone(data))
+  }
+
+  async load (id: string): Promise<SessionRecord | null> {
+    this.journal.push(['load', id])
+    if (this.onLoad !== null) return await this.onLoad(id)
+    return this.read(id)
+  }
+
+  read (id: string): SessionRecord | null {
+    const r = this.records.get(id)
+    return r === undefined ? null : { data: structuredClone(r.data), version: r.version }
+  }
+
+  async save (id: string, changes: SessionChanges, guard?: SaveGuard): Promise<SaveResult> {
+    this.journal.push(['save', id, changes, guard])
+    return this.write(id, changes)
+  }
+
+  write (id: string, changes: SessionChanges): SaveResult {
+    if (this.saveResult instanceof Error) throw this.saveResult
+    if (this.saveResult !== 'ok') return this.saveResult
+    const r = this.records.get(id)
+    if (r === undefined) return 'gone'
+    Object.assign(r.data, changes.set)
+    for (const k of changes.delete) delete r.data[k]
+    r.version++
+    return 'ok'
+  }
+
+  async destroy (id: string): Promise<boolean> {
+    this.journal.push(['destroy', id])
+    if (this.destroyError !== null) throw this.destroyError
+    return this.records.delete(id)
+  }
+
+  async exists (id: string): Promise<boolean> {
+    this.journal.push(['exists', id])
+    return this.records.has(id)
+  }
+
+  async gc (): Promise<string[]> { return [] }
+}
+
+/** The same store, implementing the combined lock + store contract for its partner lock. */
+class FakeLockingStore extends FakeStore implements LockingSessionStore {
+  readonly partner: FakeLock
+  /** What `passOn` answers. */
+  passOnResult = false
+  saveAndReleaseError: Error | null = null
+
+  constructor (journal: Call[], partner: FakeLock) {
+    super(journal)
+    this.partner = partner
+  }
+
+  canLockWith (lock: SessionLock): boolean { return lock === this.partner }
+
+  async acquireAndLoad (id: string, lock: SessionLock, options?: AcquireOptions): Promise<LockedSession | null> {
+    this.journal.push(['acquireAndLoad', id, lock, options])
+    if (options?.signal?.aborted === true) throw options.signal.reason
+    const record = this.read(id)
+    if (record === null) return null
+    return { lease: (lock as FakeLock).makeLease(id), record }
+  }
+
+  async saveAndRelease (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease): Promise<SaveResult> {
+    this.journal.push(['saveAndRelease', id, changes, guard, lease])
+    // The contract: the lease ends locally even when the call fails; releasing again is "not held".
+    ;(lease as AnyLease).claim()
+    if (this.saveAndReleaseError !== null) throw this.saveAndReleaseError
+    return this.write(id, changes)
+  }
+
+  passOn (id: string, lease: SessionLease): boolean {
+    this.journal.push(['passOn', id, lease])
+    return this.passOnResult
+  }
+}
+
+interface Fixture {
+  journal: Call[]
+  store: FakeStore
+  lock: FakeLock
+  backend: StateBackend
+  /** The names of the journal's calls since `from`. */
+  ops: (from?: number) => string[]
+}
+
+function fixture (kind: LeaseKind = 'Lease'): Fixture {
+  const journal: Call[] = []
+  const store = new FakeStore(journal)
+  const lock = new FakeLock(journal, kind)
+  return { journal, store, lock, backend: new StateBackend(store, lock), ops: (from = 0) => journal.slice(from).map(c => c[0]) }
+}
+
+function lockingFixture (kind: LeaseKind = 'Lease'): Fixture & { store: FakeLockingStore } {
+  const journal: Call[] = []
+  const lock = new FakeLock(journal, kind)
+  const store = new FakeLockingStore(journal, lock)
+  return { journal, store, lock, backend: new StateBackend(store, lock), ops: (from = 0) => journal.slice(from).map(c => c[0]) }
+}
+
+/** Opens a scope that must exist. */
+async function open (f: Fixture, id: string, options: Parameters<StateBackend['open']>[1]): Promise<StateScope> {
+  const scope = await f.backend.open(id, options)
+  if (scope === null) throw new Error(`no scope for ${id}`)
+  return scope
+}
+
+const isHeld = (lease: AnyLease): boolean => lease.held
+
+t.test('open without the lock reads the state and nothing else', async t => {
+  const f = fixture()
+  f.store.put('s1', { a: 1 }, 4)
+  const scope = await open(f, 's1', { lock: false })
+  t.same(f.journal, [['load', 's1']], 'no exists, no acquire')
+  t.equal(scope.held, false)
+  t.equal(scope.locking, false)
+  t.equal(scope.handle.get('a'), 1)
+  t.equal(scope.handle.version, 4)
+  t.same(await scope.close(), { status: 'unchanged' })
+  t.same(f.journal, [['load', 's1']], 'closing an unlocked, unchanged scope calls nothing')
+
+  t.equal(await f.backend.open('nope', { lock: false }), null, 'unknown id')
+  t.same(f.journal.slice(1), [['load', 'nope']])
+
+  // A backend without a lock ignores `lock: true`.
+  const journal: Call[] = []
+  const store = new FakeStore(journal)
+  store.put('s1', {})
+  const unlocked = new StateBackend(store, null)
+  t.equal(unlocked.fast, null)
+  const s = await unlocked.open('s1', { lock: true })
+  t.same(journal, [['load', 's1']])
+  t.equal(s?.held, false)
+  t.equal(s?.locking, false, 'no lock configured: not a locking scope')
+})
+
+for (const kind of ['Lease', 'plain'] as const) {
+  t.test(`with ${kind === 'Lease' ? 'the bundled Lease' : 'a plain lease (AbortSignal only)'}`, async t => {
+    t.test('open with the lock: exists, then acquire with owner and signal, then load', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', { a: 1 }, 2)
+      const owner = {}
+      const signal = new AbortController().signal
+      const scope = await open(f, 's1', { lock: true, owner, signal })
+      t.same(f.ops(), ['exists', 'acquire', 'load'])
+      const options = f.journal[1][2] as AcquireOptions
+      t.equal(f.journal[1][1], 's1')
+      t.equal(options.owner, owner, 'the owner is passed through')
+      t.equal(options.signal, signal, 'the signal is passed through')
+      t.equal(scope.held, true)
+      t.equal(scope.locking, true)
+      t.equal(scope.lost, false)
+      t.equal(scope.handle.get('a'), 1)
+      t.equal(f.lock.leases.length, 1)
+      t.ok(isHeld(f.lock.leases[0]))
+    })
+
+    t.test('an unknown id resolves null and never reaches the lock', async t => {
+      const f = fixture(kind)
+      t.equal(await f.backend.open('nope', { lock: true }), null)
+      t.same(f.journal, [['exists', 'nope']], 'no acquire: an unknown id must not create a lock key or file')
+      t.equal(f.lock.leases.length, 0)
+    })
+
+    t.test('a state that ends between exists and load: the lease is released, null', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', {})
+      f.store.onLoad = async () => null
+      t.equal(await f.backend.open('s1', { lock: true }), null)
+      t.same(f.ops(), ['exists', 'acquire', 'load', 'release'])
+      t.notOk(isHeld(f.lock.leases[0]))
+    })
+
+    t.test('a load that throws: the lease is released and the error rethrown', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', {})
+      const boom = new Error('store down')
+      f.store.onLoad = async () => { throw boom }
+      await t.rejects(f.backend.open('s1', { lock: true }), boom)
+      t.same(f.ops(), ['exists', 'acquire', 'load', 'release'])
+      t.notOk(isHeld(f.lock.leases[0]))
+    })
+
+    t.test('close of an unchanged handle releases and reports unchanged', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', { a: 1 })
+      const scope = await open(f, 's1', { lock: true })
+      const before = f.journal.length
+      t.same(await scope.close(), { status: 'unchanged' })
+      t.same(f.journal.slice(before), [['release', 's1']], 'no save')
+      t.equal(scope.held, false)
+    })
+
+    t.test('close of a changed handle saves exactly the changed keys, fenced by the lease, then releases', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', { a: 1, b: 2, c: 3 }, 7)
+      const scope = await open(f, 's1', { lock: true })
+      const lease = f.lock.leases[0]
+      scope.handle.set('a', 10)
+      scope.handle.delete('b')
+      scope.handle.set('d', { x: [1] })
+      const before = f.journal.length
+      t.same(await scope.close(), { status: 'ok' })
+      t.same(f.ops(before), ['save', 'release'], 'saved before the lease is released')
+      const [, id, changes, guard] = f.journal[before] as [string, string, SessionChanges, SaveGuard]
+      t.equal(id, 's1')
+      t.same(changes, { set: { a: 10, d: { x: [1] } }, delete: ['b'] }, 'c is not written')
+      t.equal(guard.version, 7, 'the version read')
+      t.equal(guard.fence, lease.fence, "the lease's own fence")
+      t.equal(scope.handle.dirty, false, 'marked saved')
+      t.equal(scope.handle.version, 8)
+      t.same(f.store.read('s1'), { data: { a: 10, c: 3, d: { x: [1] } }, version: 8 })
+      t.notOk(isHeld(lease))
+    })
+
+    for (const result of ['gone', 'fenced'] as const) {
+      t.test(`a save answered "${result}" is reported as such, and the handle is not marked saved`, async t => {
+        const f = fixture(kind)
+        f.store.put('s1', { a: 1 }, 3)
+        const scope = await open(f, 's1', { lock: true })
+        scope.handle.set('a', 2)
+        f.store.saveResult = result
+        const before = f.journal.length
+        t.same(await scope.close(), { status: result })
+        t.same(f.ops(before), ['save', 'release'])
+        t.equal(scope.handle.dirty, true, 'the changes are still unsaved')
+        t.equal(scope.handle.version, 3, 'the version did not move')
+        t.same(scope.handle.changes(), { set: { a: 2 }, delete: [] })
+      })
+    }
+
+    t.test('a save that throws is reported failed with the error, and the lease is still released', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', {})
+      const scope = await open(f, 's1', { lock: true })
+      scope.handle.set('a', 1)
+      const boom = new Error('store down')
+      f.store.saveResult = boom
+      const before = f.journal.length
+      const closed = await scope.close()
+      t.equal(closed.status, 'failed')
+      t.equal((closed as { error: unknown }).error, boom)
+      t.same(f.ops(before), ['save', 'release'])
+      t.equal(scope.handle.dirty, true)
+    })
+
+    t.test('a second close does nothing', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', {})
+      const scope = await open(f, 's1', { lock: true })
+      scope.handle.set('a', 1)
+      t.same(await scope.close(), { status: 'ok' })
+      const before = f.journal.length
+      scope.handle.set('a', 2)
+      t.same(await scope.close(), { status: 'unchanged' }, 'even with new changes: the scope is closed')
+      t.same(f.journal.slice(before), [], 'no store or lock call')
+    })
+
+    t.test('onLost fires when the held lease is lost, and lost turns true', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', {})
+      const scope = await open(f, 's1', { lock: true })
+      let fired = 0
+      scope.onLost(() => { fired++ })
+      t.equal(fired, 0)
+      lose(f.lock.leases[0])
+      t.equal(fired, 1)
+      t.equal(scope.lost, true)
+      // Registered after the loss: called at once.
+      let late = 0
+      scope.onLost(() => { late++ })
+      t.equal(late, 1)
+      // The scope still releases what it holds: the lock does not do it for a lost lease.
+      const before = f.journal.length
+      t.same(await scope.close(), { status: 'unchanged' })
+      t.same(f.ops(before), ['release'])
+    })
+
+    t.test('a lease the scope no longer holds does not count as lost', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', {})
+      const scope = await open(f, 's1', { lock: true })
+      let fired = 0
+      scope.onLost(() => { fired++ })
+      await scope.close()
+      lose(f.lock.leases[0])
+      t.equal(fired, 0)
+      t.equal(scope.lost, false)
+    })
+
+    t.test('suspend saves and releases; resume takes the lock back and reloads, keeping unsaved changes on top', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', { a: 0, keep: 'x' }, 1)
+      const owner = {}
+      const signal = new AbortController().signal
+      const scope = await open(f, 's1', { lock: true, owner, signal })
+      scope.handle.set('a', 1)
+      let before = f.journal.length
+      t.same(await scope.suspend(), { status: 'ok' })
+      t.same(f.ops(before), ['save', 'release'])
+      t.equal(scope.held, false)
+      t.same((f.journal[before][2] as SessionChanges).set, { a: 1 })
+
+      // While waiting for the client: someone else writes the state, and this work changes a key.
+      f.store.write('s1', { set: { b: 2 }, delete: ['keep'] })
+      scope.handle.set('c', 3)
+
+      before = f.journal.length
+      await scope.resume()
+      t.same(f.ops(before), ['exists', 'acquire', 'load'])
+      const options = f.journal[before + 1][2] as AcquireOptions
+      t.equal(options.owner, owner, 'the same owner')
+      t.equal(options.signal, signal, 'the same signal')
+      t.equal(scope.held, true)
+      t.same({ a: scope.handle.get('a'), b: scope.handle.get('b'), c: scope.handle.get('c'), keep: scope.handle.has('keep') },
+        { a: 1, b: 2, c: 3, keep: false }, 'the newer stored state, with this work\'s change on top')
+      t.equal(scope.handle.version, 3, 'the version re-read')
+
+      before = f.journal.length
+      t.same(await scope.close(), { status: 'ok' })
+      t.same(f.ops(before), ['save', 'release'])
+      const [, , changes, guard] = f.journal[before] as [string, string, SessionChanges, SaveGuard]
+      t.same(changes, { set: { c: 3 }, delete: [] }, 'only what is not saved yet')
+      t.equal(guard.version, 3)
+      t.equal(guard.fence, f.lock.leases[1].fence, 'fenced by the new lease')
+      t.notOk(isHeld(f.lock.leases[1]))
+    })
+
+    t.test('changes a failed suspend could not save are kept on top after resume', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', { a: 0 }, 1)
+      const scope = await open(f, 's1', { lock: true })
+      scope.handle.set('a', 1)
+      f.store.saveResult = new Error('store down')
+      t.equal((await scope.suspend()).status, 'failed')
+      f.store.saveResult = 'ok'
+      f.store.write('s1', { set: { b: 2 }, delete: [] })
+      await scope.resume()
+      t.equal(scope.handle.get('a'), 1)
+      t.equal(scope.handle.get('b'), 2)
+      const before = f.journal.length
+      await scope.close()
+      t.same((f.journal[before][2] as SessionChanges).set, { a: 1 }, 'written on the next close')
+    })
+
+    t.test('after resume, only the new lease counts: losing the old one is ignored', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', {})
+      const scope = await open(f, 's1', { lock: true })
+      let fired = 0
+      scope.onLost(() => { fired++ })
+      await scope.suspend()
+      await scope.resume()
+      lose(f.lock.leases[0])
+      t.equal(fired, 0, 'the first lease is not held any more')
+      t.equal(scope.lost, false)
+      lose(f.lock.leases[1])
+      t.equal(fired, 1)
+      t.equal(scope.lost, true)
+      await scope.close()
+    })
+
+    t.test('resume rejects when the state ended during the wait, holding nothing', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', {})
+      const scope = await open(f, 's1', { lock: true })
+      await scope.suspend()
+      f.store.records.delete('s1')
+      const before = f.journal.length
+      await t.rejects(scope.resume(), /ended/)
+      t.same(f.ops(before), ['exists'], 'no lock taken for a state that is gone')
+      t.equal(scope.held, false)
+      t.equal(f.lock.leases.length, 1)
+    })
+
+    t.test('destroy ends the state under the lease, then releases', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', { a: 1 })
+      const scope = await open(f, 's1', { lock: true })
+      scope.handle.set('a', 2)
+      const before = f.journal.length
+      t.equal(await scope.destroy(), true)
+      t.same(f.journal.slice(before), [['destroy', 's1'], ['release', 's1']])
+      t.equal(scope.held, false)
+      t.equal(f.store.records.has('s1'), false)
+      const after = f.journal.length
+      t.same(await scope.close(), { status: 'unchanged' }, 'a destroyed state is not written back')
+      t.same(f.journal.slice(after), [])
+    })
+
+    t.test('a destroy that throws still releases, and rethrows', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', {})
+      const scope = await open(f, 's1', { lock: true })
+      const boom = new Error('store down')
+      f.store.destroyError = boom
+      const before = f.journal.length
+      await t.rejects(scope.destroy(), boom)
+      t.same(f.ops(before), ['destroy', 'release'])
+    })
+
+    t.test('an aborted signal or a failing lock: the error propagates and nothing is loaded', async t => {
+      const f = fixture(kind)
+      f.store.put('s1', {})
+      const ac = new AbortController()
+      const reason = new Error('client went away')
+      ac.abort(reason)
+      await t.rejects(f.backend.open('s1', { lock: true, signal: ac.signal }), reason)
+      t.same(f.ops(), ['exists', 'acquire'])
+
+      const timeout = new SessionLockTimeoutError('s1', 1000)
+      f.lock.failWith = timeout
+      const before = f.journal.length
+      await t.rejects(f.backend.open('s1', { lock: true }), timeout)
+      t.same(f.ops(before), ['exists', 'acquire'])
+      t.equal(f.lock.leases.length, 0)
+    })
+  })
+}
+
+t.test('a Lease lost while the state was being read counts as lost at once', async t => {
+  // The scope starts watching after the load: a Lease tells a late watcher (whenLost), where a
+  // listener added to an already aborted signal would never hear of it.
+  const f = fixture('Lease')
+  f.store.put('s1', {})
+  f.store.onLoad = async (id) => {
+    lose(f.lock.leases[0])
+    return f.store.read(id)
+  }
+  const scope = await open(f, 's1', { lock: true })
+  t.equal(scope.lost, true)
+  let fired = 0
+  scope.onLost(() => { fired++ })
+  t.equal(fired, 1)
+  await scope.close()
+})
+
+t.test('destroy of a scope opened without the lock calls only the store', async t => {
+  const f = fixture()
+  f.store.put('s1', {})
+  const scope = await open(f, 's1', { lock: false })
+  const before = f.journal.length
+  t.equal(await scope.destroy(), true)
+  t.same(f.journal.slice(before), [['destroy', 's1']])
+})
+
+t.test('a changed handle opened without the lock is saved unfenced', async t => {
+  const f = fixture()
+  f.store.put('s1', {}, 5)
+  const scope = await open(f, 's1', { lock: false })
+  scope.handle.set('a', 1)
+  t.same(await scope.close(), { status: 'ok' })
+  t.same(f.ops(1), ['save'], 'nothing to release')
+  const guard = f.journal[1][3] as SaveGuard
+  t.equal(guard.version, 5)
+  t.equal(guard.fence, undefined)
+})
+
+t.test('fast path: a store implementing LockingSessionStore for the lock', async t => {
+  t.test('picked through lockedAccess only for the lock the store can work with', async t => {
+    const f = lockingFixture()
+    t.not(f.backend.fast, null)
+    const journal: Call[] = []
+    const other = new FakeLock(journal, 'Lease')
+    const store = new FakeLockingStore(journal, f.lock)
+    store.put('s1', {})
+    const backend = new StateBackend(store, other)
+    t.equal(backend.fast, null, 'canLockWith(other) is false')
+    await backend.open('s1', { lock: true })
+    t.same(journal.map(c => c[0]), ['exists', 'acquire', 'load'], 'the plain path')
+  })
+
+  t.test('a locking store without passOn: an unchanged close releases', async t => {
+    const f = lockingFixture()
+    Object.defineProperty(f.store, 'passOn', { value: undefined })
+    f.store.put('s1', {})
+    const scope = await open(f, 's1', { lock: true })
+    t.same(await scope.close(), { status: 'unchanged' })
+    t.same(f.ops(), ['acquireAndLoad', 'release'])
+  })
+
+  for (const kind of ['Lease', 'plain'] as const) {
+    t.test(`with ${kind === 'Lease' ? 'the bundled Lease' : 'a plain lease'}`, async t => {
+      t.test('open uses acquireAndLoad only, with the lock, owner and signal', async t => {
+        const f = lockingFixture(kind)
+        f.store.put('s1', { a: 1 })
+        const owner = {}
+        const signal = new AbortController().signal
+        const scope = await open(f, 's1', { lock: true, owner, signal })
+        t.same(f.ops(), ['acquireAndLoad'])
+        const [, id, lock, options] = f.journal[0] as [string, string, SessionLock, AcquireOptions]
+        t.equal(id, 's1')
+        t.equal(lock, f.lock)
+        t.equal(options.owner, owner)
+        t.equal(options.signal, signal)
+        t.equal(scope.held, true)
+        t.equal(scope.handle.get('a'), 1)
+
+        t.equal(await f.backend.open('nope', { lock: true }), null, 'unknown id')
+        t.same(f.ops(1), ['acquireAndLoad'])
+
+        const plain = await open(f, 's1', { lock: false })
+        t.same(f.ops(2), ['load'], 'without the lock: a plain load')
+        t.equal(plain.held, false)
+      })
+
+      t.test('close of a changed handle: saveAndRelease, and the release after it is refused quietly', async t => {
+        const f = lockingFixture(kind)
+        f.store.put('s1', { a: 1, b: 2 }, 9)
+        const scope = await open(f, 's1', { lock: true })
+        const lease = f.lock.leases[0]
+        scope.handle.set('a', 5)
+        t.same(await scope.close(), { status: 'ok' })
+        t.same(f.ops(1), ['saveAndRelease', 'release-refused'], 'no save, no successful second release')
+        const [, id, changes, guard, passed] = f.journal[1] as [string, string, SessionChanges, SaveGuard, SessionLease]
+        t.equal(id, 's1')
+        t.same(changes, { set: { a: 5 }, delete: [] })
+        t.equal(guard.version, 9)
+        t.equal(guard.fence, lease.fence)
+        t.equal(passed, lease)
+        t.equal(scope.handle.dirty, false)
+      })
+
+      t.test('a saveAndRelease that throws is reported failed', async t => {
+        const f = lockingFixture(kind)
+        f.store.put('s1', {})
+        const scope = await open(f, 's1', { lock: true })
+        scope.handle.set('a', 1)
+        const boom = new Error('backend down')
+        f.store.saveAndReleaseError = boom
+        const closed = await scope.close()
+        t.equal(closed.status, 'failed')
+        t.equal((closed as { error: unknown }).error, boom)
+        t.notOk(isHeld(f.lock.leases[0]))
+      })
+
+      t.test('close of an unchanged handle tries passOn, and releases only when it returns false', async t => {
+        const f = lockingFixture(kind)
+        f.store.put('s1', {})
+        const first = await open(f, 's1', { lock: true })
+        t.same(await first.close(), { status: 'unchanged' })
+        t.same(f.ops(1), ['passOn', 'release'])
+        t.equal(f.journal[1][2], f.lock.leases[0], 'the scope\'s lease is offered')
+
+        f.store.passOnResult = true
+        const second = await open(f, 's1', { lock: true })
+        const before = f.journal.length
+        t.same(await second.close(), { status: 'unchanged' })
+        t.same(f.ops(before), ['passOn'], 'passed on: not released')
+        t.ok(isHeld(f.lock.leases[1]), 'the next request holds it now')
+        t.equal(second.held, false, 'but not this scope')
+      })
+
+      t.test('suspend and resume go through the combined calls', async t => {
+        const f = lockingFixture(kind)
+        f.store.put('s1', {}, 1)
+        const scope = await open(f, 's1', { lock: true })
+        scope.handle.set('a', 1)
+        t.same(await scope.suspend(), { status: 'ok' })
+        f.store.write('s1', { set: { b: 2 }, delete: [] })
+        await scope.resume()
+        t.same(f.ops(1), ['saveAndRelease', 'release-refused', 'acquireAndLoad'])
+        t.equal(scope.handle.get('b'), 2)
+        t.equal(scope.held, true)
+        f.store.records.delete('s1')
+        await scope.suspend()
+        await t.rejects(scope.resume(), /ended/, 'acquireAndLoad found nothing')
+      })
+
+      t.test('a changed handle opened without the lock is saved with a plain save', async t => {
+        const f = lockingFixture(kind)
+        f.store.put('s1', {})
+        const scope = await open(f, 's1', { lock: false })
+        scope.handle.set('a', 1)
+        t.same(await scope.close(), { status: 'ok' })
+        t.same(f.ops(), ['load', 'save'])
+      })
+    })
+  }
+})
+
