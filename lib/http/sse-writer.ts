@@ -38,6 +38,8 @@ export class SseWriter implements EventSink {
   readonly #what: Record<string, unknown>
   #timer: NodeJS.Timeout | null = null
   #corked = false
+  /** Bytes written in the current turn (corked, not offered to the socket yet). */
+  #burst = 0
 
   /** Takes the response over from Fastify and sends the status line and headers at once. */
   constructor (reply: FastifyReply, options: SseWriterOptions) {
@@ -53,7 +55,8 @@ export class SseWriter implements EventSink {
     this.#logger = options.logger
     this.#what = options.what ?? {}
     const keepAlive = options.keepAlive ?? 0
-    if (keepAlive > 0) {
+    // A connection that closed while the request was served never emits 'close' again.
+    if (keepAlive > 0 && !conn.destroyed) {
       this.#timer = setInterval(() => { this.comment('keep-alive') }, keepAlive)
       this.#timer.unref()
     }
@@ -84,23 +87,30 @@ export class SseWriter implements EventSink {
     this.#conn.once('close', fn)
   }
 
-  /** Writes unless the connection is gone; false once it is unusable. */
+  /**
+   * Writes unless the connection is gone; false once it is unusable. A connection that still holds
+   * more than MAX_BUFFERED_BYTES written in earlier turns, which its reader has not taken, is a
+   * slow reader: it is closed instead of buffering more. What this turn writes does not count
+   * (it has not been offered to the socket yet), so a large result reaches a reader that keeps up;
+   * what is buffered stays under the bound plus one turn's frames.
+   */
   #write (text: string): boolean {
     const conn = this.#conn
     if (conn.destroyed || conn.writableEnded) return false
-    // Frames written in one burst (progress, then the result) leave in one socket write.
-    if (!this.#corked) {
-      this.#corked = true
-      conn.cork()
-      setImmediate(() => { this.#corked = false; conn.uncork() })
-    }
-    conn.write(text)
-    if (conn.writableLength > MAX_BUFFERED_BYTES) {
+    if (conn.writableLength - this.#burst > MAX_BUFFERED_BYTES) {
       this.#logger.warn(this.#what, 'SSE reader too slow; closing its connection')
       this.#stopTimer()
       conn.destroy()
       return false
     }
+    // Frames written in one burst (progress, then the result) leave in one socket write.
+    if (!this.#corked) {
+      this.#corked = true
+      conn.cork()
+      setImmediate(() => { this.#corked = false; this.#burst = 0; conn.uncork() })
+    }
+    this.#burst += Buffer.byteLength(text)
+    conn.write(text)
     return true
   }
 

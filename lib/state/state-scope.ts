@@ -153,8 +153,10 @@ export class StateScope {
       this.#lost = true
       this.#onLost?.()
     }
-    // The bundled locks' leases tell without an AbortSignal; other locks' through the signal.
+    // The bundled locks' leases tell without an AbortSignal; other locks' through the signal (a
+    // signal aborted already never fires its listeners: look first).
     if (lease instanceof Lease) lease.whenLost(lost)
+    else if (lease.signal.aborted) lost()
     else lease.signal.addEventListener('abort', lost, { once: true })
   }
 
@@ -208,6 +210,14 @@ export class StateScope {
    * never written.
    */
   async resume (): Promise<void> {
+    if (!this.locking) {
+      // Opened without the lock: nothing to take back; re-read what others wrote meanwhile.
+      const record = await this.#backend.store.load(this.id)
+      if (record === null) throw new Error('the state ended while waiting for the client')
+      this.#closed = false
+      this.handle.reload(record)
+      return
+    }
     let taken
     try {
       taken = await this.#backend.lockAndLoad(this.id, { ...this.#options, priority: true })

@@ -346,3 +346,46 @@ t.test('a reader that stops reading is disconnected once the buffer passes the b
   await client.until(c => c.closed, 'the client connection to close')
   t.equal(client.ended, false, 'cut off, not a finished response')
 })
+
+t.test('one frame larger than the bound reaches a reader that keeps up', async t => {
+  const s = await serve(t)
+  const { server, client } = await s.open()
+  const big = 'x'.repeat(MAX_BUFFERED_BYTES + 1024 * 1024)
+  t.equal(server.writer.event(null, big), true, 'written')
+  t.equal(server.writer.event(null, 'after'), true, 'and the next frame too, in the same turn')
+  server.writer.end()
+  await client.until(c => c.ended, 'the end of the stream')
+  t.equal(client.text, `data: ${big}\n\ndata: after\n\n`, 'every byte arrived')
+  t.same(s.logs, [], 'nobody was taken for a slow reader')
+})
+
+t.test('a writer made on a connection that closed meanwhile starts no keep-alive timer', async t => {
+  const app = Fastify({ forceCloseConnections: true })
+  t.teardown(async () => { await app.close() })
+  let made: SseWriter | undefined
+  const gone = new Promise<void>(resolve => {
+    app.get('/late', async (request, reply) => {
+      // The request is served slowly (a store, a lock): the client leaves meanwhile.
+      await new Promise(resolve => request.raw.socket.once('close', resolve))
+      const realSetInterval = globalThis.setInterval
+      let intervals = 0
+      globalThis.setInterval = ((...args: Parameters<typeof setInterval>) => { intervals++; return realSetInterval(...args) }) as typeof setInterval
+      try {
+        made = new SseWriter(reply, { keepAlive: 10, logger: app.log })
+      } finally {
+        globalThis.setInterval = realSetInterval
+      }
+      t.equal(intervals, 0, 'no interval was started')
+      resolve()
+    })
+  })
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const req = http.get(`${url}/late`, { agent: false })
+  req.on('error', () => {})
+  setTimeout(() => { req.destroy() }, 50)
+  await gone
+  t.equal(made?.closed, true)
+  let fired = false
+  made?.onClose(() => { fired = true })
+  t.equal(fired, true, 'onClose fires at once')
+})
