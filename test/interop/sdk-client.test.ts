@@ -24,7 +24,9 @@ const seen = {
   /** JSON-RPC ids of slow_count runs whose ctx.signal aborted, with the reason. */
   aborted: new Map<string | number, string>(),
   /** slow_count runs that finished normally. */
-  completed: 0
+  completed: 0,
+  /** slow_count runs that are over, however they ended. */
+  settled: 0
 }
 
 // buildDemo's declared return type (ReturnType<typeof Fastify>) loses the `mcp` decorator's type.
@@ -38,9 +40,13 @@ slow.handler = async (args: Record<string, unknown>, ctx: McpContext) => {
   ctx.signal.addEventListener('abort', () => {
     seen.aborted.set(ctx.requestId, String((ctx.signal.reason as Error | undefined)?.message ?? ctx.signal.reason))
   }, { once: true })
-  const result = await slowHandler(args, ctx)
-  seen.completed++
-  return result
+  try {
+    const result = await slowHandler(args, ctx)
+    seen.completed++
+    return result
+  } finally {
+    seen.settled++
+  }
 }
 
 app.mcp.tool({ name: 'ask_llm', description: 'Asks the client LLM (sampling).' }, async (_args, ctx) => {
@@ -168,6 +174,7 @@ t.test('cancellation: aborting callTool sends notifications/cancelled and aborts
   const { client } = await connect()
   const ac = new AbortController()
   const completedBefore = seen.completed
+  const settledBefore = seen.settled
   const abortedBefore = seen.aborted.size
   let firstProgress = false
   const call = client.callTool({ name: 'slow_count', arguments: { steps: 100, intervalMs: 50 } }, undefined, {
@@ -180,7 +187,7 @@ t.test('cancellation: aborting callTool sends notifications/cancelled and aborts
   await until(() => seen.aborted.size > abortedBefore, { timeout: 5000, what: 'the server-side abort' })
   const reason = [...seen.aborted.values()].at(-1)
   t.equal(reason, 'cancelled by the client', 'the handler\'s ctx.signal aborted because of the client')
-  await sleep(100)
+  await until(() => seen.settled > settledBefore, { timeout: 5000, what: 'the cancelled handler to be over' })
   t.equal(seen.completed, completedBefore, 'the cancelled handler did not run to completion')
   // The session is still usable.
   const r = await client.callTool({ name: 'counter_get', arguments: {} })
@@ -296,9 +303,11 @@ t.test('list_changed: a tool added after start reaches the GET stream', async t 
 
 t.test('resources: subscribe, then resourceUpdated notification', async t => {
   const updated: string[] = []
+  const markers = new Set<string>()
   let streams = app.mcp.status().getStreams
   const { client } = await connect({}, (c) => {
     c.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { updated.push(n.params.uri) })
+    c.setNotificationHandler(ToolListChangedNotificationSchema, () => { markers.add('subscribed') })
   })
   await getStreamOpen(streams)
   const { resources } = await client.listResources()
@@ -311,6 +320,7 @@ t.test('resources: subscribe, then resourceUpdated notification', async t => {
   streams = app.mcp.status().getStreams
   await connect({}, (c) => {
     c.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { otherUpdates.push(n.params.uri) })
+    c.setNotificationHandler(ToolListChangedNotificationSchema, () => { markers.add('other') })
   })
   await getStreamOpen(streams)
 
@@ -322,7 +332,9 @@ t.test('resources: subscribe, then resourceUpdated notification', async t => {
 
   await client.unsubscribeResource({ uri: 'demo://note' })
   app.mcp.resourceUpdated('demo://note')
-  await sleep(100)
+  // A marker both sessions receive on the same stream after the update would have arrived.
+  app.mcp.listChanged('tools')
+  await until(() => markers.size === 2, { timeout: 5000, what: 'the marker on both GET streams' })
   t.same(updated, ['demo://note'], 'nothing after unsubscribe')
   t.same(otherUpdates, [], 'the unsubscribed session got nothing')
 })

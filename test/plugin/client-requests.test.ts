@@ -103,17 +103,16 @@ t.test('elicitation over raw HTTP', async (t) => {
   t.type(elicit.id, 'string')
   t.same(elicit.params, { message: 'Name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } })
 
-  // An answer from another session does not reach this request.
+  // An answer from another session does not reach this request: the result below greets the
+  // answer of this session (a foreign answer that got through would have completed the call first).
   const foreign = await live.post({ jsonrpc: '2.0', id: elicit.id, result: { action: 'accept', content: { name: 'Mallory' } } }, other)
   t.equal(foreign.status, 202)
-  await sleep(30)
-  t.notOk(r.messages.some(m => m.id === 'call-1'), 'still waiting')
 
   const answer = await live.post({ jsonrpc: '2.0', id: elicit.id, result: { action: 'accept', content: { name: 'Ada' } } }, s)
   t.equal(answer.status, 202, 'the answer POST → 202')
   t.equal(await answer.text(), '')
   const done = await r.waitFor(e => e.json?.id === 'call-1')
-  t.same(done.json, { jsonrpc: '2.0', id: 'call-1', result: { content: [{ type: 'text', text: 'Hello, Ada!' }] } })
+  t.same(done.json, { jsonrpc: '2.0', id: 'call-1', result: { content: [{ type: 'text', text: 'Hello, Ada!' }] } }, 'Ada, not Mallory')
   await r.waitClosed()
   t.notOk(getStream.messages.some(m => m.method === 'elicitation/create'), 'never on the GET stream')
 
