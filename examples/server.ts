@@ -11,10 +11,10 @@
  * the bus and the event log are in Redis too, so instances behind a load balancer need no sticky
  * sessions.
  */
-import Fastify, { type FastifyInstance } from 'fastify'
-import { Redis } from 'ioredis'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import type { Redis } from 'ioredis'
 import mcp, {
-  createLockClient, FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
+  createRedisClient, FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
   type SessionLock, type SessionStore
 } from '../lib/index.js'
 import { registerDemoTools } from './demo-tools.js'
@@ -26,8 +26,12 @@ export interface DemoOptions {
   env?: Record<string, string | undefined>
 }
 
-/** Builds the store and lock the env asks for; `close` closes the connections it opened. */
-function sessionsFromEnv (env: Record<string, string | undefined>): { store: SessionStore, lock?: SessionLock, close: () => Promise<void> } {
+/**
+ * Builds the store and lock the env asks for; `close` closes the connections it opened. Every Redis
+ * client fails fast and has an error listener: the store's (below) logs through `log`, the lock's
+ * and the plugin's (made from the URL) have their own.
+ */
+function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyBaseLogger): { store: SessionStore, lock?: SessionLock, close: () => Promise<void> } {
   const storeKind = env.MCP_STORE ?? 'memory'
   const lockKind = env.MCP_LOCK ?? 'none'
   const dir = env.MCP_SESSION_DIR ?? '.mcp-sessions'
@@ -40,8 +44,9 @@ function sessionsFromEnv (env: Record<string, string | undefined>): { store: Ses
     case 'memory': store = new MemorySessionStore(); break
     case 'file': store = new FileSessionStore({ dir }); break
     case 'redis': {
-      // Fail fast while Redis is down (503 at once) instead of queueing commands for minutes.
-      const redis = createLockClient(redisUrl)
+      // Fail fast while Redis is down (503 at once) instead of queueing commands for minutes, and
+      // log connection errors once per outage instead of ioredis printing each retry on stderr.
+      const redis = createRedisClient(redisUrl, { log })
       clients.push(redis)
       store = new RedisSessionStore({ redis })
       break
@@ -71,7 +76,7 @@ function sessionsFromEnv (env: Record<string, string | undefined>): { store: Ses
 export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstance> {
   const env = opts.env ?? process.env
   const app = Fastify({ logger: opts.logger ?? true })
-  const sessions = sessionsFromEnv(env)
+  const sessions = sessionsFromEnv(env, app.log)
   app.addHook('onClose', sessions.close)
   await app.register(mcp, {
     path: '/mcp',

@@ -5,14 +5,14 @@
  * closes on `app.close()`, each step bounded and never throwing.
  */
 import type { FastifyBaseLogger } from 'fastify'
-import { Redis, type Cluster } from 'ioredis'
+import type { Cluster, Redis } from 'ioredis'
 import { MemoryBus, type Bus } from './bus/bus.js'
 import { MemoryEventLog, type EventLog } from './bus/event-log.js'
 import { RedisBus } from './bus/redis-bus.js'
 import { RedisEventLog } from './bus/redis-event-log.js'
 import type { SessionLock } from './locks/session-lock.js'
 import type { ResolvedBackends } from './options.js'
-import { LOCK_CLIENT_OPTIONS } from './redis/client.js'
+import { createRedisClient } from './redis/client.js'
 import { MemorySessionStore } from './sessions/memory-store.js'
 import type { SessionStore } from './sessions/session-store.js'
 
@@ -34,8 +34,7 @@ export interface Backends {
 export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Backends {
   // A URL makes a client we own; it fails fast while Redis is down (the request gets a 503 at
   // once) rather than queueing commands.
-  const ownRedis = typeof b.redis === 'string' ? new Redis(b.redis, { ...LOCK_CLIENT_OPTIONS }) : undefined
-  ownRedis?.on('error', (err) => { log.warn({ err }, 'redis connection error') })
+  const ownRedis = typeof b.redis === 'string' ? createRedisClient(b.redis, { log }) : undefined
   const redis: Redis | Cluster | undefined = ownRedis ?? (typeof b.redis === 'object' ? b.redis : undefined)
   const prefix = b.redisPrefix
   const store = b.store ?? new MemorySessionStore()

@@ -96,6 +96,12 @@ export interface McpPluginOptions {
   /** Open `subscriptions/listen` streams allowed per process. Default 1,000. */
   maxListenStreams?: number
   /**
+   * Open `subscriptions/listen` streams allowed per client and process: per authenticated
+   * principal (`authenticate`), else per remote address (`request.ip`, which follows the app's
+   * `trustProxy`). Past it → 429. Default 10.
+   */
+  maxListenStreamsPerClient?: number
+  /**
    * Redis for many instances: an ioredis client, Cluster, or a URL (then the plugin creates the
    * client and closes it on `app.close()`; a client you pass is never closed). Turns on the Redis
    * bus (pub/sub on a dedicated subscriber connection; sharded on Cluster) and the Redis Streams
@@ -147,6 +153,7 @@ export interface ResolvedOptions {
   requestStateTtl: number
   cache: CacheOptions
   maxListenStreams: number
+  maxListenStreamsPerClient: number
 }
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1'])
@@ -301,6 +308,7 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     requestStateSecret: checkSecret(opts.requestStateSecret),
     requestStateTtl: nonNegativeInt(o, 'requestStateTtl', 600_000, 1),
     cache: checkCache(opts.cache),
-    maxListenStreams: nonNegativeInt(o, 'maxListenStreams', 1000, 1)
+    maxListenStreams: nonNegativeInt(o, 'maxListenStreams', 1000, 1),
+    maxListenStreamsPerClient: nonNegativeInt(o, 'maxListenStreamsPerClient', 10, 1)
   })
 }

@@ -1,9 +1,12 @@
 /**
  * Handlers of this process waiting for a client's answer to a server→client request
- * (elicitation, sampling, roots). The answer arrives in a separate POST, on any instance: it is
- * kept first where the bus can keep it, then published on the session's channel; the waiting
- * process also looks for the kept copy now and then, so a missed publish (a reconnect) does not
- * lose it.
+ * (elicitation, sampling, roots). The answer arrives in a separate POST, on any instance. The
+ * waiting side registers the expected id on the bus before the request goes out
+ * (`Bus.expect`, through `SessionTopics.gate`, which `ready()` waits for); the receiving side
+ * keeps the answer where the bus can keep it, and publishes it on the session's channel, only
+ * when it was expected; the waiting process also looks for the kept copy now and then, so a
+ * missed publish (a reconnect) does not lose it. An answer nobody waits for is dropped (the POST
+ * is still answered 202): an id this server never minted without touching the bus at all.
  */
 import { randomBytes } from 'node:crypto'
 import type { Bus, BusMessage } from './bus.js'
@@ -17,19 +20,43 @@ interface Waiter {
 /** How often a waiting handler looks for a kept answer whose publish it missed (ms). */
 const POLL_KEPT = 1000
 
+/** How long an expectation outlives the handler's own timeout (ms): the handler's timer fires first. */
+const EXPECT_MARGIN = 1000
+
+/**
+ * Lifetime of an expectation when the hub is not told the handlers' timeout (ms). Generous, so that
+ * no configured timeout outlives it: every wait deletes its expectation when it ends anyway; this
+ * only bounds what a crashed process leaves behind.
+ */
+const FALLBACK_EXPECT_TTL = 3_600_000
+
+/** What every id {@link PendingAnswers.nextId} mints looks like (on any instance). */
+const MINTED_ID = /^srv-[0-9a-f]{8}-[1-9][0-9]{0,15}$/
+
+/** Options of {@link PendingAnswers}. */
+export interface PendingAnswersOptions {
+  /**
+   * How long a handler waits for the client's answer (ms, the plugin's `clientRequestTimeout`):
+   * an expectation lives that long (plus a second). Without it, up to an hour.
+   */
+  clientRequestTimeout?: number
+}
+
 /** The handlers of this process waiting for answers (see the module doc). */
 export class PendingAnswers implements SessionJob {
   readonly #bus: Bus
   readonly #topics: SessionTopics
   readonly #logger: TopicLogger
+  readonly #expectTtl: number
   readonly #bySession = new Map<string, Map<string, Waiter>>()
   readonly #prefix = randomBytes(4).toString('hex')
   #counter = 0
 
-  constructor (bus: Bus, topics: SessionTopics, logger: TopicLogger) {
+  constructor (bus: Bus, topics: SessionTopics, logger: TopicLogger, options: PendingAnswersOptions = {}) {
     this.#bus = bus
     this.#topics = topics
     this.#logger = logger
+    this.#expectTtl = options.clientRequestTimeout === undefined ? FALLBACK_EXPECT_TTL : options.clientRequestTimeout + EXPECT_MARGIN
     topics.add(this)
   }
 
@@ -45,7 +72,8 @@ export class PendingAnswers implements SessionJob {
 
   /**
    * Waits for the client's answer to request `id`. Registered at once (so a cap counts requests
-   * made in the same turn); the caller handles timeouts and aborts through `cancel`, and awaits
+   * made in the same turn); the expectation goes to the bus at once too, and `topics.ready(sid)`
+   * waits for it. The caller handles timeouts and aborts through `cancel`, and awaits
    * `topics.ready(sid)` before sending the request.
    */
   wait (sid: string, id: string): { answer: Promise<Record<string, unknown>>, cancel: (err: Error) => void } {
@@ -55,12 +83,15 @@ export class PendingAnswers implements SessionJob {
     let waiter!: Waiter
     const answer = new Promise<Record<string, unknown>>((resolve, reject) => { waiter = { resolve, reject } })
     waiters.set(id, waiter)
+    if (this.#bus.expect !== undefined) this.#topics.gate(sid, this.#bus.expect(sid, id, this.#expectTtl))
     const poll = this.#pollKept(sid, id, waiter)
     const map = waiters
     const done = (): void => {
       if (poll !== null) clearInterval(poll)
       if (map.get(id) === waiter) map.delete(id)
       if (map.size === 0 && this.#bySession.get(sid) === map) this.#bySession.delete(sid)
+      // Nothing of this wait may outlive it: the expectation, and a kept answer nobody took.
+      this.#bus.forget?.(sid, id).catch(() => {})
       this.#topics.release(sid)
     }
     answer.then(done, done)
@@ -79,12 +110,33 @@ export class PendingAnswers implements SessionJob {
     return poll
   }
 
-  /** Delivers a client's answer: kept first (where the bus can), then published. */
-  async deliver (sid: string, msg: Record<string, unknown>, ttl: number): Promise<void> {
-    if (this.#bus.keep !== undefined && (typeof msg.id === 'string' || typeof msg.id === 'number')) {
-      await this.#bus.keep(sid, String(msg.id), JSON.stringify(msg), ttl)
+  /**
+   * Delivers a client's answer when a handler (on any instance) waits for it: kept first (where
+   * the bus can), then published. Resolves whether it was delivered; an answer nobody waits for is
+   * dropped with a debug line (an id this server never minted without a bus round trip).
+   * @param ttl how long a kept answer may wait for its handler (ms), at most
+   */
+  async deliver (sid: string, msg: Record<string, unknown>, ttl: number): Promise<boolean> {
+    const id = msg.id
+    if (typeof id !== 'string' || !MINTED_ID.test(id)) {
+      this.#dropped(sid, id, 'answer to a request this server never sent; dropped')
+      return false
+    }
+    if (this.#bus.keep !== undefined) {
+      const kept = await this.#bus.keep(sid, id, JSON.stringify(msg), ttl)
+      if (kept === false) {
+        this.#dropped(sid, id, 'answer nobody waits for (not asked in this session, already answered, or given up); dropped')
+        return false
+      }
     }
     await this.#topics.publish(sid, { t: 'answer', sid, msg })
+    return true
+  }
+
+  #dropped (sid: string, id: unknown, why: string): void {
+    // The id is the client's: log a bounded piece of it.
+    const shown = typeof id === 'string' ? id.slice(0, 64) : typeof id === 'number' ? id : typeof id
+    this.#logger.debug({ sessionId: sid, id: shown }, why)
   }
 
   onMessage (sid: string, m: BusMessage): void {
@@ -100,8 +152,8 @@ export class PendingAnswers implements SessionJob {
       return
     }
     waiter.resolve(msg)
-    // The answer arrived: drop the kept copy (it would expire anyway).
-    this.#bus.take?.(sid, id).catch(() => {})
+    // The answer arrived: drop the kept copy (a bus with `forget` does when the wait ends).
+    if (this.#bus.forget === undefined) this.#bus.take?.(sid, id).catch(() => {})
   }
 
   #rejectAll (sid: string, reason: Error): void {

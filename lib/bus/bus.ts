@@ -35,27 +35,78 @@ export const BROADCAST_CHANNEL = 'broadcast'
 /** Listener of a channel. */
 export type BusListener = (message: BusMessage) => void
 
-/** The bus contract. */
+/**
+ * The bus contract.
+ *
+ * Answers of the client to server→client requests (elicitation, sampling, roots) go through
+ * `expect` → `keep` → `publish`, so that only an answer somebody waits for is ever stored: the
+ * waiting side calls `expect` before the request goes out (the answer may land on any instance),
+ * the receiving side `keep`s it (which claims the expectation) and publishes it only when kept, and
+ * the waiting side `forget`s once it is done. An answer nobody expects (never asked, asked on
+ * another session, already answered, given up) is dropped without being stored.
+ */
 export interface Bus {
   /** Delivers a message to every subscriber of the channel (on any instance). */
   publish (channel: string, message: BusMessage): Promise<void>
   /** Subscribes; resolves once the subscription is active. The returned function unsubscribes. */
   subscribe (channel: string, listener: BusListener): Promise<() => Promise<void>>
   /**
-   * Keeps a value that must survive a missed publish (a client's answer), for `ttl` ms. Buses that
-   * cannot lose messages (in-process) need not implement it.
+   * Registers, before the request is sent, that a handler waits for the client's answer `key`
+   * (the server→client request id) of session `sid`, for at most `ttl` ms: until then an answer
+   * with that key is accepted by `keep` on any instance sharing this bus. Resolves once the
+   * expectation is visible to every instance. It ends with `keep` (the first answer claims it),
+   * `forget`, or its `ttl`. A bus implementing `expect` implements `keep` and `forget` too.
    */
-  keep? (sid: string, key: string, value: string, ttl: number): Promise<void>
+  expect? (sid: string, key: string, ttl: number): Promise<void>
+  /**
+   * Receiving side of an answer: claims the expectation of `key` and keeps `value` for take()
+   * (which a waiter whose publish was missed polls), for at most `ttl` ms, atomically. Resolves
+   * whether it was kept: `false` when the answer was not expected (nothing is stored; the caller
+   * drops it), `true` when it was (the caller then publishes it). Buses that cannot lose messages
+   * (in-process) need not store the value. A bus without `expect` keeps every value (and may
+   * resolve `undefined`, the contract before `expect`, read as kept).
+   */
+  keep? (sid: string, key: string, value: string, ttl: number): Promise<boolean | void>
   /** Takes (reads and deletes) a kept value; `null` when there is none. */
   take? (sid: string, key: string): Promise<string | null>
+  /**
+   * Waiting side, once it is done (answered, timed out, cancelled): drops the expectation of `key`
+   * and any kept copy, so that nothing of it outlives the wait.
+   */
+  forget? (sid: string, key: string): Promise<void>
   /** Stops delivery and releases what the bus created. */
   close (): Promise<void>
 }
 
-/** In-process bus: one EventEmitter, delivery on the next microtask. */
+/**
+ * In-process bus: one EventEmitter, delivery on the next microtask. Answers are delivered only
+ * when expected (a handler of a plugin instance sharing this bus waits for them); as nothing can
+ * be missed in-process, they are never stored (no `take`).
+ */
 export class MemoryBus implements Bus {
   #ee = new EventEmitter()
+  /** Expected answers: `<sid>\n<key>` → when the expectation ends (`performance.now()` ms). */
+  readonly #expected = new Map<string, number>()
   constructor () { this.#ee.setMaxListeners(0) }
+
+  async expect (sid: string, key: string, ttl: number): Promise<void> {
+    this.#expected.set(`${sid}\n${key}`, performance.now() + ttl)
+  }
+
+  async keep (sid: string, key: string): Promise<boolean> {
+    const k = `${sid}\n${key}`
+    const until = this.#expected.get(k)
+    if (until === undefined) return false
+    this.#expected.delete(k)
+    return performance.now() <= until
+  }
+
+  async forget (sid: string, key: string): Promise<void> {
+    this.#expected.delete(`${sid}\n${key}`)
+  }
+
+  /** Expectations held (tests check it returns to 0). */
+  get expected (): number { return this.#expected.size }
 
   async publish (channel: string, message: BusMessage): Promise<void> {
     this.#ee.emit(channel, message)
@@ -69,5 +120,8 @@ export class MemoryBus implements Bus {
   /** Number of channels with listeners (tests check it returns to 0). */
   get channels (): number { return this.#ee.eventNames().length }
 
-  async close (): Promise<void> { this.#ee.removeAllListeners() }
+  async close (): Promise<void> {
+    this.#ee.removeAllListeners()
+    this.#expected.clear()
+  }
 }

@@ -4,7 +4,7 @@
  * streams; and the session channels they listen on. Everything that can arrive from elsewhere
  * arrives through the bus, so the same code serves one process (memory bus) and many (Redis bus).
  */
-import { PendingAnswers } from './answers.js'
+import { PendingAnswers, type PendingAnswersOptions } from './answers.js'
 import type { Bus } from './bus.js'
 import { StreamFollowers } from './followers.js'
 import { GetStreams } from './get-streams.js'
@@ -20,10 +20,11 @@ export class Hub {
   readonly followers: StreamFollowers
   #closed = false
 
-  constructor (bus: Bus, logger: TopicLogger) {
+  /** `options.clientRequestTimeout`: how long handlers wait for the client's answers (ms; see `PendingAnswersOptions`). */
+  constructor (bus: Bus, logger: TopicLogger, options: PendingAnswersOptions = {}) {
     this.topics = new SessionTopics(bus, logger)
     this.inflight = new InflightRequests(this.topics)
-    this.answers = new PendingAnswers(bus, this.topics, logger)
+    this.answers = new PendingAnswers(bus, this.topics, logger, options)
     this.getStreams = new GetStreams(this.topics)
     this.followers = new StreamFollowers(this.topics)
   }

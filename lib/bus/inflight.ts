@@ -3,6 +3,11 @@
  * arrive on another instance) and the session's end can abort them. Most requests are short: a
  * session is subscribed to its channel only once one of its requests has run for a moment (one
  * sweep timer checks them all), not per request.
+ *
+ * Each request is tracked on its own, also when the client reuses a request id (real clients do,
+ * and a client may send many requests with one id at once): `count()` counts them all (it is what
+ * `maxStreamsPerSession` caps), and `notifications/cancelled` for an id aborts every request of
+ * the session in flight with that id.
  */
 import type { BusMessage } from './bus.js'
 import type { SessionJob, SessionTopics } from './session-topics.js'
@@ -10,17 +15,28 @@ import type { SessionJob, SessionTopics } from './session-topics.js'
 /** What a cancellation aborts. */
 export interface Abortable { abort: (reason: unknown) => void }
 
+/** One `track()`: its own object, so that tracking the same request twice counts twice. */
+interface Entry { request: Abortable }
+
+/** The requests of one session in flight here. */
+interface SessionRequests {
+  /** Requests in flight, all ids together. */
+  count: number
+  /** By `String(id)`: several requests may share an id. One entry per `track()`. */
+  byId: Map<string, Set<Entry>>
+}
+
 /** Milliseconds a request runs (10–20) before this process subscribes to its session's channel. */
 const SUBSCRIBE_AFTER = 10
 
 /** The in-flight requests of this process (see the module doc). */
 export class InflightRequests implements SessionJob {
   readonly #topics: SessionTopics
-  readonly #bySession = new Map<string, Map<string, Abortable>>()
+  readonly #bySession = new Map<string, SessionRequests>()
   /** Sessions with requests in flight and no subscription, checked every SUBSCRIBE_AFTER ms. */
   readonly #unsubscribed = new Set<string>()
   /** Requests in flight at the last sweep, per unsubscribed session. */
-  readonly #seen = new Map<string, Set<Abortable>>()
+  readonly #seen = new Map<string, Set<Entry>>()
   #sweeper: NodeJS.Timeout | null = null
 
   constructor (topics: SessionTopics) {
@@ -28,26 +44,40 @@ export class InflightRequests implements SessionJob {
     topics.add(this)
   }
 
-  holds (sid: string): boolean { return (this.#bySession.get(sid)?.size ?? 0) > 0 }
+  holds (sid: string): boolean { return (this.#bySession.get(sid)?.count ?? 0) > 0 }
 
-  /** Requests of the session in flight here. */
-  count (sid: string): number { return this.#bySession.get(sid)?.size ?? 0 }
+  /** Requests of the session in flight here, each counted (also those sharing an id). */
+  count (sid: string): number { return this.#bySession.get(sid)?.count ?? 0 }
 
-  /** Registers a running request so a `notifications/cancelled` can abort it; returns the unregister. */
+  /**
+   * Registers a running request so a `notifications/cancelled` can abort it; returns the
+   * unregister (idempotent). Requests that share an id are tracked each on its own.
+   */
   track (sid: string, requestId: string | number, request: Abortable): () => void {
     this.#topics.hold(sid, false)
     let requests = this.#bySession.get(sid)
-    if (requests === undefined) { requests = new Map(); this.#bySession.set(sid, requests) }
+    if (requests === undefined) { requests = { count: 0, byId: new Map() }; this.#bySession.set(sid, requests) }
     const key = String(requestId)
-    requests.set(key, request)
+    let sameId = requests.byId.get(key)
+    if (sameId === undefined) { sameId = new Set(); requests.byId.set(key, sameId) }
+    const entry: Entry = { request }
+    sameId.add(entry)
+    requests.count++
     // A cancel from another instance can only reach a request that runs long enough to be
     // cancelled: its session is subscribed once it has run for a moment (local cancels are
     // delivered directly).
     if (!this.#topics.subscribed(sid)) this.#watch(sid)
-    const map = requests
+    const session = requests
+    const set = sameId
+    let done = false
     return () => {
-      if (map.get(key) === request) map.delete(key)
-      if (map.size === 0 && this.#bySession.get(sid) === map) this.#bySession.delete(sid)
+      if (done) return
+      done = true
+      if (set.delete(entry)) {
+        session.count--
+        if (set.size === 0 && session.byId.get(key) === set) session.byId.delete(key)
+      }
+      if (session.count === 0 && this.#bySession.get(sid) === session) this.#bySession.delete(sid)
       this.#topics.release(sid)
     }
   }
@@ -69,7 +99,8 @@ export class InflightRequests implements SessionJob {
         this.#seen.delete(sid)
         continue
       }
-      const now = new Set(requests.values())
+      const now = new Set<Entry>()
+      for (const sameId of requests.byId.values()) for (const r of sameId) now.add(r)
       const seen = this.#seen.get(sid)
       if (seen !== undefined && [...seen].some(r => now.has(r))) {
         this.#unsubscribed.delete(sid)
@@ -86,12 +117,17 @@ export class InflightRequests implements SessionJob {
   }
 
   onMessage (sid: string, m: BusMessage): void {
-    if (m.t === 'cancel') this.#bySession.get(sid)?.get(String(m.requestId))?.abort(new Error('cancelled by the client'))
-    else if (m.t === 'ended') this.#abortAll(sid, new Error('session ended'))
+    if (m.t === 'cancel') {
+      // Every request of the session in flight with that id: the client cannot tell us which one.
+      const sameId = this.#bySession.get(sid)?.byId.get(String(m.requestId))
+      if (sameId !== undefined) for (const e of [...sameId]) e.request.abort(new Error('cancelled by the client'))
+    } else if (m.t === 'ended') this.#abortAll(sid, new Error('session ended'))
   }
 
   #abortAll (sid: string, reason: Error): void {
-    for (const r of this.#bySession.get(sid)?.values() ?? []) r.abort(reason)
+    const requests = this.#bySession.get(sid)
+    if (requests === undefined) return
+    for (const sameId of [...requests.byId.values()]) for (const e of [...sameId]) e.request.abort(reason)
   }
 
   /** Aborts everything in flight (server shutdown). */

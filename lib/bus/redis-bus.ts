@@ -6,9 +6,37 @@
  *
  * Pub/sub is a wake-up, never the only copy: what must not be lost is stored before it is
  * published (answers, events), and ioredis re-subscribes after a reconnect.
+ *
+ * Answers: `expect` sets `<prefix>{<sid>}:exp:<id>` (PX = how long the handler may wait) before
+ * the request goes to the client; `keep` claims that key and stores the answer at
+ * `<prefix>{<sid>}:ans:<id>` in one script, or stores nothing when the answer was not expected;
+ * `forget` deletes both once the handler is done. So Redis holds an answer only while a handler
+ * can still want it, whatever the client sends.
  */
-import { Cluster, type Redis } from 'ioredis'
+import { Cluster, type ClientContext, type Redis, type Result } from 'ioredis'
 import type { Bus, BusListener, BusMessage } from './bus.js'
+
+/**
+ * Claims an expected answer and keeps it, atomically. Returns 1 when kept, 0 when nobody expected
+ * it (nothing stored). The answer is kept no longer than the expectation had left.
+ *   KEYS[1] expectation             KEYS[2] kept answer
+ *   ARGV[1] the answer (JSON)       ARGV[2] ttl (ms)
+ */
+const KEEP_EXPECTED = `
+local left = redis.call('PTTL', KEYS[1])
+if left == -2 then return 0 end
+redis.call('DEL', KEYS[1])
+local ttl = tonumber(ARGV[2])
+if left > 0 and left < ttl then ttl = left end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
+return 1
+`
+
+declare module 'ioredis' {
+  interface RedisCommander<Context extends ClientContext = { type: 'default' }> {
+    mcpAnswerKeep (expected: string, kept: string, value: string, ttl: number): Result<0 | 1, Context>
+  }
+}
 
 export interface RedisBusOptions {
   /** Publishing client (standalone, Sentinel or Cluster). Never closed by the bus. */
@@ -39,6 +67,9 @@ export class RedisBus implements Bus {
     this.prefix = options.prefix ?? 'mcp:'
     this.#log = options.log
     this.#sharded = options.redis instanceof Cluster
+    if (typeof this.#pub.mcpAnswerKeep !== 'function') {
+      this.#pub.defineCommand('mcpAnswerKeep', { numberOfKeys: 2, lua: KEEP_EXPECTED })
+    }
     // The subscriber is ours: created here, closed in close(). It keeps an offline queue and has
     // no command timeout even when the publishing client is fail-fast (LOCK_CLIENT_OPTIONS): a
     // SUBSCRIBE sent before the new connection is up (at start-up, on a busy machine) must wait for
@@ -127,12 +158,24 @@ export class RedisBus implements Bus {
     return next
   }
 
-  async keep (sid: string, key: string, value: string, ttl: number): Promise<void> {
-    await this.#pub.set(`${this.prefix}{${sid}}:ans:${key}`, value, 'PX', Math.max(1, Math.floor(ttl)))
+  #expectedKey (sid: string, key: string): string { return `${this.prefix}{${sid}}:exp:${key}` }
+  #keptKey (sid: string, key: string): string { return `${this.prefix}{${sid}}:ans:${key}` }
+
+  async expect (sid: string, key: string, ttl: number): Promise<void> {
+    await this.#pub.set(this.#expectedKey(sid, key), '1', 'PX', Math.max(1, Math.ceil(ttl)))
+  }
+
+  async keep (sid: string, key: string, value: string, ttl: number): Promise<boolean> {
+    return await this.#pub.mcpAnswerKeep(this.#expectedKey(sid, key), this.#keptKey(sid, key), value, Math.max(1, Math.floor(ttl))) === 1
   }
 
   async take (sid: string, key: string): Promise<string | null> {
-    return await this.#pub.getdel(`${this.prefix}{${sid}}:ans:${key}`)
+    return await this.#pub.getdel(this.#keptKey(sid, key))
+  }
+
+  async forget (sid: string, key: string): Promise<void> {
+    // Both keys share the session's hash tag: one slot, one command on Cluster too.
+    await this.#pub.del(this.#expectedKey(sid, key), this.#keptKey(sid, key))
   }
 
   /** Channels subscribed by this process (tests check it returns to 0). */

@@ -30,6 +30,8 @@ interface Topic {
   subscription: Promise<() => Promise<void>> | null
   /** The subscription failed (bus down): the next `ready()` subscribes again. */
   failed: boolean
+  /** Work `ready()` also waits for (see {@link SessionTopics.gate}); `null` when none. */
+  gates: Set<Promise<unknown>> | null
 }
 
 export const sessionChannel = (sid: string): string => `s:${sid}`
@@ -63,23 +65,45 @@ export class SessionTopics {
   hold (sid: string, subscribe = true): void {
     let topic = this.#topics.get(sid)
     if (topic === undefined) {
-      topic = { subscription: null, failed: false }
+      topic = { subscription: null, failed: false, gates: null }
       this.#topics.set(sid, topic)
     }
     if (subscribe && topic.subscription === null) this.#subscribe(sid, topic)
   }
 
-  /** Waits until this process listens to the session's channel (so nothing sent after is missed). */
+  /**
+   * Waits until this process listens to the session's channel, and the gates registered for the
+   * session are through, so that nothing sent after is missed (an answer to a request sent next
+   * finds the subscription and its expectation).
+   */
   async ready (sid: string): Promise<void> {
     this.hold(sid, false)
     const topic = this.#topics.get(sid) as Topic
     if (topic.failed || topic.subscription === null) this.#subscribe(sid, topic)
     try {
       await topic.subscription
+      if (topic.gates !== null) await Promise.all(topic.gates)
     } catch (err) {
       this.release(sid)
       throw err
     }
+  }
+
+  /**
+   * Makes `ready(sid)` wait for `work` too, until it settles (a failure fails `ready`): what must be
+   * in place before the client can answer what comes next, e.g. an answer's expectation on the bus.
+   * The session must be held.
+   */
+  gate (sid: string, work: Promise<unknown>): void {
+    const topic = this.#topics.get(sid)
+    if (topic === undefined) throw new Error('gate() on a session that is not held')
+    const gates = topic.gates ??= new Set()
+    gates.add(work)
+    const done = (): void => {
+      gates.delete(work)
+      if (gates.size === 0 && topic.gates === gates) topic.gates = null
+    }
+    work.then(done, done)
   }
 
   #subscribe (sid: string, topic: Topic): void {

@@ -58,7 +58,7 @@ export class McpEngine {
   constructor (d: EngineDeps) {
     const { opts, registry, logger } = d
     this.#bus = d.bus
-    this.hub = new Hub(d.bus, logger)
+    this.hub = new Hub(d.bus, logger, { clientRequestTimeout: opts.clientRequestTimeout })
     const sessions = new StateBackend(d.store, d.lock)
     const capabilities = serverCapabilities(registry)
     const gc = new GcPolicy({ gcProbability: opts.gcProbability, gcDivisor: opts.gcDivisor })

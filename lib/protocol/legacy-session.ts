@@ -89,17 +89,14 @@ export async function openSession (sessions: StateBackend, request: FastifyReque
   try {
     scope = await sessions.open(sid, { lock, owner: request, signal: abort?.signal })
   } catch (err) {
-    if (abort?.aborted === true) {
-      request.log.debug({ sessionId: sid }, 'the client left while waiting for the session lock')
-      return null
-    }
+    if (abort?.aborted === true) return gaveUp(abort, request, sid)
     throw unavailable(err, request.log, sid)
   }
   if (scope === null) throw refuse.notFound()
   if (abort?.aborted === true) {
-    // Granted just as the client left: its handler never runs.
+    // Granted just as the request was given up: its handler never runs.
     await scope.close()
-    return null
+    return gaveUp(abort, request, sid)
   }
   const owner = scope.handle.getProtocol<string | null>(K.principal) ?? null
   if (owner !== (principal?.id ?? null)) {
@@ -108,6 +105,16 @@ export async function openSession (sessions: StateBackend, request: FastifyReque
   }
   request.mcpSession = scope.handle
   return scope
+}
+
+/**
+ * A request given up while it waited for the session lock: the session ended (DELETE) → 404;
+ * otherwise (its client left, or cancelled it) `null`, nothing ran.
+ */
+function gaveUp (abort: RequestAbort, request: FastifyRequest, sid: string): null {
+  if (sessionEnded(abort.reason)) throw refuse.notFound()
+  request.log.debug({ sessionId: sid, reason: String((abort.reason as Error)?.message ?? abort.reason) }, 'request given up while waiting for the session lock')
+  return null
 }
 
 /** Logs what a close that did not write means (the caller decides what the client is told). */

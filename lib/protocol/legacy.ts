@@ -43,6 +43,13 @@ export interface LegacyDeps {
   maybeGc: (log: FastifyBaseLogger) => void
 }
 
+/** The requests of one POST, registered as in flight before it waits for the session. */
+interface Tracked {
+  /** The POST's cancellation. */
+  abort: RequestAbort
+  requests: Map<JsonRpcRequest, { abort: RequestAbort, untrack: () => void }>
+}
+
 /** The messages of one POST, with what they share. */
 interface PostRun {
   exchange: Exchange
@@ -50,6 +57,8 @@ interface PostRun {
   channel: ResponseChannel
   /** Aborted when the lease is lost, or the client went away for good. */
   abort: RequestAbort
+  /** Each request's cancellation and its registration as in flight. */
+  tracked: Tracked
   principal: McpPrincipal | null
   /** The HTTP status of a single request's answer (an error may name one, e.g. 503). */
   status: number
@@ -80,18 +89,44 @@ export class LegacyWire {
     // Watched from before the lock wait: a client that leaves while queued gives up its place at once.
     const abort = new RequestAbort()
     abort.watch(exchange.connection, NOT_STARTED)
-    // Answers and notifications never wait behind a running handler (that handler may be waiting for them).
-    const lock = requests > 0
-    const scope = await openSession(this.#d.sessions, request, sid, principal, lock, this.#d.sessions.lock !== null && lock ? abort : undefined)
-    if (scope === null) { abort.unwatch(); return }
-    scope.onLost(() => { abort.abort(new LeaseLostError()) })
+    // Counted (and cancellable) from now on, in the same turn as the cap check above: requests that
+    // arrive together cannot all pass it while waiting for the session.
+    const tracked = this.#track(sid, body, abort)
     try {
-      await this.#serve(exchange, body, scope, abort, principal)
+      // Answers and notifications never wait behind a running handler (that handler may be waiting for them).
+      const lock = requests > 0
+      const scope = await openSession(this.#d.sessions, request, sid, principal, lock, this.#d.sessions.lock !== null && lock ? abort : undefined)
+      // Given up while queued: a client that left hears nothing; a cancelled request, like a
+      // cancelled running one, gets no response (202).
+      if (scope === null) { if (!exchange.connection.destroyed) exchange.empty(202); return }
+      scope.onLost(() => { abort.abort(new LeaseLostError()) })
+      try {
+        await this.#serve(exchange, body, scope, tracked, principal)
+      } finally {
+        // Written back in #serve unless something threw on the way.
+        reportClose(await scope.close(), request.log, sid)
+      }
     } finally {
       abort.unwatch()
-      // Written back in #serve unless something threw on the way.
-      reportClose(await scope.close(), request.log, sid)
+      for (const r of tracked.requests.values()) r.untrack()
     }
+  }
+
+  /**
+   * Registers the POST's requests as in flight. The only request of a POST shares the POST's
+   * cancellation; requests of a batch each get their own (following the POST's), so that a cancel
+   * stops only its target.
+   */
+  #track (sid: string, body: ParsedBody & { ok: true }, abort: RequestAbort): Tracked {
+    const requests = new Map<JsonRpcRequest, { abort: RequestAbort, untrack: () => void }>()
+    for (const m of body.messages) {
+      if (m.kind !== 'request') continue
+      const own = body.batch ? new RequestAbort() : abort
+      const unfollow = body.batch ? abort.follow(own) : null
+      const untrack = this.#d.hub.inflight.track(sid, m.message.id, own)
+      requests.set(m.message, { abort: own, untrack: () => { untrack(); unfollow?.() } })
+    }
+    return { abort, requests }
   }
 
   /** Refuses what no session could serve; returns the number of requests (a batch counts each). */
@@ -112,7 +147,8 @@ export class LegacyWire {
   }
 
   /** Runs the messages of a POST on its open session, writes back, and answers. */
-  async #serve (exchange: Exchange, body: ParsedBody & { ok: true }, scope: StateScope, abort: RequestAbort, principal: McpPrincipal | null): Promise<void> {
+  async #serve (exchange: Exchange, body: ParsedBody & { ok: true }, scope: StateScope, tracked: Tracked, principal: McpPrincipal | null): Promise<void> {
+    const abort = tracked.abort
     const request = exchange.request
     const sid = scope.id
     const version = scope.handle.getProtocol<string>(K.version) ?? '2025-03-26'
@@ -130,7 +166,7 @@ export class LegacyWire {
     // A client that goes away before it can resume the response (no SSE event id yet) will never
     // see it: stop the handlers, so the lease is freed now rather than when they finish.
     abort.watch(exchange.connection, channel)
-    const run: PostRun = { exchange, scope, channel, abort, principal, status: 200 }
+    const run: PostRun = { exchange, scope, channel, abort, tracked, principal, status: 200 }
     const responses = await this.#messages(run, body)
     // Saved before answering: the client's next request must see what this one changed.
     const closed = await scope.close()
@@ -170,7 +206,7 @@ export class LegacyWire {
         case 'request': {
           // One at a time, in order, even in a batch: each request of the session sees what the
           // one before it changed (parallel members would overwrite each other's changes).
-          const r = await this.#run(run, m.message, !body.batch)
+          const r = await this.#run(run, m.message)
           if (r !== null) responses.push(r)
         }
       }
@@ -189,13 +225,9 @@ export class LegacyWire {
   }
 
   /** Runs one request; resolves its response, or `null` when it was cancelled. */
-  async #run (run: PostRun, msg: JsonRpcRequest, alone: boolean): Promise<unknown> {
+  async #run (run: PostRun, msg: JsonRpcRequest): Promise<unknown> {
     const request = run.exchange.request
-    // The only request of its POST shares the POST's cancellation; requests of a batch each get
-    // their own (following the POST's), so that a cancel stops only its target.
-    const abort = alone ? run.abort : new RequestAbort()
-    const unfollow = alone ? null : run.abort.follow(abort)
-    const untrack = this.#d.hub.inflight.track(run.scope.id, msg.id, abort)
+    const { abort, untrack } = run.tracked.requests.get(msg) as { abort: RequestAbort, untrack: () => void }
     const ctx = new LegacyContext(this.#clientRequests, run.scope, {
       request, principal: run.principal, requestId: msg.id, meta: msg.params?._meta as Record<string, unknown> | undefined, channel: run.channel, abort
     })
@@ -210,7 +242,6 @@ export class LegacyWire {
       return reply.body
     } finally {
       ctx.finished = true
-      unfollow?.()
       untrack()
     }
   }

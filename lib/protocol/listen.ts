@@ -2,19 +2,41 @@
  * `subscriptions/listen` (2026-07-28): an SSE stream on which the server sends the list changes
  * and resource updates a client asked for, each tagged with the subscription id, after an
  * acknowledgement of the honoured subset; on shutdown, the request's final result.
+ *
+ * Bounded: streams per process (`maxListenStreams`) and per client (`maxListenStreamsPerClient`:
+ * per principal, or per remote address without one), so one client cannot take every slot; the
+ * resource URIs one stream keeps and echoes (count and length); and, as every SSE stream, a slow
+ * reader is disconnected rather than buffered for (`http/sse-writer.ts`).
  */
 import type { EventSink } from '../bus/event-sink.js'
+import type { McpPrincipal } from '../context.js'
 import type { ListKind } from '../features/registry.js'
 import { ErrorCode, McpError, type RequestId } from '../jsonrpc/errors.js'
 import { isPlainObject, resultResponse, type JsonRpcRequest } from '../jsonrpc/messages.js'
 import type { Exchange } from './exchange.js'
 import { META_SUB } from './meta.js'
 
+/** Most URIs in `notifications.resourceSubscriptions` of one listen request. */
+export const MAX_LISTEN_URIS = 100
+/** Longest URI (in characters) in `notifications.resourceSubscriptions`. */
+export const MAX_LISTEN_URI_LENGTH = 2048
+
 interface ListenStream {
   id: RequestId
   sink: EventSink
   kinds: Set<ListKind>
   uris: Set<string>
+  /** Whose slot it takes (see {@link clientOf}). */
+  client: string
+}
+
+/**
+ * Who a listen stream is counted against: the authenticated principal, else the remote address
+ * (Fastify's `request.ip`, which honours the app's `trustProxy`). Prefixed so that a principal id
+ * never shares a count with an address.
+ */
+function clientOf (exchange: Exchange, principal: McpPrincipal | null): string {
+  return principal !== null ? `principal:${principal.id}` : `ip:${exchange.request.ip}`
 }
 
 /**
@@ -32,29 +54,48 @@ function filterProblem (filter: unknown): string | null {
   if (uris !== undefined && !(Array.isArray(uris) && uris.every(u => typeof u === 'string'))) {
     return 'notifications.resourceSubscriptions must be an array of strings'
   }
+  // What a stream keeps for its lifetime, and echoes in its acknowledgement, is bounded.
+  if (uris !== undefined && uris.length > MAX_LISTEN_URIS) {
+    return `notifications.resourceSubscriptions must have at most ${MAX_LISTEN_URIS} URIs`
+  }
+  if (uris !== undefined && (uris as string[]).some(u => u.length > MAX_LISTEN_URI_LENGTH)) {
+    return `notifications.resourceSubscriptions URIs must be at most ${MAX_LISTEN_URI_LENGTH} characters long`
+  }
   return null
 }
 
 /** The listen streams of this process. */
 export class ListenStreams {
   readonly #streams = new Set<ListenStream>()
+  /** Open streams per client (see {@link clientOf}); a client with none has no entry. */
+  readonly #perClient = new Map<string, number>()
   readonly #max: number
+  readonly #maxPerClient: number
   readonly #keepAlive: number
 
-  constructor (options: { max: number, keepAlive: number }) {
+  constructor (options: { max: number, maxPerClient: number, keepAlive: number }) {
     this.#max = options.max
+    this.#maxPerClient = options.maxPerClient
     this.#keepAlive = options.keepAlive
   }
 
   /** Number of open listen streams (tests). */
   get size (): number { return this.#streams.size }
 
-  /** Opens a listen stream for `msg` with what the server offers (`caps`) honoured. */
-  open (exchange: Exchange, msg: JsonRpcRequest, caps: Record<string, unknown>): void {
+  /**
+   * Opens a listen stream for `msg` with what the server offers (`caps`) honoured, counted against
+   * `principal` (or, without one, the remote address).
+   */
+  open (exchange: Exchange, msg: JsonRpcRequest, caps: Record<string, unknown>, principal: McpPrincipal | null): void {
     const problem = filterProblem(msg.params?.notifications)
     if (problem !== null) throw new McpError(ErrorCode.InvalidParams, `Invalid params: ${problem}`, undefined, 400)
     if (this.#streams.size >= this.#max) {
       throw new McpError(ErrorCode.ServerError, 'Too many listen streams on this server; retry later', undefined, 429)
+    }
+    const client = clientOf(exchange, principal)
+    const mine = this.#perClient.get(client) ?? 0
+    if (mine >= this.#maxPerClient) {
+      throw new McpError(ErrorCode.ServerError, 'Too many listen streams for this client; close one or retry later', undefined, 429)
     }
     const wanted = msg.params?.notifications as Record<string, unknown>
     const honored: Record<string, unknown> = {}
@@ -67,11 +108,20 @@ export class ListenStreams {
       for (const u of wanted.resourceSubscriptions) uris.add(u as string)
       honored.resourceSubscriptions = [...uris]
     }
-    const stream: ListenStream = { id: msg.id, sink: exchange.stream({ keepAlive: this.#keepAlive, what: { listen: msg.id } }), kinds, uris }
+    const stream: ListenStream = { id: msg.id, sink: exchange.stream({ keepAlive: this.#keepAlive, what: { listen: msg.id } }), kinds, uris, client }
     this.#streams.add(stream)
+    this.#perClient.set(client, mine + 1)
     this.#send(stream, 'notifications/subscriptions/acknowledged', { notifications: honored })
-    stream.sink.onClose(() => { this.#streams.delete(stream) })
+    stream.sink.onClose(() => { this.#forget(stream) })
     exchange.request.log.debug({ kinds: [...kinds], uris: uris.size }, 'listen stream opened')
+  }
+
+  /** A stream closed (by the client, as a slow reader, or on shutdown): its slots are free. */
+  #forget (stream: ListenStream): void {
+    if (!this.#streams.delete(stream)) return
+    const left = (this.#perClient.get(stream.client) ?? 1) - 1
+    if (left > 0) this.#perClient.set(stream.client, left)
+    else this.#perClient.delete(stream.client)
   }
 
   #send (stream: ListenStream, method: string, params: Record<string, unknown> = {}): void {
@@ -96,5 +146,6 @@ export class ListenStreams {
       s.sink.end()
     }
     this.#streams.clear()
+    this.#perClient.clear()
   }
 }

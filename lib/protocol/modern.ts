@@ -77,7 +77,7 @@ export class ModernWire {
   constructor (deps: ModernDeps) {
     this.#d = deps
     this.#serverMeta = { [META_SERVER]: deps.opts.serverInfo }
-    this.listeners = new ListenStreams({ max: deps.opts.maxListenStreams, keepAlive: deps.opts.keepAliveInterval })
+    this.listeners = new ListenStreams({ max: deps.opts.maxListenStreams, maxPerClient: deps.opts.maxListenStreamsPerClient, keepAlive: deps.opts.keepAliveInterval })
   }
 
   /** Handles a modern POST whose body parsed. */
@@ -102,7 +102,7 @@ export class ModernWire {
     const problem = metaProblem(msg.params ?? {})
     if (problem !== null) throw new McpError(ErrorCode.InvalidParams, problem, undefined, 400)
     if (msg.method === 'subscriptions/listen') {
-      this.listeners.open(exchange, msg, this.#d.capabilities())
+      this.listeners.open(exchange, msg, this.#d.capabilities(), principal)
       return
     }
     const channel = exchange.channel({ sessionId: null, polling: false, log: nullLog })

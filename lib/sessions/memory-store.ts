@@ -1,11 +1,16 @@
 /**
- * `MemorySessionStore`: the default store, for one process. Bounded (least recently used sessions
- * are evicted when full) and small per session: one record per session holding each key's JSON
- * text, no per-session timer or closure.
+ * `MemorySessionStore`: the default store, for one process. Bounded and small per session: one
+ * record per session holding each key's JSON text, no per-session timer or closure.
  *
- * The map is kept in last-access order (every access moves the session to the end), so the
- * sessions that expire first are always at the front: expiry is checked lazily on access, and one
- * unref()ed sweep timer, and gc(), only walk the expired head of the map.
+ * When full, a never-used session goes first: one created and not loaded or saved since (an
+ * `initialize` whose client never came back). Only when there is none is the least recently used
+ * session evicted. Anyone can create sessions (`initialize` is anonymous unless `authenticate`
+ * says otherwise), so a flood of them must not push out the sessions clients are using.
+ *
+ * Two maps, so that nothing per session marks which kind it is: `#fresh` (never used, in creation
+ * order) and `#used` (in last-access order: every access moves the session to the end). In both
+ * the sessions that expire first are at the front: expiry is checked lazily on access, and one
+ * unref()ed sweep timer, and gc(), only walk the expired heads. Every operation is O(1).
  */
 import {
   encodeSessionValue,
@@ -16,7 +21,10 @@ import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
 
 /** Options of {@link MemorySessionStore}. */
 export interface MemorySessionStoreOptions extends SessionStoreOptions {
-  /** Most sessions kept; when full, the least recently used one is evicted (default 10,000). */
+  /**
+   * Most sessions kept (default 10,000). When full, the oldest never-used session (created, never
+   * loaded or saved since) is evicted, and only when there is none the least recently used one.
+   */
   max?: number
   /** Milliseconds between sweeps of expired sessions (default 60,000; 0 = only lazily and gc()). */
   sweepInterval?: number
@@ -40,8 +48,11 @@ export class MemorySessionStore implements SessionStore {
   readonly ttl: number
   /** Most sessions kept. */
   readonly max: number
-  readonly #sessions = new Map<string, StoredSession>()
-  /** The id at the end of the map (created or accessed last). */
+  /** Sessions created and never loaded or saved since, in creation order. */
+  readonly #fresh = new Map<string, StoredSession>()
+  /** Sessions loaded or saved since their creation, in last-access order. */
+  readonly #used = new Map<string, StoredSession>()
+  /** The id at the end of `#used` (accessed last). */
   #newest: string | undefined
   #sweeper: NodeJS.Timeout | undefined
 
@@ -61,19 +72,20 @@ export class MemorySessionStore implements SessionStore {
 
   /** Sessions held right now, expired ones not yet swept included. */
   get size (): number {
-    return this.#sessions.size
+    return this.#fresh.size + this.#used.size
   }
 
   async create (id: string, data: Record<string, JsonValue>): Promise<void> {
     const fields: Record<string, string> = Object.create(null)
     for (const key of Object.keys(data)) fields[key] = encodeSessionValue(key, data[key])
     if (this.#live(id) !== undefined) throw new Error(`Session ${id} already exists`)
-    while (this.#sessions.size >= this.max) {
-      // Map order is last-access order: the first key is the least recently used session.
-      this.#sessions.delete(this.#sessions.keys().next().value as string)
+    while (this.size >= this.max) {
+      // The first key of a map is its oldest: the oldest never-used session, else the least
+      // recently used one.
+      const victims = this.#fresh.size > 0 ? this.#fresh : this.#used
+      this.#drop(victims, victims.keys().next().value as string)
     }
-    this.#sessions.set(id, { fields, snapshot: null, version: 0, touched: performance.now() })
-    this.#newest = id
+    this.#fresh.set(id, { fields, snapshot: null, version: 0, touched: performance.now() })
   }
 
   async load (id: string): Promise<SessionRecord | null> {
@@ -100,7 +112,7 @@ export class MemorySessionStore implements SessionStore {
 
   async destroy (id: string): Promise<boolean> {
     const existed = this.#live(id) !== undefined
-    this.#sessions.delete(id)
+    if (!this.#drop(this.#used, id)) this.#drop(this.#fresh, id)
     return existed
   }
 
@@ -120,33 +132,47 @@ export class MemorySessionStore implements SessionStore {
 
   /** The session unless missing or expired (an expired one is dropped on the way). */
   #live (id: string): StoredSession | undefined {
-    const session = this.#sessions.get(id)
-    if (session === undefined) return undefined
+    let map = this.#used
+    let session = map.get(id)
+    if (session === undefined) {
+      map = this.#fresh
+      session = map.get(id)
+      if (session === undefined) return undefined
+    }
     if (performance.now() - session.touched > this.ttl) {
-      this.#sessions.delete(id)
+      this.#drop(map, id)
       return undefined
     }
     return session
   }
 
+  /** A load or save: the session is used, and the most recently used. */
   #touch (id: string, session: StoredSession): void {
     session.touched = performance.now()
     // The session accessed last is at the end already: a busy session is not moved (a Map delete
     // and insert) on every request.
     if (this.#newest === id) return
-    this.#sessions.delete(id)
-    this.#sessions.set(id, session)
+    if (!this.#used.delete(id)) this.#fresh.delete(id)
+    this.#used.set(id, session)
     this.#newest = id
   }
 
-  /** Drops the expired head of the map (see the file comment) and returns the ids dropped. */
+  /** Removes `id` from `map`; whether it was there. */
+  #drop (map: Map<string, StoredSession>, id: string): boolean {
+    if (this.#newest === id) this.#newest = undefined
+    return map.delete(id)
+  }
+
+  /** Drops the expired heads of both maps (see the file comment) and returns the ids dropped. */
   #sweep (): string[] {
     const removed: string[] = []
     const oldest = performance.now() - this.ttl
-    for (const [id, session] of this.#sessions) {
-      if (session.touched >= oldest) break
-      this.#sessions.delete(id)
-      removed.push(id)
+    for (const map of [this.#fresh, this.#used]) {
+      for (const [id, session] of map) {
+        if (session.touched >= oldest) break
+        this.#drop(map, id)
+        removed.push(id)
+      }
     }
     return removed
   }

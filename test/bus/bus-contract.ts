@@ -21,7 +21,10 @@ export interface BusContractOptions {
    * Without it each bus is a world of its own (MemoryBus), and every check runs on one bus.
    */
   crossInstance: boolean
-  /** The bus keeps values (`keep`/`take`); a bus that cannot lose a publish need not. */
+  /**
+   * The bus keeps a copy of an expected answer (`take`), for a waiter that missed its publish; a
+   * bus that cannot lose a publish (in-process) need not.
+   */
   keeps: boolean
   /** Channels the bus listens to (both buses expose `channels`: it must return to 0). */
   channels: (bus: Bus) => number
@@ -78,11 +81,11 @@ export function runBusContract (t: Test, name: string, options: BusContractOptio
     unsubscribeChecks(t, options)
     unsubscribeEdgeChecks(t, options)
     activeOnResolveChecks(t, options)
+    answerChecks(t, options)
     if (options.keeps) keepChecks(t, options)
     else {
-      t.test('keeps nothing: neither keep nor take', async t => {
+      t.test('keeps no copy: no take (a waiter never polls)', async t => {
         const bus = await options.open(t)
-        t.equal(bus.keep, undefined)
         t.equal(bus.take, undefined)
       })
     }
@@ -239,18 +242,78 @@ function activeOnResolveChecks (t: Test, options: BusContractOptions): void {
   })
 }
 
+/** Client answers: only an answer the server expects (for that session) is accepted, once. */
+function answerChecks (t: Test, options: BusContractOptions): void {
+  t.test('answers: expect, keep and forget come together', async t => {
+    const bus = await options.open(t)
+    t.type(bus.expect, 'function')
+    t.type(bus.keep, 'function')
+    t.type(bus.forget, 'function')
+  })
+
+  t.test('an answer nobody expects is not accepted (nor kept)', async t => {
+    const bus = await options.open(t)
+    const sid = unique('sid')
+    t.equal(await bus.keep!(sid, 'srv-00000000-1', '{"x":1}', 60_000), false)
+    t.equal(await bus.take?.(sid, 'srv-00000000-1') ?? null, null, 'nothing to take')
+  })
+
+  t.test('an expected answer is accepted once, on any instance; the expectation is per session', async t => {
+    const a = await options.open(t)
+    const b = options.crossInstance ? await options.open(t) : a
+    const [sid, other] = [unique('sid'), unique('sid')]
+    await a.expect!(sid, 'k1', 60_000)
+    t.equal(await b.keep!(other, 'k1', '"forged"', 60_000), false, 'another session cannot answer it')
+    t.equal(await b.keep!(sid, 'k1', '"first"', 60_000), true, 'accepted (on another instance where the bus has them)')
+    t.equal(await b.keep!(sid, 'k1', '"second"', 60_000), false, 'the first answer claimed it')
+    if (options.keeps) {
+      t.equal(await a.take!(sid, 'k1'), '"first"', 'the kept copy is the first answer')
+      t.equal(await a.take!(sid, 'k1'), null, 'taken once')
+    }
+    await a.forget!(sid, 'k1')
+  })
+
+  t.test('forget ends the expectation and drops a kept copy', async t => {
+    const a = await options.open(t)
+    const b = options.crossInstance ? await options.open(t) : a
+    const sid = unique('sid')
+    await a.expect!(sid, 'gone', 60_000)
+    await a.forget!(sid, 'gone')
+    t.equal(await b.keep!(sid, 'gone', '1', 60_000), false, 'not expected after forget')
+    await a.expect!(sid, 'kept', 60_000)
+    t.equal(await b.keep!(sid, 'kept', '2', 60_000), true)
+    await a.forget!(sid, 'kept')
+    t.equal(await a.take?.(sid, 'kept') ?? null, null, 'the kept copy is gone too')
+    await a.forget!(sid, 'never-expected') // harmless
+  })
+
+  t.test('an expectation ends after its ttl', async t => {
+    const bus = await options.open(t)
+    const sid = unique('sid')
+    await bus.expect!(sid, 'late', 50)
+    await bus.expect!(sid, 'later', 10_000)
+    await sleep(300) // the ttl itself is under test: time must pass
+    t.equal(await bus.keep!(sid, 'late', '1', 60_000), false, 'expired')
+    t.equal(await bus.keep!(sid, 'later', '2', 60_000), true, 'a longer ttl is still there')
+  })
+}
+
+/** The kept copy of an accepted answer, for a waiter that missed the publish. */
 function keepChecks (t: Test, options: BusContractOptions): void {
   t.test('keep then take: the value once, then null', async t => {
     const bus = await options.open(t)
-    await bus.keep!('sid-1', 'srv-1', '{"answer":1}', 10_000)
-    t.equal(await bus.take!('sid-1', 'srv-1'), '{"answer":1}')
-    t.equal(await bus.take!('sid-1', 'srv-1'), null, 'take deleted it')
-    t.equal(await bus.take!('sid-1', 'never-kept'), null)
+    const sid = unique('sid')
+    await bus.expect!(sid, 'srv-1', 10_000)
+    await bus.keep!(sid, 'srv-1', '{"answer":1}', 10_000)
+    t.equal(await bus.take!(sid, 'srv-1'), '{"answer":1}')
+    t.equal(await bus.take!(sid, 'srv-1'), null, 'take deleted it')
+    t.equal(await bus.take!(sid, 'never-kept'), null)
   })
 
   t.test('kept values are per session and key', async t => {
     const bus = await options.open(t)
     const [s1, s2] = [unique('sid'), unique('sid')]
+    for (const [sid, key] of [[s1, 'k'], [s2, 'k'], [s1, 'k2']]) await bus.expect!(sid, key, 10_000)
     await bus.keep!(s1, 'k', 'one', 10_000)
     await bus.keep!(s2, 'k', 'two', 10_000)
     await bus.keep!(s1, 'k2', 'three', 10_000)
@@ -263,6 +326,7 @@ function keepChecks (t: Test, options: BusContractOptions): void {
     t.test('a value kept on one instance is taken on another, once', async t => {
       const [a, b] = [await options.open(t), await options.open(t)]
       const sid = unique('sid')
+      await b.expect!(sid, 'srv-9', 10_000)
       await a.keep!(sid, 'srv-9', 'kept on a', 10_000)
       t.equal(await b.take!(sid, 'srv-9'), 'kept on a')
       t.equal(await a.take!(sid, 'srv-9'), null)
@@ -272,6 +336,8 @@ function keepChecks (t: Test, options: BusContractOptions): void {
   t.test('a kept value expires after its ttl', async t => {
     const bus = await options.open(t)
     const sid = unique('sid')
+    await bus.expect!(sid, 'short', 10_000)
+    await bus.expect!(sid, 'long', 10_000)
     await bus.keep!(sid, 'short', 'short-lived', 100)
     await bus.keep!(sid, 'long', 'long-lived', 10_000)
     await sleep(400) // the ttl itself is under test: time must pass

@@ -27,3 +27,14 @@ t.test('two memory buses are separate worlds (one process each)', async t => {
   await new Promise(resolve => setImmediate(resolve))
   t.same(got, ['a'])
 })
+
+t.test('MemoryBus stores no answer (nothing can be missed in-process) and forgets what it expected', async t => {
+  const bus = new MemoryBus()
+  t.teardown(() => bus.close())
+  await bus.expect('s', 'a', 60_000)
+  await bus.expect('s', 'b', 60_000)
+  t.equal(bus.expected, 2)
+  t.equal(await bus.keep('s', 'a'), true)
+  await bus.forget('s', 'b')
+  t.equal(bus.expected, 0)
+})

@@ -153,7 +153,8 @@ t.test('events of one session never reach another session', async t => {
   }
   const aliceStreams = await many.admin.keys(`mcp:{${alice.sid}}:ev:*`)
   t.ok(aliceStreams.length >= 3, `alice's streams are under her own hash tag (${aliceStreams.length})`)
-  t.equal(await many.admin.exists(`mcp:{${bob.sid}}:ans:${String(request.id)}`), 1, 'bob\'s forged answer was kept under HIS session only')
+  t.equal(await many.admin.exists(`mcp:{${bob.sid}}:ans:${String(request.id)}`), 0, 'bob\'s forged answer was not even kept: his session never asked for it')
+  t.equal(await many.admin.exists(`mcp:{${alice.sid}}:ans:${String(request.id)}`), 0, 'nor under alice\'s session')
 })
 
 t.test('unknown and malformed session ids are refused alike by every instance', async t => {

@@ -27,22 +27,94 @@ t.test('bad options are refused', async t => {
   t.throws(() => new MemorySessionStore({ sweepInterval: -1 }), RangeError)
 })
 
-t.test('when full, the least recently used session is evicted', async t => {
+t.test('when full and every session was used, the least recently used one is evicted', async t => {
   const store = new MemorySessionStore({ max: 3 })
   t.teardown(() => store.close())
   const [a, b, c, d, e] = Array.from({ length: 5 }, () => generateSessionId()) as [string, string, string, string, string]
-  await store.create(a, {})
-  await store.create(b, {})
-  await store.create(c, {})
+  for (const id of [a, b, c]) {
+    await store.create(id, {})
+    await store.load(id)
+  }
   await store.load(a) // a is now more recent than b and c
   await store.create(d, {})
   t.equal(store.size, 3)
   t.equal(await store.exists(b), false, 'b was the least recently used')
   t.ok(await store.exists(a) && await store.exists(c) && await store.exists(d))
+  await store.load(d)
   await store.save(c, { set: { x: 1 }, delete: [] }) // a save counts as a use too
   await store.create(e, {})
   t.equal(await store.exists(a), false, 'then a')
   t.ok(await store.exists(c) && await store.exists(d) && await store.exists(e))
+})
+
+t.test('a flood of never-used sessions evicts never-used ones first: a used session survives', async t => {
+  const max = 50
+  const store = new MemorySessionStore({ max })
+  t.teardown(() => store.close())
+  const used = generateSessionId()
+  const loadedOnly = generateSessionId()
+  const savedOnly = generateSessionId()
+  for (const id of [used, loadedOnly, savedOnly]) await store.create(id, { n: 0 })
+  await store.load(used)
+  await store.save(used, { set: { n: 1 }, delete: [] })
+  await store.load(loadedOnly) // a load alone makes a session used…
+  await store.save(savedOnly, { set: { n: 2 }, delete: [] }) // …and so does a save alone
+  const flood = Array.from({ length: 2 * max }, () => generateSessionId())
+  for (const id of flood) await store.create(id, {})
+  t.equal(store.size, max, 'still bounded')
+  t.same(await store.load(used), { data: { n: 1 }, version: 1 }, 'the used session survived, intact')
+  t.ok(await store.exists(loadedOnly), 'a loaded session survived')
+  t.ok(await store.exists(savedOnly), 'a saved session survived')
+  const kept = []
+  for (const id of flood) if (await store.exists(id)) kept.push(id)
+  t.same(kept, flood.slice(-(max - 3)), 'the newest never-used sessions are kept, the oldest evicted')
+})
+
+t.test('never-used sessions are evicted oldest first, and a used one only once none is left', async t => {
+  const store = new MemorySessionStore({ max: 3 })
+  t.teardown(() => store.close())
+  const [u, f1, f2, f3, f4] = Array.from({ length: 5 }, () => generateSessionId()) as [string, string, string, string, string]
+  await store.create(u, {})
+  await store.load(u)
+  await store.create(f1, {})
+  await store.create(f2, {})
+  await store.create(f3, {})
+  t.equal(await store.exists(f1), false, 'the oldest never-used session went first')
+  t.ok(await store.exists(u) && await store.exists(f2) && await store.exists(f3))
+  await store.load(f2)
+  await store.load(f3) // now every session is used: u is the least recently used
+  await store.create(f4, {})
+  t.equal(await store.exists(u), false, 'with no never-used session left, the least recently used one goes')
+  t.ok(await store.exists(f2) && await store.exists(f3) && await store.exists(f4))
+})
+
+t.test('a destroyed and re-created session starts never-used again', async t => {
+  const store = new MemorySessionStore({ max: 2 })
+  t.teardown(() => store.close())
+  const [a, b, c] = Array.from({ length: 3 }, () => generateSessionId()) as [string, string, string]
+  await store.create(a, {})
+  await store.load(a)
+  await store.destroy(a)
+  await store.create(a, {})
+  await store.create(b, {})
+  await store.load(b)
+  await store.create(c, {})
+  t.equal(await store.exists(a), false, 'the re-created, never-used a was evicted before the used b')
+  t.ok(await store.exists(b) && await store.exists(c))
+})
+
+t.test('expired sessions of both kinds are swept', async t => {
+  const store = new MemorySessionStore({ ttl: 100, sweepInterval: 0 })
+  t.teardown(() => store.close())
+  const [fresh, used] = [generateSessionId(), generateSessionId()]
+  await store.create(fresh, {})
+  await store.create(used, {})
+  await store.load(used)
+  await sleep(200)
+  const live = generateSessionId()
+  await store.create(live, {})
+  t.same((await store.gc()).sort(), [fresh, used].sort())
+  t.equal(store.size, 1)
 })
 
 t.test('gc returns exactly the expired ids', async t => {

@@ -1,0 +1,170 @@
+/**
+ * What one client can take of `subscriptions/listen` (2026-07-28) is bounded: streams per client
+ * (per principal, or per remote address), the resource URIs a stream keeps and echoes, and a
+ * reader that stops reading is disconnected and its slot freed.
+ */
+import t, { type Test } from 'tap'
+import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http'
+import Fastify from 'fastify'
+import mcp, { type McpDecorator, type McpPluginOptions } from '../../lib/index.js'
+import { build, listen, SECRET, type Live } from './fixtures/helper.js'
+import { sleep } from '../helpers/time.js'
+import { modernHeaders as headersFor, rpc } from '../helpers/wire.js'
+
+/** The bounds README documents (lib/protocol/listen.ts). */
+const MAX_LISTEN_URIS = 100
+const MAX_LISTEN_URI_LENGTH = 2048
+
+/** A server with tools and resources, so that every listen filter is honoured. */
+function fixture (m: McpDecorator): void {
+  m.tool({ name: 'echo', description: 'Echoes' }, async () => 'x')
+  m.resource({ uri: 'test://r', name: 'r', description: 'A resource' }, async (uri) => ({ uri, text: '' }))
+}
+
+async function openListen (live: Live, id: string, headers: Record<string, string> = {}, notifications: Record<string, unknown> = { toolsListChanged: true }): Promise<Response> {
+  return await live.post(rpc('subscriptions/listen', { notifications }, { id }), headers)
+}
+
+/** Opens `n` listen streams that must all be accepted; returns their readers. */
+async function openMany (t: Test, live: Live, n: number, prefix: string, headers: Record<string, string> = {}): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const res = await openListen(live, `${prefix}-${i}`, headers)
+    t.equal(res.status, 200, `${prefix} listen ${i} accepted`)
+    const r = live.reader(res)
+    await r.waitFor(e => e.json?.method === 'notifications/subscriptions/acknowledged')
+  }
+}
+
+async function refused429 (t: Test, res: Response, id: string, what: string): Promise<void> {
+  t.equal(res.status, 429, what)
+  if (res.status !== 429) { await res.body?.cancel(); return }
+  const body = await res.json() as Record<string, any>
+  t.equal(body.jsonrpc, '2.0')
+  t.equal(body.id, id, 'under the request id')
+  t.equal(body.error?.code, -32000)
+  t.match(body.error?.message, /Too many listen streams for this client/)
+}
+
+t.test('maxListenStreamsPerClient: per remote address without authenticate (request.ip, following trustProxy)', async (t) => {
+  const app = await build(t, { plugin: { requestStateSecret: SECRET, maxListenStreamsPerClient: 3, keepAliveInterval: 0 }, fastify: { trustProxy: true } }, fixture)
+  const live = await listen(t, app)
+  await openMany(t, live, 3, 'a', { 'x-forwarded-for': '10.0.0.1' })
+  await refused429(t, await openListen(live, 'a-over', { 'x-forwarded-for': '10.0.0.1' }), 'a-over', 'the 4th stream of one address → 429')
+  // Another address (one proxy hop: trustProxy) has its own slots.
+  await openMany(t, live, 3, 'b', { 'x-forwarded-for': '10.0.0.2' })
+  t.equal(app.mcp.status().listenStreams, 6)
+
+  // A closed stream frees its client's slot.
+  const one = await openListen(live, 'c', { 'x-forwarded-for': '10.0.0.3' })
+  const reader = live.reader(one)
+  await reader.waitFor(e => e.json?.method === 'notifications/subscriptions/acknowledged')
+  await reader.cancel()
+  for (let i = 0; i < 100 && app.mcp.status().listenStreams > 6; i++) await sleep(20)
+  t.equal(app.mcp.status().listenStreams, 6, 'the closed stream left the count')
+  await refused429(t, await openListen(live, 'a-again', { 'x-forwarded-for': '10.0.0.1' }), 'a-again', 'the slot freed was 10.0.0.3\'s, not 10.0.0.1\'s')
+  const c2 = await openListen(live, 'c3', { 'x-forwarded-for': '10.0.0.3' })
+  t.equal(c2.status, 200)
+  await live.reader(c2).cancel()
+})
+
+t.test('maxListenStreamsPerClient: per principal with authenticate; one principal cannot take every slot', async (t) => {
+  const plugin: McpPluginOptions = {
+    requestStateSecret: SECRET,
+    maxListenStreams: 5,
+    maxListenStreamsPerClient: 2,
+    keepAliveInterval: 0,
+    authenticate: (req) => {
+      const token = req.headers.authorization?.replace(/^Bearer /, '')
+      return token === undefined ? null : { id: token }
+    }
+  }
+  const app = await build(t, { plugin }, fixture)
+  const live = await listen(t, app)
+  const as = (who: string): Record<string, string> => ({ authorization: `Bearer ${who}` })
+  await openMany(t, live, 2, 'alice', as('alice'))
+  await refused429(t, await openListen(live, 'alice-over', as('alice')), 'alice-over', 'alice\'s 3rd → 429')
+  // Same address, another principal: its own count.
+  await openMany(t, live, 2, 'bob', as('bob'))
+  await openMany(t, live, 1, 'carol', as('carol'))
+  // The process-wide cap still applies, with its own message.
+  const full = await openListen(live, 'dave', as('dave'))
+  t.equal(full.status, 429)
+  if (full.status === 429) t.match((await full.json() as Record<string, any>).error.message, /on this server/)
+  else await full.body?.cancel()
+})
+
+t.test('resourceSubscriptions: at most 100 URIs of at most 2048 characters; more → 400 -32602', async (t) => {
+  const app = await build(t, { plugin: { requestStateSecret: SECRET, keepAliveInterval: 0 } }, fixture)
+  const live = await listen(t, app)
+  const uris = Array.from({ length: MAX_LISTEN_URIS }, (_, i) => `test://r/${i}`)
+  uris[0] = `test://${'x'.repeat(MAX_LISTEN_URI_LENGTH - 'test://'.length)}`
+  const ok = await openListen(live, 'max', {}, { resourceSubscriptions: uris })
+  t.equal(ok.status, 200, 'exactly at both bounds: accepted')
+  const reader = live.reader(ok)
+  const ack = await reader.waitFor(e => e.json?.method === 'notifications/subscriptions/acknowledged')
+  t.same(ack.json?.params.notifications.resourceSubscriptions, uris, 'echoed as asked')
+  await reader.cancel()
+
+  const cases: Array<[string, string[], RegExp]> = [
+    ['one URI too many', [...uris, 'test://one-more'], /at most 100 URIs/],
+    ['one URI one character too long', [`test://${'x'.repeat(MAX_LISTEN_URI_LENGTH - 'test://'.length + 1)}`], /at most 2048 characters/],
+    ['a flood of URIs', Array.from({ length: 100_000 }, (_, i) => `u${i}`), /at most 100 URIs/]
+  ]
+  for (const [what, list, message] of cases) {
+    const res = await openListen(live, what, {}, { resourceSubscriptions: list })
+    t.equal(res.status, 400, what)
+    if (res.status !== 400) { await res.body?.cancel(); continue }
+    const body = await res.json() as Record<string, any>
+    t.equal(body.id, what)
+    t.equal(body.error.code, -32602)
+    t.match(body.error.message, message)
+  }
+  for (let i = 0; i < 100 && app.mcp.status().listenStreams > 0; i++) await sleep(20)
+  t.equal(app.mcp.status().listenStreams, 0, 'nothing was opened')
+})
+
+t.test('a listen reader that stops reading is disconnected and its stream dropped from the counts', async (t) => {
+  const app = await build(t, { plugin: { requestStateSecret: SECRET, keepAliveInterval: 0, maxListenStreamsPerClient: 1 } }, fixture)
+  const live = await listen(t, app)
+  const uri = `test://${'u'.repeat(2000)}`
+  const body = rpc('subscriptions/listen', { notifications: { resourceSubscriptions: [uri] } }, { id: 'paused' })
+  // A raw HTTP client that reads the headers, then nothing: the server's buffer for it only grows.
+  let req!: ClientRequest
+  const res = await new Promise<IncomingMessage>((resolve, reject) => {
+    req = httpRequest(live.url, { method: 'POST', headers: headersFor(body) }, resolve)
+    req.on('error', reject)
+    req.end(JSON.stringify(body))
+  })
+  t.teardown(() => { req.destroy() })
+  t.equal(res.statusCode, 200)
+  res.pause()
+  t.equal(app.mcp.status().listenStreams, 1)
+  // Each update is ~2 KiB on the wire: push well past the writer's 4 MiB bound plus what the
+  // kernel's socket buffers take.
+  for (let i = 0; i < 40_000 && app.mcp.status().listenStreams > 0; i++) {
+    app.mcp.resourceUpdated(uri)
+    if (i % 500 === 499) await sleep(1)
+  }
+  t.equal(app.mcp.status().listenStreams, 0, 'dropped from the count')
+  // Reading again, the client drains what was buffered and then finds the connection closed.
+  const closed = new Promise<boolean>(resolve => {
+    const timer = setTimeout(() => resolve(false), 10_000)
+    res.once('close', () => { clearTimeout(timer); resolve(true) })
+  })
+  res.on('error', () => {})
+  res.resume()
+  t.ok(await closed, 'the server closed the connection')
+  const next = await openListen(live, 'next')
+  t.equal(next.status, 200, 'its client\'s slot is free again')
+  await live.reader(next).cancel()
+})
+
+t.test('maxListenStreamsPerClient is validated', async (t) => {
+  for (const bad of [0, -1, 1.5, '10', null]) {
+    const app = Fastify({ logger: false })
+    const err = await app.register(mcp, { maxListenStreamsPerClient: bad as number }).ready().then(() => null, (e: unknown) => e) as { code?: string, message?: string } | null
+    await app.close().catch(() => {})
+    t.equal(err?.code, 'FST_ERR_MCP_INVALID_OPTION', `${JSON.stringify(bad)} is refused`)
+    t.match(err?.message, '"maxListenStreamsPerClient"')
+  }
+})
