@@ -39,6 +39,13 @@ export type Parsed =
   | { kind: 'response', message: JsonRpcResponse }
   | { kind: 'invalid', id: RequestId | null, error: JsonRpcErrorObject }
 
+/**
+ * The deepest nesting of arrays and objects a body may have (the message object is level 1, a
+ * batch array adds one). JSON Schema tool arguments rarely nest deeper than ~10; far deeper values
+ * would overflow the stack of whatever walks them recursively (serialization, schema validation).
+ */
+export const MAX_DEPTH = 64
+
 function isId (v: unknown): v is RequestId {
   return (typeof v === 'string') || (typeof v === 'number' && Number.isFinite(v))
 }
@@ -105,8 +112,50 @@ export type ParsedBody =
   | { ok: true, batch: boolean, messages: Parsed[] }
   | { ok: false, error: JsonRpcErrorResponse }
 
-/** Parses a body text into classified messages. Parse failures answer -32700 with no id. */
+/** Whether `text` has at most `max` opening brackets, strings included (then it cannot nest deeper). */
+function fewOpenings (text: string, max: number): boolean {
+  let count = 0
+  for (let i = text.indexOf('{'); i !== -1; i = text.indexOf('{', i + 1)) if (++count > max) return false
+  for (let i = text.indexOf('['); i !== -1; i = text.indexOf('[', i + 1)) if (++count > max) return false
+  return true
+}
+
+/**
+ * Whether the arrays and objects of a JSON text nest deeper than `max`: one pass over the text,
+ * brackets inside strings not counted (a string is skipped with `indexOf` up to its closing quote).
+ * Not a validator: a text that is not JSON may pass, and JSON.parse then refuses it. Most bodies
+ * have fewer openings than `max` in all and are not scanned at all.
+ */
+export function nestsDeeper (text: string, max: number): boolean {
+  if (fewOpenings(text, max)) return false
+  let depth = 0
+  for (let i = 0, n = text.length; i < n; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22) { // '"': skip to the closing quote, the first one after an even run of backslashes
+      for (;;) {
+        i = text.indexOf('"', i + 1)
+        if (i === -1) return false
+        let k = i - 1
+        while (text.charCodeAt(k) === 0x5c) k--
+        if (((i - 1 - k) & 1) === 0) break
+      }
+    } else if (c === 0x7b || c === 0x5b) { // '{' '['
+      if (++depth > max) return true
+    } else if (c === 0x7d || c === 0x5d) { // '}' ']'
+      depth--
+    }
+  }
+  return false
+}
+
+const TOO_DEEP = `Invalid Request: the body nests deeper than ${MAX_DEPTH} levels`
+
+/**
+ * Parses a body text into classified messages. Parse failures answer -32700 with no id; a body
+ * nesting deeper than {@link MAX_DEPTH} is refused before it is parsed, -32600 with no id.
+ */
 export function parseBody (text: string): ParsedBody {
+  if (nestsDeeper(text, MAX_DEPTH)) return { ok: false, error: errorResponse(null, ErrorCode.InvalidRequest, TOO_DEEP) }
   let value: unknown
   try {
     value = JSON.parse(text)

@@ -1,0 +1,54 @@
+/**
+ * The bounds on client input, below the wire: the depth scan of `parseBody` (against the depth of
+ * any JSON value). The wire behaviour (statuses, logs): bounds.test.ts.
+ */
+import t from 'tap'
+import fc from 'fast-check'
+import { MAX_DEPTH, nestsDeeper, parseBody } from '../../lib/jsonrpc/messages.js'
+
+/** `depth` nested arrays, as text. */
+const nested = (depth: number, inner = ''): string => '['.repeat(depth) + inner + ']'.repeat(depth)
+
+/** Nesting depth of a JSON value (a scalar is 0, `[]` and `{}` are 1). */
+function depthOf (v: unknown): number {
+  if (Array.isArray(v)) return 1 + Math.max(0, ...v.map(depthOf))
+  if (typeof v === 'object' && v !== null) return 1 + Math.max(0, ...Object.values(v).map(depthOf))
+  return 0
+}
+
+// ─── parseBody ───────────────────────────────────────────────────────────────────────────────
+
+t.test('parseBody: a body nesting deeper than MAX_DEPTH is -32600 with id null, before it is parsed', async (t) => {
+  t.equal(MAX_DEPTH, 64)
+  // The message object is level 1: params 2, arguments 3, then the argument's own nesting.
+  const at = (levels: number): string => `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"v":${nested(levels - 3)}}}}`
+  const ok = parseBody(at(MAX_DEPTH))
+  t.ok(ok.ok, 'exactly MAX_DEPTH levels is fine')
+  for (const text of [at(MAX_DEPTH + 1), nested(100_000), `[${at(MAX_DEPTH)}]`, '['.repeat(1_000_000)]) {
+    const r = parseBody(text)
+    t.same(r, { ok: false, error: { jsonrpc: '2.0', id: null, error: { code: -32600, message: `Invalid Request: the body nests deeper than ${MAX_DEPTH} levels` } } }, `${text.length} chars`)
+  }
+  // Brackets inside strings do not count, escaped quotes do not end a string.
+  const inString = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping', params: { a: '['.repeat(10_000), b: 'x\\"{{{{\\', c: '"[[[[' } })
+  t.ok(parseBody(inString).ok, 'brackets inside strings are not nesting')
+  const afterBackslash = parseBody('{"a":"\\\\"' + nested(MAX_DEPTH) + '}')
+  t.equal(!afterBackslash.ok && afterBackslash.error.error.code, -32600, 'a string ending in an escaped backslash ends there: what follows counts')
+  const unterminated = parseBody('{"a":"unterminated' + nested(100))
+  t.equal(!unterminated.ok && unterminated.error.error.code, -32700, 'brackets in an unterminated string do not count')
+  // Garbage is still -32700.
+  const garbage = parseBody('{"a": [1, 2')
+  t.equal(!garbage.ok && garbage.error.error.code, -32700)
+})
+
+t.test('nestsDeeper agrees with the depth of any JSON value', async (t) => {
+  fc.assert(fc.property(fc.jsonValue({ maxDepth: 12 }), fc.integer({ min: 0, max: 12 }), (v, max) => {
+    const text = JSON.stringify(v)
+    return nestsDeeper(text, max) === (depthOf(v) > max)
+  }), { seed: 8, numRuns: 2000 })
+  // With strings full of quotes, backslashes and brackets.
+  const tricky = fc.stringMatching(/^[\\"[\]{}a]{0,12}$/)
+  fc.assert(fc.property(fc.letrec(tie => ({
+    v: fc.oneof({ depthSize: 'small' }, tricky, fc.array(tie('v'), { maxLength: 3 }), fc.dictionary(tricky, tie('v'), { maxKeys: 3 }))
+  })).v, fc.integer({ min: 0, max: 6 }), (v, max) => nestsDeeper(JSON.stringify(v), max) === (depthOf(v) > max)), { seed: 9, numRuns: 2000 })
+  t.pass('2 × 2,000 values')
+})
