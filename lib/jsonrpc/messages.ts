@@ -40,6 +40,14 @@ export type Parsed =
   | { kind: 'invalid', id: RequestId | null, error: JsonRpcErrorObject }
 
 /**
+ * Bounds on what a client sends that the server echoes or keeps (see README, "Bounds"). A request
+ * id is echoed in every response and kept while the request runs; a progress token is echoed in
+ * every progress notification (and kept in the event log of a resumable stream).
+ */
+export const MAX_ID_LENGTH = 256
+/** The longest string `_meta.progressToken`, in characters (numbers are not bounded). */
+export const MAX_PROGRESS_TOKEN_LENGTH = 256
+/**
  * The deepest nesting of arrays and objects a body may have (the message object is level 1, a
  * batch array adds one). JSON Schema tool arguments rarely nest deeper than ~10; far deeper values
  * would overflow the stack of whatever walks them recursively (serialization, schema validation).
@@ -50,15 +58,24 @@ function isId (v: unknown): v is RequestId {
   return (typeof v === 'string') || (typeof v === 'number' && Number.isFinite(v))
 }
 
+/** A string id or token over `max` characters (numbers never are). */
+function tooLong (v: unknown, max: number): boolean {
+  return typeof v === 'string' && v.length > max
+}
+
 /** A JSON object (not null, not an array). */
 export function isPlainObject (v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
+const TOKEN_TOO_LONG = `Invalid params: _meta.progressToken must be at most ${MAX_PROGRESS_TOKEN_LENGTH} characters`
+
 /**
  * Why a request's `params._meta` is malformed (not an object, or a `progressToken` that is not a
- * string or a number), or `null` when it is absent or well-formed. Checked before the handler
- * runs: a token of another type would be echoed into every progress notification.
+ * string or a number, or a string token over {@link MAX_PROGRESS_TOKEN_LENGTH}), or `null` when it
+ * is absent or well-formed. Checked before the handler runs: a token of another type would be
+ * echoed into every progress notification. (An over-long token is already refused by
+ * {@link classify}, with a 400.)
  */
 export function metaProblem (params: Record<string, unknown>): string | null {
   const meta = params._meta
@@ -69,15 +86,28 @@ export function metaProblem (params: Record<string, unknown>): string | null {
   if (token !== undefined && !isId(token)) {
     return 'Invalid params: _meta.progressToken must be a string or a number'
   }
+  if (tooLong(token, MAX_PROGRESS_TOKEN_LENGTH)) return TOKEN_TOO_LONG
   return null
 }
 
-/** The id of a malformed message, when it can be read (so an error can echo it). */
+/** The id of a malformed message, when it can be read and is not too long to echo. */
 function readableId (v: Record<string, unknown>): RequestId | null {
-  return isId(v.id) ? v.id : null
+  return isId(v.id) && !tooLong(v.id, MAX_ID_LENGTH) ? v.id : null
 }
 
-/** Classifies one JSON value as a JSON-RPC message; never throws. */
+const ID_TOO_LONG = `id must be at most ${MAX_ID_LENGTH} characters`
+
+/** A request whose string `_meta.progressToken` is over the bound (the rest of `_meta` is checked by {@link metaProblem}). */
+function tokenTooLong (params: unknown): boolean {
+  return isPlainObject(params) && isPlainObject(params._meta) && tooLong(params._meta.progressToken, MAX_PROGRESS_TOKEN_LENGTH)
+}
+
+/**
+ * Classifies one JSON value as a JSON-RPC message; never throws. Ids over {@link MAX_ID_LENGTH} are
+ * invalid (answered with id `null`), and so is a request whose progress token is over
+ * {@link MAX_PROGRESS_TOKEN_LENGTH} (-32602, with its id): both are refused before anything keeps
+ * or echoes them, and a lone invalid message is a 400 on both wires.
+ */
 export function classify (value: unknown): Parsed {
   if (!isPlainObject(value)) {
     return { kind: 'invalid', id: null, error: { code: ErrorCode.InvalidRequest, message: 'Invalid Request: a JSON-RPC message must be an object' } }
@@ -92,11 +122,14 @@ export function classify (value: unknown): Parsed {
     if (!('id' in value)) return { kind: 'notification', message: value as unknown as JsonRpcNotification }
     if (value.id === null) return invalid('id must not be null')
     if (!isId(value.id)) return invalid('id must be a string or a number')
+    if (tooLong(value.id, MAX_ID_LENGTH)) return invalid(ID_TOO_LONG)
+    if (tokenTooLong(value.params)) return { kind: 'invalid', id, error: { code: ErrorCode.InvalidParams, message: TOKEN_TOO_LONG } }
     return { kind: 'request', message: value as unknown as JsonRpcRequest }
   }
   if ('result' in value || 'error' in value) {
     if ('result' in value && 'error' in value) return invalid('a response carries result or error, not both')
     if (!isId(value.id) && !(value.id === null && 'error' in value)) return invalid('response id must be a string or a number')
+    if (tooLong(value.id, MAX_ID_LENGTH)) return invalid(`response ${ID_TOO_LONG}`)
     if ('result' in value && !isPlainObject(value.result)) return invalid('result must be an object')
     if ('error' in value) {
       const e = value.error

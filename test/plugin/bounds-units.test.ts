@@ -1,10 +1,11 @@
 /**
  * The bounds on client input, below the wire: the depth scan of `parseBody` (against the depth of
- * any JSON value). The wire behaviour (statuses, logs): bounds.test.ts.
+ * any JSON value), `classify`'s id and progress-token bounds. The wire behaviour (statuses, logs):
+ * bounds.test.ts.
  */
 import t from 'tap'
 import fc from 'fast-check'
-import { MAX_DEPTH, nestsDeeper, parseBody } from '../../lib/jsonrpc/messages.js'
+import { classify, MAX_DEPTH, MAX_ID_LENGTH, MAX_PROGRESS_TOKEN_LENGTH, nestsDeeper, parseBody } from '../../lib/jsonrpc/messages.js'
 
 /** `depth` nested arrays, as text. */
 const nested = (depth: number, inner = ''): string => '['.repeat(depth) + inner + ']'.repeat(depth)
@@ -16,7 +17,7 @@ function depthOf (v: unknown): number {
   return 0
 }
 
-// ─── parseBody ───────────────────────────────────────────────────────────────────────────────
+// ─── parseBody / classify ───────────────────────────────────────────────────────────────────────
 
 t.test('parseBody: a body nesting deeper than MAX_DEPTH is -32600 with id null, before it is parsed', async (t) => {
   t.equal(MAX_DEPTH, 64)
@@ -51,4 +52,24 @@ t.test('nestsDeeper agrees with the depth of any JSON value', async (t) => {
     v: fc.oneof({ depthSize: 'small' }, tricky, fc.array(tie('v'), { maxLength: 3 }), fc.dictionary(tricky, tie('v'), { maxKeys: 3 }))
   })).v, fc.integer({ min: 0, max: 6 }), (v, max) => nestsDeeper(JSON.stringify(v), max) === (depthOf(v) > max)), { seed: 9, numRuns: 2000 })
   t.pass('2 × 2,000 values')
+})
+
+t.test('classify: ids over MAX_ID_LENGTH are invalid with id null; tokens over MAX_PROGRESS_TOKEN_LENGTH are -32602', async (t) => {
+  t.equal(MAX_ID_LENGTH, 256)
+  t.equal(MAX_PROGRESS_TOKEN_LENGTH, 256)
+  const id = 'i'.repeat(MAX_ID_LENGTH)
+  t.equal(classify({ jsonrpc: '2.0', id, method: 'ping' }).kind, 'request')
+  t.same(classify({ jsonrpc: '2.0', id: id + 'i', method: 'ping' }),
+    { kind: 'invalid', id: null, error: { code: -32600, message: `Invalid Request: id must be at most ${MAX_ID_LENGTH} characters` } })
+  t.same(classify({ jsonrpc: '2.0', id: id + 'i', result: {} }),
+    { kind: 'invalid', id: null, error: { code: -32600, message: `Invalid Request: response id must be at most ${MAX_ID_LENGTH} characters` } })
+  t.same(classify({ jsonrpc: '2.0', id: id + 'i', method: 7 }), { kind: 'invalid', id: null, error: { code: -32600, message: 'Invalid Request: method must be a non-empty string' } },
+    'an invalid message never echoes a long id')
+  t.equal(classify({ jsonrpc: '2.0', id: 1e300, method: 'ping' }).kind, 'request', 'numbers are not bounded')
+  const token = 't'.repeat(MAX_PROGRESS_TOKEN_LENGTH)
+  t.equal(classify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { _meta: { progressToken: token } } }).kind, 'request')
+  t.equal(classify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { _meta: { progressToken: 1e300 } } }).kind, 'request')
+  t.same(classify({ jsonrpc: '2.0', id: 'x', method: 'tools/call', params: { _meta: { progressToken: token + 't' } } }),
+    { kind: 'invalid', id: 'x', error: { code: -32602, message: `Invalid params: _meta.progressToken must be at most ${MAX_PROGRESS_TOKEN_LENGTH} characters` } })
+  t.equal(classify({ jsonrpc: '2.0', method: 'notifications/progress', params: { _meta: { progressToken: token + 't' } } }).kind, 'notification', 'notifications are not echoed: not checked')
 })

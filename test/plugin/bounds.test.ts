@@ -1,8 +1,10 @@
 /**
- * No anonymous client can exhaust the server with what it sends: a body nests at most MAX_DEPTH
- * levels (deeper values overflowed the stack of JSON.stringify and of the recursive walks over
- * tool arguments: a 503 or a -32603 with an error log). Both eras; every refusal is a 400 with a
- * JSON-RPC error and no error-level log line. Below the wire: bounds-units.test.ts.
+ * No anonymous client can exhaust the server with what it sends: ids and progress tokens (echoed
+ * in every response / notification, kept while a request runs and in the event log) are bounded,
+ * and a body nests at most MAX_DEPTH levels (deeper values overflowed the stack of JSON.stringify
+ * and of the recursive walks over tool arguments: a 503 or a -32603 with an error log). Both eras;
+ * every refusal is a 400 with a JSON-RPC error and no error-level log line. Below the wire:
+ * bounds-units.test.ts.
  */
 import t, { type Test } from 'tap'
 import { Writable } from 'node:stream'
@@ -10,6 +12,7 @@ import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fast
 import { Type } from '@sinclair/typebox'
 import mcp, { MemorySessionStore } from '../../lib/index.js'
 import { registerDemoTools } from '../../examples/demo-tools.js'
+import { sseMessages } from '../helpers/sse.js'
 
 const ACCEPT = 'application/json, text/event-stream'
 const LEGACY = '2025-11-25'
@@ -23,6 +26,8 @@ const nested = (depth: number, inner = ''): string => '['.repeat(depth) + inner 
 // The documented bounds (README, "Bounds"), as a client sees them: the unit tests check that the
 // constants in lib/ have these values.
 const MAX_DEPTH = 64
+const MAX_ID_LENGTH = 256
+const MAX_PROGRESS_TOKEN_LENGTH = 256
 
 /** A Fastify app with the plugin, its log lines collected. */
 async function build (t: Test, store = new MemorySessionStore({ sweepInterval: 0 })): Promise<{ app: FastifyInstance, logs: Array<Record<string, any>>, store: MemorySessionStore }> {
@@ -89,4 +94,52 @@ t.test('deep nesting: 400 -32600 id null on both eras, no error log (was 503 + R
   const fine = await postRaw(app, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"v":${nested(MAX_DEPTH - 3)}},"_meta":${m}}}`, modernHeaders('tools/call', 'echo'))
   t.equal(fine.statusCode, 200, fine.body.slice(0, 200))
   t.same(errorLines(logs), [], 'no error-level log line')
+})
+
+t.test('progressToken over the bound: 400 -32602 with the id on both eras, nothing run or kept', async (t) => {
+  const { app, logs } = await build(t)
+  const h = await session(app)
+  const huge = 'p'.repeat(1024 * 1024)
+  const slow = { name: 'slow_count', arguments: { steps: 3, intervalMs: 0 } }
+  const tooLong = /progressToken must be at most 256 characters/
+  for (const token of [huge, 'p'.repeat(MAX_PROGRESS_TOKEN_LENGTH + 1)]) {
+    const legacy = await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: 'L', method: 'tools/call', params: { ...slow, _meta: { progressToken: token } } }), h)
+    refusal(t, legacy, -32602, 'L', tooLong, `legacy, ${token.length}-char token`)
+    const modern = await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: 'M', method: 'tools/call', params: { ...slow, _meta: modernMeta({}, { progressToken: token }) } }), modernHeaders('tools/call', 'slow_count'))
+    refusal(t, modern, -32602, 'M', tooLong, `2026-07-28, ${token.length}-char token`)
+  }
+  // At the bound, the token is echoed in each notification, as before.
+  const token = 'p'.repeat(MAX_PROGRESS_TOKEN_LENGTH)
+  const ok = await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: 'ok', method: 'tools/call', params: { ...slow, _meta: { progressToken: token } } }), h)
+  t.equal(ok.statusCode, 200)
+  t.same(sseMessages(ok.body).filter(m => m.method === 'notifications/progress').map(m => m.params.progressToken), [token, token, token])
+  const okModern = await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: 'ok', method: 'tools/call', params: { ...slow, _meta: modernMeta({}, { progressToken: token }) } }), modernHeaders('tools/call', 'slow_count'))
+  t.equal(okModern.statusCode, 200)
+  t.equal(sseMessages(okModern.body).filter(m => m.method === 'notifications/progress').length, 3)
+  t.same(errorLines(logs), [])
+})
+
+t.test('a string id over the bound: 400 -32600 with id null on both eras; at the bound it is echoed', async (t) => {
+  const { app, logs, store } = await build(t)
+  const long = 'i'.repeat(MAX_ID_LENGTH + 1)
+  const tooLong = /id must be at most 256 characters/
+  refusal(t, await postRaw(app, initBody(long, {})), -32600, null, tooLong, 'legacy initialize')
+  t.equal(store.size, 0, 'no session created')
+  const h = await session(app)
+  refusal(t, await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: 'x'.repeat(1024 * 1024), method: 'tools/list' }), h), -32600, null, tooLong, 'legacy tools/list, 1 MiB id')
+  refusal(t, await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: long, result: {} }), h), -32600, null, tooLong, 'legacy client response')
+  refusal(t, await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: long, method: 'tools/list', params: { _meta: modernMeta() } }), modernHeaders('tools/list')), -32600, null, tooLong, '2026-07-28 tools/list')
+  // In a (2025-03-26) batch, the long id is answered with null and the rest runs.
+  const init = await postRaw(app, initBody(0, { protocolVersion: '2025-03-26' }))
+  const old = { 'mcp-session-id': String(init.headers['mcp-session-id']), 'mcp-protocol-version': '2025-03-26' }
+  const batch = await postRaw(app, JSON.stringify([{ jsonrpc: '2.0', id: long, method: 'ping' }, { jsonrpc: '2.0', id: 'b', method: 'ping' }]), old)
+  t.equal(batch.statusCode, 200)
+  const answers = String(batch.headers['content-type']).startsWith('text/event-stream') ? sseMessages(batch.body).flat() : batch.json()
+  t.same(answers.map((a: any) => JSON.stringify([a.id, a.error?.code ?? 'ok'])).sort(), ['["b","ok"]', '[null,-32600]'])
+  const id = 'i'.repeat(MAX_ID_LENGTH)
+  const legacyOk = await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id, method: 'ping' }), h)
+  t.equal(legacyOk.json().id, id)
+  const modernOk = await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/list', params: { _meta: modernMeta() } }), modernHeaders('tools/list'))
+  t.equal(modernOk.json().id, id)
+  t.same(errorLines(logs), [])
 })
