@@ -1,11 +1,14 @@
 /**
  * The bounds on client input, below the wire: the depth scan of `parseBody` (against the depth of
- * any JSON value), `classify`'s id and progress-token bounds. The wire behaviour (statuses, logs):
- * bounds.test.ts.
+ * any JSON value), `classify`'s id and progress-token bounds, and the normalization of the client
+ * capabilities `initialize` stores (it must make every capability decision the declared
+ * capabilities make). The wire behaviour (statuses, logs, stores): bounds.test.ts.
  */
 import t from 'tap'
 import fc from 'fast-check'
 import { classify, MAX_DEPTH, MAX_ID_LENGTH, MAX_PROGRESS_TOKEN_LENGTH, nestsDeeper, parseBody } from '../../lib/jsonrpc/messages.js'
+import { MAX_CLIENT_INFO_FIELD, MAX_HANDSHAKE_PARAMS, normalizeClientCapabilities, shortClientInfo } from '../../lib/protocol/legacy-initialize.js'
+import { missingCapability } from '../../lib/protocol/base-context.js'
 
 /** `depth` nested arrays, as text. */
 const nested = (depth: number, inner = ''): string => '['.repeat(depth) + inner + ']'.repeat(depth)
@@ -72,4 +75,33 @@ t.test('classify: ids over MAX_ID_LENGTH are invalid with id null; tokens over M
   t.same(classify({ jsonrpc: '2.0', id: 'x', method: 'tools/call', params: { _meta: { progressToken: token + 't' } } }),
     { kind: 'invalid', id: 'x', error: { code: -32602, message: `Invalid params: _meta.progressToken must be at most ${MAX_PROGRESS_TOKEN_LENGTH} characters` } })
   t.equal(classify({ jsonrpc: '2.0', method: 'notifications/progress', params: { _meta: { progressToken: token + 't' } } }).kind, 'notification', 'notifications are not echoed: not checked')
+})
+
+t.test('normalized capabilities make the same elicitation/sampling/roots decisions as the declared ones', async (t) => {
+  const sub = fc.oneof(fc.constant({}), fc.constant(null), fc.constant(true), fc.constant('x'), fc.constant([]), fc.record({ k: fc.integer() }))
+  const part = (keys: string[]): fc.Arbitrary<unknown> => fc.oneof(
+    fc.dictionary(fc.constantFrom(...keys, 'other'), sub, { maxKeys: 4 }), sub)
+  const caps = fc.record({
+    elicitation: part(['form', 'url']),
+    sampling: part(['tools', 'context']),
+    roots: part(['listChanged']),
+    experimental: sub
+  }, { requiredKeys: [] })
+  const asks: Array<[string, Record<string, unknown>]> = [
+    ['elicitation/create', {}], ['elicitation/create', { mode: 'form' }], ['elicitation/create', { mode: 'url' }],
+    ['sampling/createMessage', {}], ['sampling/createMessage', { tools: [] }], ['roots/list', {}]
+  ]
+  fc.assert(fc.property(caps, (c) => {
+    const n = normalizeClientCapabilities(c)
+    return asks.every(([method, params]) => JSON.stringify(missingCapability(c, method, params)) === JSON.stringify(missingCapability(n, method, params)))
+  }), { seed: 14, numRuns: 3000 })
+  t.same(normalizeClientCapabilities({ elicitation: { form: { applyDefaults: true }, url: {} }, sampling: { tools: {}, context: {} }, roots: { listChanged: true }, experimental: { big: 'x'.repeat(100) } }),
+    { elicitation: { form: {}, url: {} }, sampling: { context: {}, tools: {} }, roots: { listChanged: true } })
+  t.same(normalizeClientCapabilities({ elicitation: {}, sampling: { tools: true }, roots: { listChanged: 'yes' } }), { elicitation: {}, sampling: {}, roots: {} })
+})
+
+t.test('clientInfo keeps name, version and title, strings cut to MAX_CLIENT_INFO_FIELD', async (t) => {
+  t.equal(MAX_CLIENT_INFO_FIELD, 256)
+  t.equal(MAX_HANDSHAKE_PARAMS, 65_536)
+  t.same(shortClientInfo({ name: 'n'.repeat(300), version: 1, title: 'T', icons: [], websiteUrl: 'https://x' }), { name: 'n'.repeat(256), title: 'T' })
 })

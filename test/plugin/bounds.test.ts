@@ -1,10 +1,10 @@
 /**
  * No anonymous client can exhaust the server with what it sends: ids and progress tokens (echoed
  * in every response / notification, kept while a request runs and in the event log) are bounded,
- * and a body nests at most MAX_DEPTH levels (deeper values overflowed the stack of JSON.stringify
- * and of the recursive walks over tool arguments: a 503 or a -32603 with an error log). Both eras;
- * every refusal is a 400 with a JSON-RPC error and no error-level log line. Below the wire:
- * bounds-units.test.ts.
+ * a body nests at most MAX_DEPTH levels (deeper values overflowed the stack of JSON.stringify and
+ * the schema validator: a 503 or a -32603 with an error log), and `initialize` stores only the
+ * capabilities and client info the server reads, within a bound. Both eras; every refusal is a 400
+ * with a JSON-RPC error and no error-level log line. Below the wire: bounds-units.test.ts.
  */
 import t, { type Test } from 'tap'
 import { Writable } from 'node:stream'
@@ -28,6 +28,8 @@ const nested = (depth: number, inner = ''): string => '['.repeat(depth) + inner 
 const MAX_DEPTH = 64
 const MAX_ID_LENGTH = 256
 const MAX_PROGRESS_TOKEN_LENGTH = 256
+const MAX_HANDSHAKE_PARAMS = 65_536
+const MAX_CLIENT_INFO_FIELD = 256
 
 /** A Fastify app with the plugin, its log lines collected. */
 async function build (t: Test, store = new MemorySessionStore({ sweepInterval: 0 })): Promise<{ app: FastifyInstance, logs: Array<Record<string, any>>, store: MemorySessionStore }> {
@@ -142,4 +144,59 @@ t.test('a string id over the bound: 400 -32600 with id null on both eras; at the
   const modernOk = await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/list', params: { _meta: modernMeta() } }), modernHeaders('tools/list'))
   t.equal(modernOk.json().id, id)
   t.same(errorLines(logs), [])
+})
+
+t.test('initialize stores the normalized capabilities and a short clientInfo; declared capabilities still decide', async (t) => {
+  const { app, store } = await build(t)
+  const junk = { experimental: { blob: 'x'.repeat(60_000) }, elicitation: { form: { extra: 'y'.repeat(1000) } }, sampling: { tools: {} }, roots: { listChanged: true } }
+  const res = await postRaw(app, initBody(1, { capabilities: junk, clientInfo: { name: 'n'.repeat(2000), version: '1.2.3', title: 'T', icons: [{ src: 'z'.repeat(500) }], extra: 1 } }))
+  t.equal(res.statusCode, 200, res.body.slice(0, 200))
+  const sid = String(res.headers['mcp-session-id'])
+  const rec = await store.load(sid)
+  const data = rec?.data ?? {}
+  const caps = Object.entries(data).find(([k]) => k.endsWith('capabilities'))?.[1]
+  const info = Object.entries(data).find(([k]) => k.endsWith('clientInfo'))?.[1] as Record<string, string>
+  t.same(caps, { elicitation: { form: {} }, sampling: { tools: {} }, roots: { listChanged: true } })
+  t.same(info, { name: 'n'.repeat(MAX_CLIENT_INFO_FIELD), version: '1.2.3', title: 'T' })
+  t.ok(JSON.stringify(data).length < 1024, `the stored session is small (${JSON.stringify(data).length} chars)`)
+  // The declared capabilities are honoured: elicitation (form) is asked, URL mode is refused.
+  app.mcp.tool({ name: 'url_ask', description: 'URL mode' }, async (_a, ctx) => {
+    try { await ctx.elicit('u', { mode: 'url', message: 'go', url: 'https://example.com' }); return 'asked' } catch (err) { return (err as Error).message }
+  })
+  const h = { 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY }
+  const refused = await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'url_ask' } }), h)
+  t.match(refused.body, /elicitation\.url/, 'URL mode was not declared')
+})
+
+t.test('initialize over MAX_HANDSHAKE_PARAMS: 400 -32602, no session', async (t) => {
+  const { app, store, logs } = await build(t)
+  const big = 'x'.repeat(MAX_HANDSHAKE_PARAMS)
+  const tooBig = /capabilities and clientInfo must take at most 65536 characters/
+  refusal(t, await postRaw(app, initBody(1, { capabilities: { experimental: { big } } })), -32602, 1, tooBig, 'capabilities')
+  refusal(t, await postRaw(app, initBody(2, { clientInfo: { name: big } })), -32602, 2, tooBig, 'clientInfo')
+  refusal(t, await postRaw(app, initBody(3, { capabilities: { a: 'x'.repeat(MAX_HANDSHAKE_PARAMS / 2) }, clientInfo: { name: 'y'.repeat(MAX_HANDSHAKE_PARAMS / 2) } })), -32602, 3, tooBig, 'both together')
+  t.equal(store.size, 0)
+  t.same(errorLines(logs), [])
+})
+
+t.test('100 anonymous initialize calls with 60 KiB of capabilities keep under 100 KiB in the store', async (t) => {
+  const { app, store } = await build(t)
+  const caps = { experimental: { blob: 'x'.repeat(60 * 1024) }, elicitation: {}, roots: {} }
+  const payload = initBody(1, { capabilities: caps })
+  const ids: string[] = []
+  for (let i = 0; i < 100; i++) {
+    const res = await postRaw(app, payload)
+    t.equal(res.statusCode, 200)
+    ids.push(String(res.headers['mcp-session-id']))
+  }
+  t.equal(store.size, 100)
+  let total = 0
+  let largest = 0
+  for (const id of ids) {
+    const n = JSON.stringify((await store.load(id))?.data).length
+    total += n
+    largest = Math.max(largest, n)
+  }
+  t.ok(largest < 1024, `largest stored session ${largest} chars`)
+  t.ok(total < 100 * 1024, `all 100 sessions: ${total} chars`)
 })
