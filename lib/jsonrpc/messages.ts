@@ -39,8 +39,28 @@ export type Parsed =
   | { kind: 'response', message: JsonRpcResponse }
   | { kind: 'invalid', id: RequestId | null, error: JsonRpcErrorObject }
 
+/**
+ * Bounds on what a client sends that the server echoes or keeps (see README, "Bounds"). A request
+ * id is echoed in every response and kept while the request runs; a progress token is echoed in
+ * every progress notification (and kept in the event log of a resumable stream).
+ */
+export const MAX_ID_LENGTH = 256
+/** The longest string `_meta.progressToken`, in characters (numbers are not bounded). */
+export const MAX_PROGRESS_TOKEN_LENGTH = 256
+/**
+ * The deepest nesting of arrays and objects a body may have (the message object is level 1, a
+ * batch array adds one). JSON Schema tool arguments rarely nest deeper than ~10; far deeper values
+ * would overflow the stack of whatever walks them recursively (serialization, schema validation).
+ */
+export const MAX_DEPTH = 64
+
 function isId (v: unknown): v is RequestId {
   return (typeof v === 'string') || (typeof v === 'number' && Number.isFinite(v))
+}
+
+/** A string id or token over `max` characters (numbers never are). */
+function tooLong (v: unknown, max: number): boolean {
+  return typeof v === 'string' && v.length > max
 }
 
 /** A JSON object (not null, not an array). */
@@ -48,10 +68,14 @@ export function isPlainObject (v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
+const TOKEN_TOO_LONG = `Invalid params: _meta.progressToken must be at most ${MAX_PROGRESS_TOKEN_LENGTH} characters`
+
 /**
  * Why a request's `params._meta` is malformed (not an object, or a `progressToken` that is not a
- * string or a number), or `null` when it is absent or well-formed. Checked before the handler
- * runs: a token of another type would be echoed into every progress notification.
+ * string or a number, or a string token over {@link MAX_PROGRESS_TOKEN_LENGTH}), or `null` when it
+ * is absent or well-formed. Checked before the handler runs: a token of another type would be
+ * echoed into every progress notification. (An over-long token is already refused by
+ * {@link classify}, with a 400.)
  */
 export function metaProblem (params: Record<string, unknown>): string | null {
   const meta = params._meta
@@ -62,15 +86,28 @@ export function metaProblem (params: Record<string, unknown>): string | null {
   if (token !== undefined && !isId(token)) {
     return 'Invalid params: _meta.progressToken must be a string or a number'
   }
+  if (tooLong(token, MAX_PROGRESS_TOKEN_LENGTH)) return TOKEN_TOO_LONG
   return null
 }
 
-/** The id of a malformed message, when it can be read (so an error can echo it). */
+/** The id of a malformed message, when it can be read and is not too long to echo. */
 function readableId (v: Record<string, unknown>): RequestId | null {
-  return isId(v.id) ? v.id : null
+  return isId(v.id) && !tooLong(v.id, MAX_ID_LENGTH) ? v.id : null
 }
 
-/** Classifies one JSON value as a JSON-RPC message; never throws. */
+const ID_TOO_LONG = `id must be at most ${MAX_ID_LENGTH} characters`
+
+/** A request whose string `_meta.progressToken` is over the bound (the rest of `_meta` is checked by {@link metaProblem}). */
+function tokenTooLong (params: unknown): boolean {
+  return isPlainObject(params) && isPlainObject(params._meta) && tooLong(params._meta.progressToken, MAX_PROGRESS_TOKEN_LENGTH)
+}
+
+/**
+ * Classifies one JSON value as a JSON-RPC message; never throws. Ids over {@link MAX_ID_LENGTH} are
+ * invalid (answered with id `null`), and so is a request whose progress token is over
+ * {@link MAX_PROGRESS_TOKEN_LENGTH} (-32602, with its id): both are refused before anything keeps
+ * or echoes them, and a lone invalid message is a 400 on both wires.
+ */
 export function classify (value: unknown): Parsed {
   if (!isPlainObject(value)) {
     return { kind: 'invalid', id: null, error: { code: ErrorCode.InvalidRequest, message: 'Invalid Request: a JSON-RPC message must be an object' } }
@@ -85,11 +122,14 @@ export function classify (value: unknown): Parsed {
     if (!('id' in value)) return { kind: 'notification', message: value as unknown as JsonRpcNotification }
     if (value.id === null) return invalid('id must not be null')
     if (!isId(value.id)) return invalid('id must be a string or a number')
+    if (tooLong(value.id, MAX_ID_LENGTH)) return invalid(ID_TOO_LONG)
+    if (tokenTooLong(value.params)) return { kind: 'invalid', id, error: { code: ErrorCode.InvalidParams, message: TOKEN_TOO_LONG } }
     return { kind: 'request', message: value as unknown as JsonRpcRequest }
   }
   if ('result' in value || 'error' in value) {
     if ('result' in value && 'error' in value) return invalid('a response carries result or error, not both')
     if (!isId(value.id) && !(value.id === null && 'error' in value)) return invalid('response id must be a string or a number')
+    if (tooLong(value.id, MAX_ID_LENGTH)) return invalid(`response ${ID_TOO_LONG}`)
     if ('result' in value && !isPlainObject(value.result)) return invalid('result must be an object')
     if ('error' in value) {
       const e = value.error
@@ -105,8 +145,50 @@ export type ParsedBody =
   | { ok: true, batch: boolean, messages: Parsed[] }
   | { ok: false, error: JsonRpcErrorResponse }
 
-/** Parses a body text into classified messages. Parse failures answer -32700 with no id. */
+/** Whether `text` has at most `max` opening brackets, strings included (then it cannot nest deeper). */
+function fewOpenings (text: string, max: number): boolean {
+  let count = 0
+  for (let i = text.indexOf('{'); i !== -1; i = text.indexOf('{', i + 1)) if (++count > max) return false
+  for (let i = text.indexOf('['); i !== -1; i = text.indexOf('[', i + 1)) if (++count > max) return false
+  return true
+}
+
+/**
+ * Whether the arrays and objects of a JSON text nest deeper than `max`: one pass over the text,
+ * brackets inside strings not counted (a string is skipped with `indexOf` up to its closing quote).
+ * Not a validator: a text that is not JSON may pass, and JSON.parse then refuses it. Most bodies
+ * have fewer openings than `max` in all and are not scanned at all.
+ */
+export function nestsDeeper (text: string, max: number): boolean {
+  if (fewOpenings(text, max)) return false
+  let depth = 0
+  for (let i = 0, n = text.length; i < n; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22) { // '"': skip to the closing quote, the first one after an even run of backslashes
+      for (;;) {
+        i = text.indexOf('"', i + 1)
+        if (i === -1) return false
+        let k = i - 1
+        while (text.charCodeAt(k) === 0x5c) k--
+        if (((i - 1 - k) & 1) === 0) break
+      }
+    } else if (c === 0x7b || c === 0x5b) { // '{' '['
+      if (++depth > max) return true
+    } else if (c === 0x7d || c === 0x5d) { // '}' ']'
+      depth--
+    }
+  }
+  return false
+}
+
+const TOO_DEEP = `Invalid Request: the body nests deeper than ${MAX_DEPTH} levels`
+
+/**
+ * Parses a body text into classified messages. Parse failures answer -32700 with no id; a body
+ * nesting deeper than {@link MAX_DEPTH} is refused before it is parsed, -32600 with no id.
+ */
 export function parseBody (text: string): ParsedBody {
+  if (nestsDeeper(text, MAX_DEPTH)) return { ok: false, error: errorResponse(null, ErrorCode.InvalidRequest, TOO_DEEP) }
   let value: unknown
   try {
     value = JSON.parse(text)

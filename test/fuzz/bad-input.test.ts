@@ -7,8 +7,13 @@
  *   - 2xx bodies are JSON-RPC (JSON or SSE events);
  *   - a session is created only by a successful initialize, and its id is the one handed out;
  *   - a malformed MCP-Protocol-Version is never accepted on a request naming a session, GET or DELETE;
- *   - afterwards the server still works, and nothing leaked (sessions, hub entries, bus channels).
- * Bodies include 2026-07-28 (stateless) requests with their Mcp-Method / Mcp-Name headers.
+ *   - the bounds on client input hold (README, "Bounds"): a body nesting deeper than 64 levels, a
+ *     string id over 256 characters, a progress token over 256 characters are refused with a 400
+ *     and never echoed; a POST's answer is never much larger than its body (no amplification);
+ *   - afterwards the server still works, and nothing leaked (sessions, hub entries, bus channels),
+ *     every stored session is small, and the heap grew by less than a bound.
+ * Bodies include 2026-07-28 (stateless) requests with their Mcp-Method / Mcp-Name headers, and the
+ * shapes of the bounds: long ids and tokens, deep nesting, huge initialize params.
  *
  * Deterministic: seed FC_SEED (default below), FC_RUNS runs (default 1,200). The harness is
  * stateful (a pool of live sessions, SSE event ids seen), so failures are reported unshrunk.
@@ -16,24 +21,43 @@
  */
 import t from 'tap'
 import fc from 'fast-check'
+import v8 from 'node:v8'
+import vm from 'node:vm'
 import Fastify, { type LightMyRequestResponse } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import mcp, { MemoryBus, MemorySessionStore } from '../../lib/index.js'
 import { initialize as initializeApp } from '../plugin/helper.js'
 import { sleep } from '../helpers/time.js'
 import { headers as sessionHeaders, LEGACY, META_CAPS, META_LOG, META_VERSION } from '../helpers/wire.js'
+import { deepMarker, textDepth, withDeep } from '../helpers/json-depth.js'
 
 const SEED = Number(process.env.FC_SEED ?? 20251125)
 const RUNS = Number(process.env.FC_RUNS ?? 1200)
 const BODY_LIMIT = 256 * 1024
 const VERSIONS = [LEGACY, '2025-06-18', '2025-03-26'] as const
 const LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']
+/** The bounds under test (README, "Bounds"). */
+const MAX_DEPTH = 64
+const MAX_ID_LENGTH = 256
+const MAX_PROGRESS_TOKEN_LENGTH = 256
+/** The largest session the store may hold after the run (normalized capabilities, short client info, a few keys). */
+const MAX_STORED_SESSION = 4096
+/** How much the heap may grow over the whole run, after a forced GC (sessions and event logs of ~1,200 requests). */
+const MAX_HEAP_GROWTH = 8 * 1024 * 1024
+/** A POST's answer is at most this much larger than its body, plus the constant below. */
+const AMPLIFICATION = 2
+const AMPLIFICATION_SLACK = 16 * 1024
+/** What an echoed over-long id or token would look like (they are runs of one letter). */
+const LONG_ID_ECHO = 'i'.repeat(MAX_ID_LENGTH + 1)
+const LONG_TOKEN_ECHO = 'p'.repeat(MAX_PROGRESS_TOKEN_LENGTH + 1)
 
 // ─── the server under test ──────────────────────────────────────────────────────────────────────
 
 const store = new MemorySessionStore({ sweepInterval: 0 })
 /** Ids created (successfully) during the request being checked. */
 let createdNow: string[] = []
+/** Every session id ever created (to measure what the store holds at the end). */
+const createdAll: string[] = []
 let creates = 0
 let destroys = 0
 const create = store.create.bind(store)
@@ -41,6 +65,7 @@ store.create = async (id, data) => {
   await create(id, data)
   creates++
   createdNow.push(id)
+  createdAll.push(id)
 }
 const destroy = store.destroy.bind(store)
 store.destroy = async (id) => {
@@ -72,6 +97,10 @@ app.mcp.tool({ name: 'progress', description: 'Reports progress and logs' }, asy
   for (let i = 1; i <= 3; i++) await ctx.progress({ progress: i, total: 3 })
   await ctx.log('warning', { note: 'log from a tool' })
   return 'done'
+})
+app.mcp.tool({ name: 'count', description: 'Reports progress 20 times (each echoes the progress token)' }, async (_args, ctx) => {
+  for (let i = 1; i <= 20; i++) await ctx.progress({ progress: i, total: 20 })
+  return 'counted'
 })
 app.mcp.tool({ name: 'fail', description: 'Throws' }, async () => { throw new Error('boom') })
 app.mcp.tool({ name: 'bad_output', description: 'Breaks its output schema', output: Type.Object({ n: Type.Integer() }) },
@@ -189,13 +218,29 @@ const METHODS = [
   'notifications/initialized', 'notifications/cancelled', 'notifications/progress', 'notifications/roots/list_changed',
   'sampling/createMessage', 'elicitation/create', 'roots/list', 'tasks/get', 'tasks/list', 'server/discover'
 ]
-const TOOLS = ['echo', 'add', 'progress', 'fail', 'bad_output', 'ask', 'sample', 'roots', 'drop', 'nope']
+const TOOLS = ['echo', 'add', 'progress', 'count', 'fail', 'bad_output', 'ask', 'sample', 'roots', 'drop', 'nope']
+
+/** A string of `n` characters; lengths around the bounds, and far past them. */
+const longString = (ch: string, ...lengths: number[]): Gen<string> => fc.noBias(fc.constantFrom(...lengths)).map(n => ch.repeat(n))
+const longToken = longString('p', MAX_PROGRESS_TOKEN_LENGTH, MAX_PROGRESS_TOKEN_LENGTH + 1, 64 * 1024, 200 * 1024)
+const longId = longString('i', MAX_ID_LENGTH, MAX_ID_LENGTH + 1, 100 * 1024)
+/** Nesting around and far past the bound (the bodies stay well within BODY_LIMIT); see json-depth.ts. */
+const deep: Gen<unknown> = fc.noBias(fc.constantFrom(MAX_DEPTH - 4, MAX_DEPTH - 3, MAX_DEPTH, MAX_DEPTH + 1, 1_000, 100_000)).map(deepMarker)
+
+/** The body text of a JSON value (deep markers become nested arrays). */
+const bodyText = (v: unknown): string | undefined => { const text = JSON.stringify(v); return text === undefined ? undefined : withDeep(text) }
 
 const metaArb = fc.oneof(
   fc.constant(MISSING),
-  fc.record({ progressToken: fc.oneof(fc.string({ maxLength: 8 }), fc.integer(), weird) }, { requiredKeys: [] }),
+  fc.record({ progressToken: fc.oneof(w(6, fc.string({ maxLength: 8 })), w(6, fc.integer()), w(6, weird), w(2, longToken)) }, { requiredKeys: [] }),
   weird
 )
+
+/** Initialize params around and past the 64 KiB bound of capabilities + clientInfo, with what is kept buried in junk. */
+const hugeCaps: Gen<unknown> = fc.noBias(fc.constantFrom(1_000, 60_000, 70_000, 200_000)).map(n => ({
+  experimental: { blob: 'x'.repeat(n) }, elicitation: { form: { junk: 'y'.repeat(100) } }, sampling: { tools: {} }, roots: { listChanged: true }, other: [1, 2, 3]
+}))
+const hugeClientInfo: Gen<unknown> = fc.noBias(fc.constantFrom(1_000, 60_000, 70_000)).map(n => ({ name: 'n'.repeat(n), version: '1', icons: [{ src: 'z'.repeat(100) }] }))
 
 function paramsFor (method: string): Gen<unknown> {
   const generic = fc.dictionary(fc.string({ maxLength: 10 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 })
@@ -204,16 +249,16 @@ function paramsFor (method: string): Gen<unknown> {
     case 'initialize':
       specific = fc.record({
         protocolVersion: fc.oneof(fc.constantFrom(...VERSIONS, '2024-11-05', '2026-07-28'), weird),
-        capabilities: fc.oneof(fc.constantFrom(...CAPS), weird),
-        clientInfo: fc.oneof(fc.constant({ name: 'fuzz', version: '1' }), weird)
+        capabilities: fc.oneof(w(4, fc.constantFrom(...CAPS)), w(4, weird), w(1, hugeCaps), w(1, deep)),
+        clientInfo: fc.oneof(w(4, fc.constant({ name: 'fuzz', version: '1' })), w(4, weird), w(1, hugeClientInfo))
       }, { requiredKeys: [] })
       break
     case 'tools/call':
       specific = fc.record({
         name: fc.oneof(w(6, fc.constantFrom(...TOOLS)), w(1, weird)),
         arguments: fc.oneof(
-          fc.constant({ text: 'hi' }), fc.record({ a: fc.integer(), b: fc.oneof(fc.integer(), weird) }),
-          fc.dictionary(fc.string({ maxLength: 6 }), weird, { maxKeys: 3 }), weird),
+          w(3, fc.constant({ text: 'hi' })), w(3, fc.record({ a: fc.integer(), b: fc.oneof(fc.integer(), weird) })),
+          w(3, fc.dictionary(fc.string({ maxLength: 6 }), weird, { maxKeys: 3 })), w(3, weird), w(1, fc.record({ text: deep }))),
         _meta: metaArb
       }, { requiredKeys: ['name'] })
       break
@@ -254,7 +299,7 @@ const message: Gen<unknown> = fc.oneof(
   // requests and notifications
   w(8, fc.oneof(w(6, fc.constantFrom(...METHODS)), w(1, anyString), w(1, weird)).chain(method => fc.record({
     jsonrpc: fc.oneof(w(12, fc.constant('2.0')), w(1, fc.constant(MISSING)), w(1, fc.constantFrom('1.0', '2', 2, 2.0, null))),
-    id: fc.oneof(w(6, fc.integer({ min: -5, max: 1_000_000 })), w(3, fc.string({ maxLength: 12 })), w(4, fc.constant(MISSING)), w(2, weird), w(1, fc.constantFrom(null, 1.5, -0, 1e308, true))),
+    id: fc.oneof(w(6, fc.integer({ min: -5, max: 1_000_000 })), w(3, fc.string({ maxLength: 12 })), w(4, fc.constant(MISSING)), w(2, weird), w(1, fc.constantFrom(null, 1.5, -0, 1e308, true)), w(1, longId)),
     method: fc.constant(method),
     params: typeof method === 'string' ? paramsFor(method) : weird,
     extra: fc.oneof(w(10, fc.constant(MISSING)), w(1, weird))
@@ -262,7 +307,7 @@ const message: Gen<unknown> = fc.oneof(
   // responses to server requests
   w(2, fc.record({
     jsonrpc: fc.oneof(w(8, fc.constant('2.0')), w(1, weird)),
-    id: fc.oneof(ref('srvreq'), fc.integer(), fc.string({ maxLength: 10 }), fc.constant(null), weird),
+    id: fc.oneof(ref('srvreq'), fc.integer(), fc.string({ maxLength: 10 }), fc.constant(null), weird, longId),
     result: fc.oneof(fc.constant({ action: 'accept', content: { n: 'x' } }), fc.constant({ roots: [] }), fc.constant({ role: 'assistant', content: { type: 'text', text: 'x' }, model: 'm' }), fc.constant(MISSING), weird),
     error: fc.oneof(w(4, fc.constant(MISSING)), w(1, fc.record({ code: fc.oneof(fc.integer(), weird), message: fc.oneof(fc.string(), weird), data: weird }, { requiredKeys: [] })), w(1, weird))
   })),
@@ -298,12 +343,12 @@ function resolveRef (r: Ref): string {
 /** An initialize request, mostly well-formed. */
 const initializeMessage: Gen<unknown> = fc.record({
   jsonrpc: fc.oneof(w(10, fc.constant('2.0')), w(1, weird)),
-  id: fc.oneof(w(10, fc.integer({ min: 0, max: 100 })), w(1, weird)),
+  id: fc.oneof(w(10, fc.integer({ min: 0, max: 100 })), w(1, weird), w(1, longId)),
   method: fc.constant('initialize'),
   params: fc.oneof(w(10, fc.record({
     protocolVersion: fc.oneof(w(6, fc.constantFrom(...VERSIONS, '2024-11-05', '2099-01-01')), w(1, weird)),
-    capabilities: fc.oneof(w(6, fc.constantFrom(...CAPS)), w(1, weird), w(1, fc.constant(MISSING))),
-    clientInfo: fc.oneof(w(6, fc.constant({ name: 'fuzz', version: '1' })), w(1, weird), w(1, fc.constant(MISSING)))
+    capabilities: fc.oneof(w(6, fc.constantFrom(...CAPS)), w(1, weird), w(1, fc.constant(MISSING)), w(2, hugeCaps), w(1, deep)),
+    clientInfo: fc.oneof(w(6, fc.constant({ name: 'fuzz', version: '1' })), w(1, weird), w(1, fc.constant(MISSING)), w(2, hugeClientInfo))
   })), w(1, weird))
 })
 
@@ -314,7 +359,7 @@ const initializeMessage: Gen<unknown> = fc.record({
 const MODERN_METHODS = ['server/discover', 'tools/list', 'tools/call', 'prompts/get', 'resources/read', 'resources/list', 'completion/complete', 'subscriptions/listen', 'initialize', 'ping', 'nope/nope']
 const modernMessage: Gen<unknown> = fc.constantFrom(...MODERN_METHODS).chain(method => fc.record({
   method: fc.constant(method),
-  id: fc.oneof(w(10, fc.integer({ min: 0, max: 1000 })), w(1, weird)),
+  id: fc.oneof(w(10, fc.integer({ min: 0, max: 1000 })), w(1, weird), w(1, longId)),
   version: fc.oneof(w(10, fc.constant('2026-07-28')), w(1, fc.constantFrom('2025-11-25', '2027-01-01', '')), w(1, weird)),
   caps: fc.oneof(w(8, fc.constantFrom(...CAPS)), w(1, weird)),
   logLevel: fc.oneof(w(6, fc.constant(MISSING)), w(2, fc.constantFrom(...LEVELS)), w(1, weird)),
@@ -341,8 +386,23 @@ const modernMessage: Gen<unknown> = fc.constantFrom(...MODERN_METHODS).chain(met
   return { json: { jsonrpc: '2.0', id: r.id, method: r.method, params }, headers }
 })
 
+/**
+ * The shapes of the bounds, sent well-formed (transport headers right, on a live session, or for
+ * initialize on none) so that they reach the wires: progress tokens and ids around and past their
+ * bounds on a tool that reports progress 20 times, deep arguments, huge initialize params.
+ */
+const boundShapes: Gen<unknown> = fc.oneof(
+  w(3, longToken.map(token => ({ json: { jsonrpc: '2.0', id: 'b', method: 'tools/call', params: { name: 'count', _meta: { progressToken: token } } }, onSession: true }))),
+  w(1, longId.map(id => ({ json: { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'progress', _meta: { progressToken: 1 } } }, onSession: true }))),
+  w(1, deep.map(d => ({ json: { jsonrpc: '2.0', id: 'd', method: 'tools/call', params: { name: 'echo', arguments: { text: d } } }, onSession: true }))),
+  w(2, fc.tuple(fc.oneof(hugeCaps, deep), fc.oneof(hugeClientInfo, fc.constant({ name: 'fuzz', version: '1' }))).map(([capabilities, clientInfo]) => ({
+    json: { jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities, clientInfo } }, fresh: true
+  })))
+)
+
 /** Body text (or none). */
 const body: Gen<unknown> = fc.oneof(
+  w(3, boundShapes),
   w(2, initializeMessage.map(m => ({ json: m }))),
   w(3, modernMessage),
   w(10, message.map(m => ({ json: m }))),
@@ -354,7 +414,7 @@ const body: Gen<unknown> = fc.oneof(
       '[[]]', '[{}]', '{"__proto__":{"polluted":1},"jsonrpc":"2.0","id":1,"method":"ping"}', '{"constructor":{"prototype":{"x":1}}}',
       '{"jsonrpc":"2.0","id":1,"method":"ping"}{"jsonrpc":"2.0","id":2,"method":"ping"}', '{"jsonrpc":"2.0","id":1e999,"method":"ping"}',
       '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":' + '['.repeat(5000) + ']'.repeat(5000) + '}}'),
-    message.map(m => { const s = JSON.stringify(materialize(m)) ?? ''; return s.slice(0, Math.floor(s.length / 2)) })
+    message.map(m => { const s = bodyText(materialize(m)) ?? ''; return s.slice(0, Math.floor(s.length / 2)) })
   ).map(text => ({ text }))),
   // large but (mostly) within the body limit; sometimes just beyond it
   w(1, fc.tuple(fc.constantFrom(1_000, 60_000, BODY_LIMIT - 200, BODY_LIMIT + 10), fc.constantFrom('tools/call', 'ping', 'notifications/progress')).map(([n, method]) => ({
@@ -393,7 +453,23 @@ const requestArb = fc.record({
 // ─── the property ───────────────────────────────────────────────────────────────────────────────
 
 const debug = new Map<string, number>()
-const stats = { status: new Map<number, number>(), sse: 0, getStreams: 0, sessionsCreated: 0 }
+const stats = { status: new Map<number, number>(), sse: 0, getStreams: 0, sessionsCreated: 0, largestStored: 0, bounded: { deep: 0, longId: 0, longToken: 0 } }
+
+/**
+ * `promise`, or after `ms` the `otherwise` value (or an Error with that message, when a string); the
+ * timer is cleared, so that nothing of a request outlives it (the heap is measured after the run).
+ */
+async function within<T, U> (ms: number, promise: Promise<T>, otherwise: U): Promise<T | (U extends string ? never : U)> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<U>((resolve, reject) => {
+    timer = setTimeout(() => { typeof otherwise === 'string' ? reject(new Error(otherwise)) : resolve(otherwise) }, ms)
+  })
+  try {
+    return await Promise.race([promise, late]) as T | (U extends string ? never : U)
+  } finally {
+    clearTimeout(timer)
+  }
+}
 
 /** Reads a streamed inject response; a GET stream still open after `openAfter` ms is disconnected (client goes away). */
 async function readBody (res: LightMyRequestResponse, openAfter: number): Promise<{ text: string, open: boolean }> {
@@ -405,7 +481,7 @@ async function readBody (res: LightMyRequestResponse, openAfter: number): Promis
     stream.once('error', () => resolve(true))
     stream.once('close', () => resolve(true))
   })
-  const open = !await Promise.race([ended, sleep(openAfter).then(() => false)])
+  const open = !await within(openAfter, ended, false)
   if (open) {
     (res.raw.res as unknown as { destroy: () => void }).destroy()
     await ended
@@ -422,8 +498,19 @@ async function runOne (input: RequestInput): Promise<void> {
     if (v === MISSING) continue
     h[k] = typeof v === 'string' ? v : resolveRef(v as Ref)
   }
-  const b = input.body as { json?: unknown, text?: string, none?: true, headers?: Record<string, unknown> }
-  const payload = b.none === true ? undefined : b.text ?? JSON.stringify(materialize(b.json)) ?? 'undefined'
+  const b = input.body as { json?: unknown, text?: string, none?: true, headers?: Record<string, unknown>, onSession?: true, fresh?: true }
+  const method = b.onSession === true || b.fresh === true ? 'POST' : input.method
+  if (b.onSession === true || b.fresh === true) {
+    for (const k of Object.keys(h)) delete h[k]
+    Object.assign(h, sessionHeaders())
+    if (b.onSession === true) {
+      const named = input.headers['mcp-session-id'] as Ref | typeof MISSING | string
+      const s = pool[(typeof named === 'object' ? named.i : 0) % pool.length]
+      h['mcp-session-id'] = s.sid
+      h['mcp-protocol-version'] = s.version
+    }
+  }
+  const payload = b.none === true ? undefined : b.text ?? bodyText(materialize(b.json)) ?? 'undefined'
   for (const [k, v] of Object.entries(b.headers ?? {})) {
     if (v === MISSING) delete h[k]
     else h[k] = String(v)
@@ -433,16 +520,19 @@ async function runOne (input: RequestInput): Promise<void> {
   const listens = payload?.includes('"subscriptions/listen"') === true
   const sid = h['mcp-session-id']
   createdNow = []
-  const res = await Promise.race([
-    app.inject({ method: input.method, url: '/mcp', headers: h, payload, payloadAsStream: true }),
-    sleep(5000).then(() => { throw new Error('the request did not answer within 5 s') })
-  ])
+  const res = await within(5000, app.inject({ method, url: '/mcp', headers: h, payload, payloadAsStream: true }), 'the request did not answer within 5 s')
   const status = res.statusCode
-  const { text, open } = await readBody(res, input.method === 'GET' || listens ? 20 : 5000)
-  if (open && input.method !== 'GET' && !listens) throw new Error(`a ${input.method} response never ended`)
+  const { text, open } = await readBody(res, method === 'GET' || listens ? 20 : 5000)
+  if (open && method !== 'GET' && !listens) throw new Error(`a ${method} response never ended`)
   stats.status.set(status, (stats.status.get(status) ?? 0) + 1)
   const ctype = String(res.headers['content-type'] ?? '')
-  const where = `${input.method} ${status} ${ctype} body=${text.slice(0, 300)}`
+  const where = `${method} ${status} ${ctype} body=${text.slice(0, 300)}`
+  const depth = payload === undefined ? 0 : textDepth(payload)
+  if (payload !== undefined && method === 'POST') {
+    if (depth > MAX_DEPTH) stats.bounded.deep++
+    if (payload.includes(LONG_ID_ECHO)) stats.bounded.longId++
+    if (payload.includes(LONG_TOKEN_ECHO)) stats.bounded.longToken++
+  }
 
   // Never a 5xx.
   if (status >= 500) throw new Error(`5xx: ${where}`)
@@ -461,7 +551,7 @@ async function runOne (input: RequestInput): Promise<void> {
   // and DELETE (surrounding whitespace is not part of a header value: real HTTP parsers strip it). (Session-less POSTs with an unknown version are routed to the 2026-07-28 wire,
   // which answers notifications 202 without looking at the version: see the report.)
   const pv = h['mcp-protocol-version']
-  if (pv !== undefined && !/^\d{4}-\d{2}-\d{2}$/.test(pv.trim()) && status >= 200 && status < 300 && (sid !== undefined || input.method !== 'POST')) {
+  if (pv !== undefined && !/^\d{4}-\d{2}-\d{2}$/.test(pv.trim()) && status >= 200 && status < 300 && (sid !== undefined || method !== 'POST')) {
     throw new Error(`a malformed MCP-Protocol-Version ${JSON.stringify(pv)} was accepted: ${where}`)
   }
   // Sessions: created only by a successful initialize, and handed out.
@@ -471,6 +561,8 @@ async function runOne (input: RequestInput): Promise<void> {
       throw new Error(`created ${createdNow.length} session(s) but answered mcp-session-id ${String(res.headers['mcp-session-id'])}`)
     }
     stats.sessionsCreated++
+    const stored = await store.load(createdNow[0])
+    stats.largestStored = Math.max(stats.largestStored, JSON.stringify(stored?.data ?? {}).length)
     const version = ((): string => {
       try {
         const events = ctype.startsWith('text/event-stream') ? sseEvents(text).filter(e => e.data !== '').map(e => JSON.parse(e.data)) : [JSON.parse(text)]
@@ -478,7 +570,7 @@ async function runOne (input: RequestInput): Promise<void> {
       } catch { return '2025-11-25' }
     })()
     if (pool.length < 30) pool.push({ sid: createdNow[0], version })
-  } else if (res.headers['mcp-session-id'] !== undefined && input.method === 'POST' && status === 200) {
+  } else if (res.headers['mcp-session-id'] !== undefined && method === 'POST' && status === 200) {
     throw new Error(`answered mcp-session-id without creating a session: ${where}`)
   }
   // 2xx bodies are JSON-RPC.
@@ -502,8 +594,20 @@ async function runOne (input: RequestInput): Promise<void> {
     }
   }
   if (status === 202 && text !== '') throw new Error(`202 with a body: ${where}`)
+  // The bounds: a body nesting too deep never gets past parseBody (a 400 there says why); an id
+  // or a token over its bound is never echoed (on this request or any replay); no amplification.
+  if (method === 'POST' && depth > MAX_DEPTH) {
+    if (status < 300) throw new Error(`a body nesting ${depth} levels was served: ${where}`)
+    if (status === 400 && !/"id":null,"error":\{"code":-32600,"message":"Invalid Request: the body nests deeper than 64 levels"/.test(text)) {
+      throw new Error(`a body nesting ${depth} levels got another 400: ${where}`)
+    }
+  }
+  if (text.includes(LONG_ID_ECHO) || text.includes(LONG_TOKEN_ECHO)) throw new Error(`an id or a progress token over its bound was echoed: ${where}`)
+  if (method === 'POST' && text.length > AMPLIFICATION * (payload?.length ?? 0) + AMPLIFICATION_SLACK) {
+    throw new Error(`a ${payload?.length ?? 0}-byte POST got a ${text.length}-byte answer: ${where}`)
+  }
   // A successful DELETE ends the session.
-  if (input.method === 'DELETE' && status === 200 && sid !== undefined) {
+  if (method === 'DELETE' && status === 200 && sid !== undefined) {
     const i = pool.findIndex(s => s.sid === sid)
     if (i !== -1) pool.splice(i, 1)
     if (dead.length < 50) dead.push(sid)
@@ -511,9 +615,21 @@ async function runOne (input: RequestInput): Promise<void> {
   }
 }
 
+/** A full GC (for heap measures): `--expose-gc` turned on at run time, `gc` taken from a fresh context. */
+v8.setFlagsFromString('--expose-gc')
+const gc = vm.runInNewContext('gc') as () => void
+function heapAfterGc (): number {
+  gc()
+  gc()
+  return process.memoryUsage().heapUsed
+}
+
+let heapBefore = 0
+
 t.test('random bodies and headers never break the endpoint', async t => {
   const started = Date.now()
   await refillPool()
+  heapBefore = heapAfterGc()
   const sizeBefore = store.size
   const createsBefore = creates
   const destroysBefore = destroys
@@ -522,6 +638,8 @@ t.test('random bodies and headers never break the endpoint', async t => {
   t.comment(`statuses: ${JSON.stringify(Object.fromEntries([...stats.status].sort((a, b) => a[0] - b[0])))}; SSE responses ${stats.sse} (GET streams ${stats.getStreams}); sessions created by fuzzed requests ${stats.sessionsCreated}`)
   if (process.env.FC_DEBUG !== undefined) t.comment(JSON.stringify([...debug].sort((a, b) => b[1] - a[1]), null, 1))
   t.ok(stats.sessionsCreated > 0, 'some fuzzed initialize requests succeeded')
+  const b = stats.bounded
+  t.ok(b.deep > 0 && b.longId > 0 && b.longToken > 0, `POSTs past the bounds: ${JSON.stringify(b)}`)
   t.ok((stats.status.get(200) ?? 0) > RUNS / 20, 'a fair share of requests got past the checks')
   t.equal(store.size - sizeBefore, (creates - createsBefore) - (destroys - destroysBefore), 'the store holds exactly the sessions created minus those deleted')
 })
@@ -530,6 +648,22 @@ t.test('the server still works afterwards, and nothing leaked', async t => {
   await sleep(50) // pending client requests time out (30 ms)
   t.equal(app.mcp.status().sessionsHeld, 0, 'the hub holds nothing for any session')
   t.equal(bus.channels, baseChannels, 'no session bus subscription left')
+
+  // What the run left behind is small: every stored session (as created, and as it is now), and
+  // the heap as a whole (the event logs keep the SSE events of the last 5 minutes, progress
+  // notifications included).
+  let largest = 0
+  let live = 0
+  for (const id of createdAll) {
+    const rec = await store.load(id)
+    if (rec === null) continue
+    live++
+    largest = Math.max(largest, JSON.stringify(rec.data).length)
+  }
+  t.ok(stats.largestStored <= MAX_STORED_SESSION, `the largest session a fuzzed initialize stored took ${stats.largestStored} characters (at most ${MAX_STORED_SESSION})`)
+  t.ok(largest <= MAX_STORED_SESSION, `the largest of the ${live} sessions left takes ${largest} characters`)
+  const growth = heapAfterGc() - heapBefore
+  t.ok(growth < MAX_HEAP_GROWTH, `the heap grew by ${(growth / 1048576).toFixed(1)} MiB over the run (less than ${MAX_HEAP_GROWTH / 1048576} MiB)`)
 
   const before = creates
   const sid = await initialize(LEGACY)

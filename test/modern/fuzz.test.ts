@@ -4,23 +4,52 @@
  * expired / foreign `requestState`, `inputResponses` of wrong shapes and huge `_meta` within the
  * body limit. Invariants: never 5xx (nor an internal -32603), every 4xx body is a JSON-RPC error,
  * a handler never runs on a requestState the server did not verify, and the server still answers
- * a valid request afterwards.
+ * a valid request afterwards. The bounds on client input (README, "Bounds") are fuzzed too: ids and
+ * progress tokens around and past 256 characters, arguments nesting around and past 64 levels (up
+ * to 100,000): a body nesting too deep is a 400 -32600 with id null, an over-long id or token is
+ * never echoed, no answer is much larger than its request, nothing is logged at error level, and
+ * the heap (this wire keeps nothing per request) grows by less than a bound over the run.
  *
  * Seed: env FC_SEED (default below); runs: env FC_RUNS (default 1100).
  */
 import t from 'tap'
 import { createHash, createHmac, randomUUID } from 'node:crypto'
 import { Writable } from 'node:stream'
+import v8 from 'node:v8'
+import vm from 'node:vm'
 import fc from 'fast-check'
 import { Type } from '@sinclair/typebox'
 import type { LightMyRequestResponse } from 'fastify'
 import { StateSealer } from '../../lib/protocol/request-state.js'
 import { build, post, SECRET } from './fixtures/helper.js'
 import { ACCEPT, b64, finalOf, modernHeaders, META_CAPS, META_CLIENT, META_LOG, META_VERSION, MODERN, messagesOf, rpc } from '../helpers/wire.js'
+import { deepMarker, textDepth, withDeep } from '../helpers/json-depth.js'
 
 const SEED = Number(process.env.FC_SEED ?? 20260728)
 const RUNS = Number(process.env.FC_RUNS ?? 1100)
 const BODY_LIMIT = 1024 * 1024
+/** The bounds under test. */
+const MAX_DEPTH = 64
+const MAX_ID_LENGTH = 256
+const MAX_PROGRESS_TOKEN_LENGTH = 256
+/** What an echoed over-long id or token would look like (they are runs of one letter). */
+const LONG_ID_ECHO = 'i'.repeat(MAX_ID_LENGTH + 1)
+const LONG_TOKEN_ECHO = 'p'.repeat(MAX_PROGRESS_TOKEN_LENGTH + 1)
+/** An answer is at most this much larger than its request, plus the constant below. */
+const AMPLIFICATION = 2
+const AMPLIFICATION_SLACK = 16 * 1024
+/** How much the heap may grow over the run, after a forced GC. */
+const MAX_HEAP_GROWTH = 8 * 1024 * 1024
+
+/** A full GC: `--expose-gc` turned on at run time, `gc` taken from a fresh context. */
+v8.setFlagsFromString('--expose-gc')
+const gc = vm.runInNewContext('gc') as () => void
+function heapAfterGc (): number {
+  gc()
+  gc()
+  return process.memoryUsage().heapUsed
+}
+
 const confirmSchema = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] }
 
 t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
@@ -108,6 +137,10 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
   }
 
   // ─── arbitraries ───────────────────────────────────────────────────────────────────────────
+  const long = (ch: string, ...lengths: number[]): fc.Arbitrary<string> => fc.noBias(fc.constantFrom(...lengths)).map(n => ch.repeat(n))
+  const longId = long('i', MAX_ID_LENGTH, MAX_ID_LENGTH + 1, 100 * 1024)
+  const longToken = long('p', MAX_PROGRESS_TOKEN_LENGTH, MAX_PROGRESS_TOKEN_LENGTH + 1, 64 * 1024, 900 * 1024)
+  const deep = fc.noBias(fc.constantFrom(MAX_DEPTH - 4, MAX_DEPTH - 3, MAX_DEPTH, MAX_DEPTH + 1, 1_000, 100_000)).map(deepMarker)
   const safeText = fc.string({ unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyzABCDEF0123456789-_./:=?+ '.split('')), maxLength: 24 })
   const anyJson = fc.jsonValue({ maxDepth: 3 })
   const version = fc.oneof(
@@ -125,7 +158,7 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
       [META_CAPS]: caps,
       [META_CLIENT]: fc.oneof({ weight: 12, arbitrary: fc.constant({ name: 'fuzz', version: '1' }) }, { weight: 1, arbitrary: anyJson }),
       [META_LOG]: fc.oneof({ weight: 6, arbitrary: fc.constantFrom('debug', 'info', 'emergency') }, { weight: 1, arbitrary: fc.constantFrom('verbose', 3, null, 'INFO') }),
-      progressToken: fc.oneof(fc.string({ maxLength: 8 }), fc.integer()),
+      progressToken: fc.oneof({ weight: 4, arbitrary: fc.string({ maxLength: 8 }) }, { weight: 4, arbitrary: fc.integer() }, { weight: 1, arbitrary: longToken }),
       junk: anyJson,
       // Now and then a huge _meta, within the body limit.
       huge: fc.oneof({ weight: 30, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.integer({ min: 10_000, max: 900_000 }).map(n => 'x'.repeat(n)) })
@@ -135,7 +168,8 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
   )
   const args = fc.oneof(
     { weight: 4, arbitrary: fc.record({ n: fc.oneof(fc.integer({ min: -5, max: 5 }), fc.constant(null)), note: fc.oneof(safeText, fc.constant('zürich'), fc.constant(' pad ')) }, { requiredKeys: [] }) },
-    { weight: 1, arbitrary: anyJson }
+    { weight: 1, arbitrary: anyJson },
+    { weight: 1, arbitrary: deep.map(d => ({ deep: d })) }
   )
   const inputResponses = fc.oneof(
     fc.constant(undefined),
@@ -173,7 +207,7 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
     { weight: 1, arbitrary: malformedSentinel.map(v => ({ kind: 'set' as const, v })) },
     { weight: 1, arbitrary: fc.constant<{ kind: 'pad' }>({ kind: 'pad' }) }
   )
-  const id = fc.oneof({ weight: 20, arbitrary: fc.oneof(fc.integer(), safeText) }, { weight: 1, arbitrary: fc.constantFrom(null, undefined, 1.5, { a: 1 }, true) })
+  const id = fc.oneof({ weight: 20, arbitrary: fc.oneof(fc.integer(), safeText) }, { weight: 1, arbitrary: fc.constantFrom(null, undefined, 1.5, { a: 1 }, true) }, { weight: 1, arbitrary: longId })
   const shape = fc.oneof(
     { weight: 30, arbitrary: fc.constant('request') },
     { weight: 1, arbitrary: fc.constantFrom('batch', 'garbage', 'response', 'no-params', 'params-array') }
@@ -205,6 +239,9 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
   // ─── the property ──────────────────────────────────────────────────────────────────────────
   let sent = 0
   let genuineSent = 0
+  const heapBefore = heapAfterGc()
+  /** Requests past each bound (the property must exercise them). */
+  const bounded = { deep: 0, longId: 0, longToken: 0 }
   const statuses = new Map<number, number>()
   const reasons = new Map<string, number>()
   await fc.assert(fc.asyncProperty(reqArb, async (r) => {
@@ -252,15 +289,29 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
       case 'params-array': payload = JSON.stringify({ ...msg, params: [params] }); break
       default: payload = JSON.stringify(msg)
     }
+    payload = withDeep(payload)
     sent++
     const res = await app.inject({ method: 'POST', url: '/mcp', headers, payload })
     statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1)
-    checkResponse(res, payload.length)
+    checkResponse(res, payload)
   }), { seed: SEED, numRuns: RUNS, endOnFailure: true })
 
-  function checkResponse (res: LightMyRequestResponse, size: number): void {
+  function checkResponse (res: LightMyRequestResponse, payload: string): void {
+    const size = payload.length
+    const depth = textDepth(payload)
+    if (depth > MAX_DEPTH) bounded.deep++
+    if (payload.includes(LONG_ID_ECHO)) bounded.longId++
+    if (payload.includes(LONG_TOKEN_ECHO)) bounded.longToken++
     const where = `status ${res.statusCode}, body ${res.body.slice(0, 300)} (request ${size} bytes)`
     if (res.statusCode >= 500) throw new Error(`5xx: ${where}`)
+    // The bounds: too deep is refused before anything runs; over-long ids and tokens are never
+    // echoed; no answer is much larger than its request.
+    if (depth > MAX_DEPTH && res.statusCode !== 413 && res.statusCode !== 415 &&
+      (res.statusCode !== 400 || res.body !== `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the body nests deeper than ${MAX_DEPTH} levels"}}`)) {
+      throw new Error(`a body nesting ${depth} levels was not refused as such: ${where}`)
+    }
+    if (res.body.includes(LONG_ID_ECHO) || res.body.includes(LONG_TOKEN_ECHO)) throw new Error(`an id or a progress token over its bound was echoed: ${where}`)
+    if (res.body.length > AMPLIFICATION * size + AMPLIFICATION_SLACK) throw new Error(`a ${size}-byte request got a ${res.body.length}-byte answer: ${where}`)
     if (res.statusCode === 202) {
       if (res.body !== '') throw new Error(`202 with a body: ${where}`)
       return
@@ -291,7 +342,10 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
   t.ok(counters.runsWithState <= genuineSent, `runs with a state (${counters.runsWithState}) ≤ requests carrying a genuine state (${genuineSent})`)
   t.ok(counters.runsWithState > 0, 'some genuine states were accepted (the property exercised the verified path)')
   t.ok(counters.runs - baseline > counters.runsWithState, 'and some first rounds ran')
-  t.same(errors.filter(e => /MCP (request|handler) failed/.test(String(e.msg))).map(e => e.msg), [], 'no internal errors logged')
+  t.ok(bounded.deep > 0 && bounded.longId > 0 && bounded.longToken > 0, `requests past the bounds: ${JSON.stringify(bounded)}`)
+  t.same(errors.map(e => [e.msg, e.err?.message]), [], 'nothing logged at error level (no internal error, no stack overflow)')
+  const growth = heapAfterGc() - heapBefore
+  t.ok(growth < MAX_HEAP_GROWTH, `the heap grew by ${(growth / 1048576).toFixed(1)} MiB over the run (less than ${MAX_HEAP_GROWTH / 1048576} MiB)`)
   t.ok((statuses.get(400) ?? 0) > 0 && (statuses.get(200) ?? 0) > 0, 'both accepted and refused requests were generated')
 
   // Past the body limit: 413 with a JSON-RPC error, never a 5xx.
