@@ -85,7 +85,10 @@ export interface McpContext {
   readonly requestId: string | number
   /** The request's `_meta`, if any. */
   readonly meta: Record<string, unknown> | undefined
-  /** The client's declared capabilities. */
+  /**
+   * The client's declared capabilities: on the 2026-07-28 wire as the request carries them; on a
+   * handshake-era session the part `initialize` keeps (elicitation, sampling, roots).
+   */
   readonly clientCapabilities: Record<string, unknown>
   /**
    * Reports progress. Does nothing when the request carried no progress token; values must

@@ -70,5 +70,7 @@ export function needCapability (caps: Record<string, unknown>, cap: string, meth
 
 /** -32601 for a method neither the table nor the wire knows. */
 export function methodNotFound (method: string, status?: number): McpError {
-  return new McpError(ErrorCode.MethodNotFound, `Method not found: ${method}`, undefined, status)
+  // The name is the client's: echoed, but not at any length.
+  const name = method.length > 128 ? `${method.slice(0, 128)}…` : method
+  return new McpError(ErrorCode.MethodNotFound, `Method not found: ${name}`, undefined, status)
 }

@@ -217,7 +217,8 @@ export class LegacyWire {
   async #notification (sid: string, method: string, params: Record<string, unknown>): Promise<void> {
     if (method === 'notifications/cancelled') {
       const requestId = params.requestId
-      if (typeof requestId === 'string' || typeof requestId === 'number') {
+      // Published to every instance: an id longer than any request id may be is nobody's.
+      if ((typeof requestId === 'string' && requestId.length <= 256) || typeof requestId === 'number') {
         await this.#d.hub.topics.publish(sid, { t: 'cancel', sid, requestId })
       }
     }
