@@ -31,7 +31,9 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   fastify.decorate('mcp', registry)
   fastify.decorateRequest('mcpSession', null)
   fastify.decorateRequest('mcpPrincipal', null)
-  await fastify.register(mcpRoutes, { opts, engine })
+  // The plugin is not encapsulated (fastify-plugin: `app.mcp` must reach the app), so Fastify
+  // does not apply a `prefix` given to it: the routes, an encapsulated child, take it instead.
+  await fastify.register(mcpRoutes, { opts, engine, prefix: opts.prefix })
 
   fastify.addHook('onReady', async () => {
     registry.start()

@@ -38,6 +38,11 @@ export interface SessionOptions {
 export interface McpPluginOptions {
   /** Endpoint path. Default `/mcp`. */
   path?: string
+  /**
+   * Route prefix, as for any Fastify plugin: `register(mcp, { prefix: '/api' })` serves
+   * `/api/mcp`. It adds to the prefix of the context the plugin is registered in.
+   */
+  prefix?: string
   /** `serverInfo` sent to clients. Default `{ name: 'fastify-mcp-http', version: <package version> }`. */
   serverInfo?: Implementation
   /** Instructions returned by `initialize`. */
@@ -125,6 +130,8 @@ export interface ResolvedBackends {
 
 export interface ResolvedOptions {
   path: string
+  /** The plugin's own route prefix (`undefined`: only the enclosing context's). */
+  prefix: string | undefined
   serverInfo: Implementation
   instructions: string | undefined
   gcProbability: number
@@ -244,15 +251,17 @@ function checkHosts (allowed: McpPluginOptions['allowedHosts']): (host: string) 
   return (h) => set.has(hostName(h)) || LOOPBACK_HOSTS.has(hostName(h))
 }
 
-function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<ResolvedOptions, 'path' | 'serverInfo' | 'instructions'> {
+function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<ResolvedOptions, 'path' | 'prefix' | 'serverInfo' | 'instructions'> {
   const path = opts.path ?? '/mcp'
   if (typeof path !== 'string' || !path.startsWith('/')) fail('path', 'must be a string starting with "/"')
+  const prefix = opts.prefix
+  if (prefix !== undefined && typeof prefix !== 'string') fail('prefix', 'must be a string')
   const serverInfo = opts.serverInfo ?? { name: 'fastify-mcp-http', version: defaultVersion }
   if (typeof serverInfo !== 'object' || typeof serverInfo.name !== 'string' || typeof serverInfo.version !== 'string') {
     fail('serverInfo', 'must be { name: string, version: string }')
   }
   if (opts.instructions !== undefined && typeof opts.instructions !== 'string') fail('instructions', 'must be a string')
-  return { path, serverInfo: { ...serverInfo }, instructions: opts.instructions }
+  return { path, prefix: prefix === '' ? undefined : prefix, serverInfo: { ...serverInfo }, instructions: opts.instructions }
 }
 
 function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number } {
