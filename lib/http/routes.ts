@@ -5,6 +5,7 @@
  * authenticates, parses the JSON-RPC body, and hands the exchange to the engine; every error
  * becomes a JSON-RPC error body with the right status (never a 500 with a stack).
  */
+import { STATUS_CODES } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { McpPrincipal } from '../context.js'
 import { ErrorCode, McpError, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
@@ -33,25 +34,71 @@ function noSessionNoStream (request: FastifyRequest): void {
   }
 }
 
+/** The HTTP status an error of the app's hooks or of Fastify names (`statusCode`, or `status` as http-errors has it). */
+function statusOf (err: HookError): number | undefined {
+  const s = err.statusCode ?? err.status
+  return typeof s === 'number' && Number.isInteger(s) && s >= 400 && s <= 599 ? s : undefined
+}
+
+/** What an error thrown by the app's hooks, an auth plugin or Fastify may carry. */
+interface HookError {
+  statusCode?: unknown
+  status?: unknown
+  message?: unknown
+  headers?: unknown
+  code?: unknown
+}
+
+/**
+ * The id of the single request in the body, for an error raised after the body was read (a
+ * `preHandler` hook): the client can then match the error to its request. `null` otherwise.
+ */
+function idOfBody (request: FastifyRequest): RequestId | null {
+  if (typeof request.body !== 'string' || request.body === '') return null
+  const parsed = parseBody(request.body)
+  if (!parsed.ok || parsed.batch) return null
+  const m = parsed.messages[0]
+  return m.kind === 'request' ? m.message.id : null
+}
+
 /**
  * Answers any error of the routes (see the module doc) under `id`: the single request's for a
  * refusal of its POST (never a client response's), else none.
+ *
+ * An error raised outside the MCP code (the app's hooks — a rate limiter, a maintenance switch, an
+ * auth plugin — or Fastify itself) keeps the status and headers it chose and gets a JSON-RPC body
+ * whose code fits: 429 and any deliberate 5xx → `-32000` with its message (the client may retry),
+ * another 4xx → `-32600` with its message. An error without a status, or with 500, is the
+ * server's fault: 500 `-32603` "Internal error", its message only in the log.
  */
-function answerError (err: Error & { statusCode?: number, code?: string }, id: RequestId | null, request: FastifyRequest, reply: FastifyReply): void {
+function answerError (err: unknown, id: RequestId | null, request: FastifyRequest, reply: FastifyReply, opts: ResolvedOptions): void {
   if (reply.sent) {
     // The answer had started (an SSE stream): it cannot become an error response any more.
     request.log.error({ err }, 'MCP request failed after its answer started')
     return
   }
   if (err instanceof HttpRefusal) { sendError(reply, err.status, errorResponse(err.id, err.code, err.message, err.data), err.headers); return }
-  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') { sendError(reply, 413, errorResponse(null, ErrorCode.InvalidRequest, 'Payload Too Large')); return }
-  // Fastify's own client errors (a malformed header, a body it could not read).
-  if (!(err instanceof McpError) && err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
-    sendError(reply, err.statusCode, errorResponse(null, ErrorCode.InvalidRequest, `Bad Request: ${err.message}`))
+  if (err instanceof McpError || typeof err !== 'object' || err === null) {
+    const { status, body } = errorReply(err, id, { status: 500, log: request.log })
+    sendError(reply, status, body)
     return
   }
-  const { status, body } = errorReply(err, id, { status: 500, log: request.log })
-  sendError(reply, status, body)
+  const e = err as HookError
+  if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') { sendError(reply, 413, errorResponse(null, ErrorCode.InvalidRequest, 'Payload Too Large')); return }
+  const status = statusOf(e)
+  if (status === undefined || status === 500) {
+    const { status, body } = errorReply(err, id ?? idOfBody(request), { status: 500, log: request.log })
+    sendError(reply, status, body)
+    return
+  }
+  // Headers the error carries (http-errors, @fastify/error), as Fastify's own handler sends them.
+  if (typeof e.headers === 'object' && e.headers !== null) reply.headers(e.headers as Record<string, string>)
+  if (status === 401 && !reply.hasHeader('www-authenticate')) reply.header('www-authenticate', opts.wwwAuthenticate)
+  const message = typeof e.message === 'string' && e.message !== '' ? e.message : (STATUS_CODES[status] ?? 'Error')
+  if (status >= 500) request.log.error({ err }, 'MCP request failed')
+  else request.log.info({ statusCode: status, reason: message }, 'MCP request refused')
+  const code = status === 429 || status >= 500 ? ErrorCode.ServerError : ErrorCode.InvalidRequest
+  sendError(reply, status, errorResponse(id ?? idOfBody(request), code, message))
 }
 
 /** Runs the `authenticate` option: 401 with the challenge for an anonymous request when required. */
@@ -79,7 +126,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine }: Route
   const asText = (_req: unknown, body: string | Buffer, done: (err: null, body: string | Buffer) => void): void => { done(null, body) }
   child.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: opts.bodyLimit }, asText)
   child.addContentTypeParser('*', { parseAs: 'string', bodyLimit: opts.bodyLimit }, asText)
-  child.setErrorHandler((err: Error, request, reply) => { answerError(err, null, request, reply) })
+  child.setErrorHandler((err: unknown, request, reply) => { answerError(err, null, request, reply, opts) })
 
   const authenticate = authenticator(opts)
 
@@ -99,7 +146,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine }: Route
     try {
       await engine.post(new HttpExchange(request, reply, sseOnly), parsed, principal)
     } catch (err) {
-      answerError(err as Error, parsed.batch ? null : id, request, reply)
+      answerError(err, parsed.batch ? null : id, request, reply, opts)
     }
     return reply
   })
