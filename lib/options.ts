@@ -51,13 +51,16 @@ export interface McpPluginOptions {
   /**
    * Origins allowed to call the endpoint (a request without `Origin` is always allowed; a present,
    * disallowed one gets 403). Default: loopback origins only (`http(s)://localhost|127.0.0.1|[::1]`).
-   * A function decides per origin.
+   * A function decides per origin. An origin the app's CORS plugin approved for the request (it
+   * echoed it in `Access-Control-Allow-Origin` before the route ran) is allowed as well.
    */
   allowedOrigins?: string[] | ((origin: string) => boolean)
   /**
    * Host header values accepted on connections that arrived on a loopback address (protection
    * against DNS rebinding). Default: `localhost`, `127.0.0.1`, `[::1]`, any port. Requests on
-   * non-loopback addresses are not restricted by Host.
+   * non-loopback addresses are not restricted by Host. A request forwarded by a proxy the app
+   * trusts (Fastify's `trustProxy`) is checked by its forwarded host (`request.host`), and only
+   * when this option is set.
    */
   allowedHosts?: string[]
   /** Authenticates a request: a principal, or `null` when anonymous. */
@@ -139,6 +142,8 @@ export interface ResolvedOptions {
   backends: ResolvedBackends
   allowedOrigins: (origin: string) => boolean
   allowedHosts: (host: string) => boolean
+  /** The check of a request a trusted proxy forwarded (its `request.host`); `null` when `allowedHosts` is not set. */
+  forwardedHosts: ((host: string) => boolean) | null
   authenticate: McpPluginOptions['authenticate']
   requireAuth: boolean
   wwwAuthenticate: string
@@ -298,6 +303,7 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     backends: checkBackends(opts, sessions),
     allowedOrigins: checkOrigins(opts.allowedOrigins),
     allowedHosts: checkHosts(opts.allowedHosts),
+    forwardedHosts: opts.allowedHosts === undefined ? null : checkHosts(opts.allowedHosts),
     ...checkAuth(opts),
     bodyLimit: nonNegativeInt(o, 'bodyLimit', 4 * 1024 * 1024, 1),
     clientRequestTimeout: nonNegativeInt(o, 'clientRequestTimeout', 60_000, 1),

@@ -131,7 +131,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine }: Route
   const authenticate = authenticator(opts)
 
   child.post(opts.path, async (request, reply) => {
-    checkOrigin(request, opts)
+    checkOrigin(request, reply, opts)
     checkContentType(request)
     const principal = await authenticate(request)
     const parsed = parseBody(typeof request.body === 'string' ? request.body : '')
@@ -152,7 +152,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine }: Route
   })
 
   child.get(opts.path, async (request, reply) => {
-    checkOrigin(request, opts)
+    checkOrigin(request, reply, opts)
     noSessionNoStream(request)
     checkGetAccept(request)
     const principal = await authenticate(request)
@@ -161,7 +161,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine }: Route
   })
 
   child.delete(opts.path, async (request, reply) => {
-    checkOrigin(request, opts)
+    checkOrigin(request, reply, opts)
     noSessionNoStream(request)
     const principal = await authenticate(request)
     await engine.delete(new HttpExchange(request, reply), principal)
