@@ -9,11 +9,11 @@ import { STATUS_CODES } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { McpPrincipal } from '../context.js'
 import { ErrorCode, McpError, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
-import { parseBody } from '../jsonrpc/messages.js'
+import { parseBody, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
 import type { McpEngine } from '../protocol/engine.js'
 import { checkContentType, checkGetAccept, checkOrigin, checkPostAccept } from './checks.js'
-import { HttpExchange } from './exchange.js'
+import { HttpExchange, bindLog } from './exchange.js'
 import { HttpRefusal } from './refusal.js'
 
 /** What the routes are registered with. */
@@ -101,6 +101,35 @@ function answerError (err: unknown, id: RequestId | null, request: FastifyReques
   sendError(reply, status, errorResponse(id ?? idOfBody(request), code, message))
 }
 
+/** The session and principal of a request, for its log (see {@link bindLog}). */
+function streamBindings (request: FastifyRequest, principal: McpPrincipal | null): Record<string, unknown> {
+  const b: Record<string, unknown> = {}
+  const sid = request.headers['mcp-session-id']
+  if (typeof sid === 'string') b.mcpSession = sid.slice(0, 8)
+  if (principal !== null) b.mcpPrincipal = principal.id
+  return b
+}
+
+/**
+ * What a POST is about, for its log: the method (`batch` for a batch, `response` for a client's
+ * answer), the tool of a `tools/call`, the session (a prefix: enough to follow one session
+ * through the log, not enough to use it) and the principal.
+ */
+function postBindings (request: FastifyRequest, parsed: ParsedBody, principal: McpPrincipal | null): Record<string, unknown> {
+  const b = streamBindings(request, principal)
+  if (!parsed.ok) return b
+  if (parsed.batch) { b.mcpMethod = 'batch'; return b }
+  const m = parsed.messages[0]
+  if (m.kind === 'request' || m.kind === 'notification') {
+    b.mcpMethod = m.message.method
+    const name = m.message.params?.name
+    if (m.message.method === 'tools/call' && typeof name === 'string') b.mcpTool = name
+  } else if (m.kind === 'response') {
+    b.mcpMethod = 'response'
+  }
+  return b
+}
+
 /** Runs the `authenticate` option: 401 with the challenge for an anonymous request when required. */
 function authenticator (opts: ResolvedOptions): (request: FastifyRequest) => Promise<McpPrincipal | null> {
   return async (request) => {
@@ -135,6 +164,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine }: Route
     checkContentType(request)
     const principal = await authenticate(request)
     const parsed = parseBody(typeof request.body === 'string' ? request.body : '')
+    bindLog(request, reply, postBindings(request, parsed, principal))
     if (!parsed.ok) { sendError(reply, 400, parsed.error); return reply }
     const first = parsed.messages[0]
     const id = first.kind === 'request' ? first.message.id : first.kind === 'invalid' ? first.id : null
@@ -156,6 +186,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine }: Route
     noSessionNoStream(request)
     checkGetAccept(request)
     const principal = await authenticate(request)
+    bindLog(request, reply, streamBindings(request, principal))
     await engine.get(new HttpExchange(request, reply), principal)
     return reply
   })
@@ -164,6 +195,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine }: Route
     checkOrigin(request, reply, opts)
     noSessionNoStream(request)
     const principal = await authenticate(request)
+    bindLog(request, reply, streamBindings(request, principal))
     await engine.delete(new HttpExchange(request, reply), principal)
     return reply
   })

@@ -17,7 +17,7 @@ import type { SessionLock } from '../locks/session-lock.js'
 import type { ResolvedOptions } from '../options.js'
 import { GcPolicy } from '../sessions/gc.js'
 import type { SessionStore } from '../sessions/session-store.js'
-import { StateBackend } from '../state/state-scope.js'
+import { StateBackend, type ScopeOptions, type StateScope } from '../state/state-scope.js'
 import type { Exchange } from './exchange.js'
 import { LegacyWire } from './legacy.js'
 import { deleteSession, openGetStream, type StreamDeps } from './legacy-streams.js'
@@ -46,6 +46,32 @@ export interface EngineStatus {
   listenStreams: number
 }
 
+/**
+ * The session state backend, timing how long a request waited for its session's lock (with the
+ * read that comes with it) and telling its log (`mcpLockWaitMs`). Only requests announced with
+ * {@link watch} are timed, once: their first locked open.
+ */
+class TimedStateBackend extends StateBackend {
+  readonly #exchanges = new WeakMap<object, Exchange>()
+
+  watch (exchange: Exchange): void {
+    if (exchange.bindLog !== undefined) this.#exchanges.set(exchange.request, exchange)
+  }
+
+  override async open (id: string, options: ScopeOptions): Promise<StateScope | null> {
+    const owner = options.owner
+    const exchange = options.lock && owner !== undefined ? this.#exchanges.get(owner) : undefined
+    if (exchange === undefined) return await super.open(id, options)
+    this.#exchanges.delete(owner as object)
+    const start = performance.now()
+    try {
+      return await super.open(id, options)
+    } finally {
+      exchange.bindLog?.({ mcpLockWaitMs: Math.round((performance.now() - start) * 10) / 10 })
+    }
+  }
+}
+
 /** @internal See the module doc. */
 export class McpEngine {
   readonly hub: Hub
@@ -54,12 +80,15 @@ export class McpEngine {
   readonly #streams: StreamDeps
   readonly #bus: Bus
   readonly #subscription: Promise<() => Promise<void>>
+  /** The backend, when a lock is configured (its wait is worth a log field). */
+  readonly #timed: TimedStateBackend | null
 
   constructor (d: EngineDeps) {
     const { opts, registry, logger } = d
     this.#bus = d.bus
     this.hub = new Hub(d.bus, logger)
-    const sessions = new StateBackend(d.store, d.lock)
+    const sessions = d.lock === null ? new StateBackend(d.store, d.lock) : new TimedStateBackend(d.store, d.lock)
+    this.#timed = sessions instanceof TimedStateBackend ? sessions : null
     const capabilities = serverCapabilities(registry)
     const gc = new GcPolicy({ gcProbability: opts.gcProbability, gcDivisor: opts.gcDivisor })
     const maybeGc = (log: FastifyBaseLogger): void => { gc.maybeRun(d.store, log) }
@@ -76,8 +105,12 @@ export class McpEngine {
 
   /** A POST whose body parsed: the modern wire or the handshake-era one. */
   async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null): Promise<void> {
-    if (isModernPost(exchange.request, body)) await this.#modern.post(exchange, body, principal)
-    else await this.#legacy.post(exchange, body, principal)
+    if (isModernPost(exchange.request, body)) {
+      await this.#modern.post(exchange, body, principal)
+      return
+    }
+    this.#timed?.watch(exchange)
+    await this.#legacy.post(exchange, body, principal)
   }
 
   /** GET of a handshake-era session's stream. */
