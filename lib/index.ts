@@ -19,6 +19,7 @@ import { MemorySessionLock } from './locks/memory-lock.js'
 import { resolveOptions, type McpPluginOptions, type ResolvedBackends } from './options.js'
 import { McpEngine } from './protocol/engine.js'
 import { MemorySessionStore } from './sessions/memory-store.js'
+import { recordEndpoint } from './testing/inject-client.js'
 
 const VERSION = '0.1.0'
 
@@ -56,7 +57,7 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   fastify.decorateRequest('mcpPrincipal', null)
   // The plugin is not encapsulated (fastify-plugin: `app.mcp` must reach the app), so Fastify
   // does not apply a `prefix` given to it: the routes, an encapsulated child, take it instead.
-  await fastify.register(mcpRoutes, { opts, engine, prefix: opts.prefix })
+  await fastify.register(mcpRoutes, { opts, engine, prefix: opts.prefix, onEndpoint: (url) => { recordEndpoint(registry, url) } })
 
   fastify.addHook('onReady', async () => {
     registry.start()
@@ -81,6 +82,7 @@ export { Registry } from './features/registry.js'
 export { McpError, ErrorCode } from './jsonrpc/errors.js'
 export * from './errors.js'
 export { InternalToolError } from './tool-error.js'
+export { injectClient, type InjectClient, type InjectClientOptions, type InjectNotification, type InjectRequestOptions, type InjectToolResult } from './testing/inject-client.js'
 export { SessionHandle } from './sessions/session-handle.js'
 export type * from './sessions/session-store.js'
 export type * from './locks/session-lock.js'

@@ -20,6 +20,8 @@ import { HttpRefusal } from './refusal.js'
 export interface RoutesOptions {
   opts: ResolvedOptions
   engine: McpEngine
+  /** Told the endpoint's full URL (prefixes included) once the POST route is added. */
+  onEndpoint?: (url: string) => void
 }
 
 function sendError (reply: FastifyReply, status: number, body: unknown, headers?: Record<string, string>): void {
@@ -147,7 +149,8 @@ function authenticator (opts: ResolvedOptions): (request: FastifyRequest) => Pro
 }
 
 /** Registers the routes (see the module doc). */
-export async function mcpRoutes (child: FastifyInstance, { opts, engine }: RoutesOptions): Promise<void> {
+export async function mcpRoutes (child: FastifyInstance, { opts, engine, onEndpoint }: RoutesOptions): Promise<void> {
+  if (onEndpoint !== undefined) child.addHook('onRoute', (route) => { if (route.method === 'POST') onEndpoint(route.url) })
   child.removeAllContentTypeParsers()
   // The body is read as text and parsed by parseBody (JSON-RPC errors for bad JSON). JSON is
   // registered by name so that Fastify caches the parser per Content-Type (the catch-all is
