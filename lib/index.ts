@@ -13,17 +13,41 @@ import fp from 'fastify-plugin'
 import { buildBackends } from './backends.js'
 import { McpDecorator } from './decorator.js'
 import { mcpRoutes } from './http/routes.js'
-import { resolveOptions, type McpPluginOptions } from './options.js'
+import { MemoryBus } from './bus/bus.js'
+import { MemoryEventLog } from './bus/event-log.js'
+import { MemorySessionLock } from './locks/memory-lock.js'
+import { resolveOptions, type McpPluginOptions, type ResolvedBackends } from './options.js'
 import { McpEngine } from './protocol/engine.js'
+import { MemorySessionStore } from './sessions/memory-store.js'
+import { recordEndpoint } from './testing/inject-client.js'
 
 const VERSION = '0.1.0'
+
+/**
+ * Whether the options say that several processes share sessions: Redis, or a store, lock, bus or
+ * event log other than the in-process ones (a file store serves the workers of one machine).
+ */
+function sharedDeployment (b: ResolvedBackends): boolean {
+  return b.redis !== undefined ||
+    (b.store !== undefined && !(b.store instanceof MemorySessionStore)) ||
+    (b.lock !== null && !(b.lock instanceof MemorySessionLock)) ||
+    (b.bus !== undefined && !(b.bus instanceof MemoryBus)) ||
+    (b.eventLog !== undefined && !(b.eventLog instanceof MemoryEventLog))
+}
 
 async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): Promise<void> {
   const opts = resolveOptions(options ?? {}, VERSION)
   const backends = buildBackends(opts.backends, fastify.log)
   if (opts.requestStateSecret === undefined) {
-    fastify.log.warn('fastify-mcp-http: no requestStateSecret configured; using a random one. ' +
-      'Deployments with more than one instance must configure the same secret on every instance.')
+    // A random secret is right for one process; it breaks 2026-07-28 multi-round requests only
+    // when another instance serves the retry, which is what a shared backend suggests.
+    if (sharedDeployment(opts.backends)) {
+      fastify.log.warn('fastify-mcp-http: no requestStateSecret configured; using a random one. ' +
+        'Deployments with more than one instance must configure the same secret on every instance.')
+    } else {
+      fastify.log.info('fastify-mcp-http: no requestStateSecret configured; using a random one (fine for a single process; ' +
+        'instances behind one load balancer need the same secret).')
+    }
   }
   const registry = new McpDecorator()
   const engine = new McpEngine({ opts, registry, ...backends, logger: fastify.log })
@@ -31,7 +55,9 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   fastify.decorate('mcp', registry)
   fastify.decorateRequest('mcpSession', null)
   fastify.decorateRequest('mcpPrincipal', null)
-  await fastify.register(mcpRoutes, { opts, engine })
+  // The plugin is not encapsulated (fastify-plugin: `app.mcp` must reach the app), so Fastify
+  // does not apply a `prefix` given to it: the routes, an encapsulated child, take it instead.
+  await fastify.register(mcpRoutes, { opts, engine, prefix: opts.prefix, onEndpoint: (url) => { recordEndpoint(registry, url) } })
 
   fastify.addHook('onReady', async () => {
     registry.start()
@@ -55,6 +81,8 @@ export type * from './features/registry.js'
 export { Registry } from './features/registry.js'
 export { McpError, ErrorCode } from './jsonrpc/errors.js'
 export * from './errors.js'
+export { InternalToolError } from './tool-error.js'
+export { injectClient, type InjectClient, type InjectClientOptions, type InjectNotification, type InjectRequestOptions, type InjectToolResult } from './testing/inject-client.js'
 export { SessionHandle } from './sessions/session-handle.js'
 export type * from './sessions/session-store.js'
 export type * from './locks/session-lock.js'

@@ -38,6 +38,11 @@ export interface SessionOptions {
 export interface McpPluginOptions {
   /** Endpoint path. Default `/mcp`. */
   path?: string
+  /**
+   * Route prefix, as for any Fastify plugin: `register(mcp, { prefix: '/api' })` serves
+   * `/api/mcp`. It adds to the prefix of the context the plugin is registered in.
+   */
+  prefix?: string
   /** `serverInfo` sent to clients. Default `{ name: 'fastify-mcp-http', version: <package version> }`. */
   serverInfo?: Implementation
   /** Instructions returned by `initialize`. */
@@ -46,13 +51,16 @@ export interface McpPluginOptions {
   /**
    * Origins allowed to call the endpoint (a request without `Origin` is always allowed; a present,
    * disallowed one gets 403). Default: loopback origins only (`http(s)://localhost|127.0.0.1|[::1]`).
-   * A function decides per origin.
+   * A function decides per origin. An origin the app's CORS plugin approved for the request (it
+   * echoed it in `Access-Control-Allow-Origin` before the route ran) is allowed as well.
    */
   allowedOrigins?: string[] | ((origin: string) => boolean)
   /**
    * Host header values accepted on connections that arrived on a loopback address (protection
    * against DNS rebinding). Default: `localhost`, `127.0.0.1`, `[::1]`, any port. Requests on
-   * non-loopback addresses are not restricted by Host.
+   * non-loopback addresses are not restricted by Host. A request forwarded by a proxy the app
+   * trusts (Fastify's `trustProxy`) is checked by its forwarded host (`request.host`), and only
+   * when this option is set.
    */
   allowedHosts?: string[]
   /** Authenticates a request: a principal, or `null` when anonymous. */
@@ -131,6 +139,8 @@ export interface ResolvedBackends {
 
 export interface ResolvedOptions {
   path: string
+  /** The plugin's own route prefix (`undefined`: only the enclosing context's). */
+  prefix: string | undefined
   serverInfo: Implementation
   instructions: string | undefined
   gcProbability: number
@@ -138,6 +148,8 @@ export interface ResolvedOptions {
   backends: ResolvedBackends
   allowedOrigins: (origin: string) => boolean
   allowedHosts: (host: string) => boolean
+  /** The check of a request a trusted proxy forwarded (its `request.host`); `null` when `allowedHosts` is not set. */
+  forwardedHosts: ((host: string) => boolean) | null
   authenticate: McpPluginOptions['authenticate']
   requireAuth: boolean
   wwwAuthenticate: string
@@ -251,15 +263,17 @@ function checkHosts (allowed: McpPluginOptions['allowedHosts']): (host: string) 
   return (h) => set.has(hostName(h)) || LOOPBACK_HOSTS.has(hostName(h))
 }
 
-function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<ResolvedOptions, 'path' | 'serverInfo' | 'instructions'> {
+function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<ResolvedOptions, 'path' | 'prefix' | 'serverInfo' | 'instructions'> {
   const path = opts.path ?? '/mcp'
   if (typeof path !== 'string' || !path.startsWith('/')) fail('path', 'must be a string starting with "/"')
+  const prefix = opts.prefix
+  if (prefix !== undefined && typeof prefix !== 'string') fail('prefix', 'must be a string')
   const serverInfo = opts.serverInfo ?? { name: 'fastify-mcp-http', version: defaultVersion }
   if (typeof serverInfo !== 'object' || typeof serverInfo.name !== 'string' || typeof serverInfo.version !== 'string') {
     fail('serverInfo', 'must be { name: string, version: string }')
   }
   if (opts.instructions !== undefined && typeof opts.instructions !== 'string') fail('instructions', 'must be a string')
-  return { path, serverInfo: { ...serverInfo }, instructions: opts.instructions }
+  return { path, prefix: prefix === '' ? undefined : prefix, serverInfo: { ...serverInfo }, instructions: opts.instructions }
 }
 
 function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number } {
@@ -296,6 +310,7 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     backends: checkBackends(opts, sessions),
     allowedOrigins: checkOrigins(opts.allowedOrigins),
     allowedHosts: checkHosts(opts.allowedHosts),
+    forwardedHosts: opts.allowedHosts === undefined ? null : checkHosts(opts.allowedHosts),
     ...checkAuth(opts),
     bodyLimit: nonNegativeInt(o, 'bodyLimit', 4 * 1024 * 1024, 1),
     clientRequestTimeout: nonNegativeInt(o, 'clientRequestTimeout', 60_000, 1),

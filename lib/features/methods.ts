@@ -5,6 +5,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify'
 import { InputRequiredSignal, type McpContext } from '../context.js'
+import { FST_ERR_MCP_CAPABILITY } from '../errors.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import { paginate } from './pagination.js'
 import type { CallToolResult, ContentBlock, PromptMessage, Registry, ResourceContents, ResourceReturn, ToolReturn } from './registry.js'
@@ -13,6 +14,8 @@ type Params = Record<string, unknown>
 
 /** Logs a failed tool call; the caller answers it as a tool result with `isError: true`. */
 function toolFailed (log: FastifyBaseLogger, tool: string, err: unknown): void {
+  // The client did not declare what the tool asked of it: the client's doing, not a server fault.
+  if (err instanceof FST_ERR_MCP_CAPABILITY) { log.info({ tool, reason: err.message }, 'tool call failed: the client lacks a capability'); return }
   log.error({ err, tool }, 'tool handler failed')
 }
 
@@ -76,7 +79,9 @@ export async function callTool (registry: Registry, params: Params, ctx: McpCont
   } catch (err) {
     if (err instanceof McpError || err instanceof InputRequiredSignal || isProtocolError?.(err) === true || ctx.signal.aborted) throw err
     toolFailed(log, params.name, err)
-    return errorResult(err instanceof Error && err.message !== '' ? err.message : 'Tool execution failed')
+    // The message reaches the model, unless the error says it is not to be exposed (InternalToolError, http-errors' 5xx).
+    const shown = err instanceof Error && err.message !== '' && (err as { expose?: unknown }).expose !== false
+    return errorResult(shown ? err.message : 'Tool execution failed')
   }
   if (tool.validateOutput !== null && result.isError !== true) {
     if (result.structuredContent === undefined) {

@@ -2,7 +2,7 @@
  * Request checks that run before any MCP processing: Origin allow-list and the Host check that
  * protects loopback binds from DNS rebinding (403), Content-Type (415), Accept (406).
  */
-import type { FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ErrorCode, type RequestId } from '../jsonrpc/errors.js'
 import type { ResolvedOptions } from '../options.js'
 import { HttpRefusal } from './refusal.js'
@@ -12,13 +12,48 @@ function isLoopbackAddress (addr: string | undefined): boolean {
   return addr === '::1' || addr.startsWith('127.') || addr.startsWith('::ffff:127.')
 }
 
-/** 403 for a present, disallowed Origin, or a non-loopback Host on a loopback connection. */
-export function checkOrigin (request: FastifyRequest, opts: ResolvedOptions): void {
+/**
+ * Whether the app's CORS plugin approved `origin` for this request: it ran in a hook before the
+ * route and echoed the origin in `Access-Control-Allow-Origin`. A `*` approves no origin in
+ * particular (it is what `@fastify/cors` sends by default) and does not count.
+ */
+function approvedByCors (reply: FastifyReply, origin: string): boolean {
+  return reply.getHeader('access-control-allow-origin') === origin
+}
+
+/**
+ * Whether the request was forwarded by a proxy the app trusts (Fastify's `trustProxy`): the peer
+ * is trusted and sent `X-Forwarded-For` (then `request.ips` holds more than the peer), or an
+ * `X-Forwarded-Host` that Fastify took as `request.host`.
+ */
+function forwardedByTrustedProxy (request: FastifyRequest): boolean {
+  const h = request.headers
+  if (h['x-forwarded-for'] === undefined && h['x-forwarded-host'] === undefined) return false
+  const ips = request.ips // defined only when the app sets trustProxy
+  if (ips === undefined) return false
+  if (ips.length > 1) return true
+  return h['x-forwarded-host'] !== undefined && request.host !== h.host
+}
+
+/**
+ * 403 for a present Origin that neither `allowedOrigins` nor the app's CORS plugin allows, or for
+ * a Host outside `allowedHosts` on a loopback connection (DNS rebinding). A request a trusted proxy
+ * forwarded is not held to the loopback Host list; with `allowedHosts` configured its forwarded
+ * host (`request.host`) is checked against it. Why that keeps a loopback-only server safe from
+ * DNS rebinding: README, "Behind a proxy".
+ */
+export function checkOrigin (request: FastifyRequest, reply: FastifyReply, opts: ResolvedOptions): void {
   const origin = request.headers.origin
-  if (origin !== undefined && !opts.allowedOrigins(origin)) {
+  if (origin !== undefined && !opts.allowedOrigins(origin) && !approvedByCors(reply, origin)) {
     throw new HttpRefusal(403, null, ErrorCode.InvalidRequest, 'Forbidden: origin not allowed')
   }
   if (isLoopbackAddress(request.socket?.localAddress)) {
+    if (forwardedByTrustedProxy(request)) {
+      if (opts.forwardedHosts !== null && !opts.forwardedHosts(request.host)) {
+        throw new HttpRefusal(403, null, ErrorCode.InvalidRequest, 'Forbidden: host not allowed')
+      }
+      return
+    }
     const host = request.headers.host
     if (host === undefined || !opts.allowedHosts(host)) {
       throw new HttpRefusal(403, null, ErrorCode.InvalidRequest, 'Forbidden: host not allowed')

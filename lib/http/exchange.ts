@@ -9,6 +9,20 @@ import type { ChannelOptions, Exchange, ResponseChannel } from '../protocol/exch
 import { PostResponse } from './post-response.js'
 import { SseWriter } from './sse-writer.js'
 
+/**
+ * Adds `bindings` to the request's logger, and to the reply's: Fastify writes its "request
+ * completed" line through `reply.log`, which is the request's logger as it was when the request
+ * arrived. Every later line of the request (the handler's `ctx.request.log` included) carries them.
+ */
+export function bindLog (request: FastifyRequest, reply: FastifyReply, bindings: Record<string, unknown>): void {
+  for (const _ in bindings) {
+    const child = request.log.child(bindings)
+    request.log = child
+    reply.log = child
+    return
+  }
+}
+
 /** @internal One request and its reply. */
 export class HttpExchange implements Exchange {
   readonly request: FastifyRequest
@@ -25,11 +39,18 @@ export class HttpExchange implements Exchange {
   get connection (): ServerResponse { return this.#reply.raw }
 
   channel (options: ChannelOptions): ResponseChannel {
+    // The session an `initialize` just made is known only now.
+    const minted = options.headers?.['mcp-session-id']
+    if (minted !== undefined) bindLog(this.request, this.#reply, { mcpSession: minted.slice(0, 8) })
     return new PostResponse(this.request, this.#reply, options, this.#sseOnly)
   }
 
   stream (options: { keepAlive: number, what?: Record<string, unknown> }): EventSink {
     return new SseWriter(this.#reply, { keepAlive: options.keepAlive, logger: this.request.log, what: options.what })
+  }
+
+  bindLog (bindings: Record<string, unknown>): void {
+    bindLog(this.request, this.#reply, bindings)
   }
 
   empty (status: number): void {

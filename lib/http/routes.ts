@@ -5,20 +5,23 @@
  * authenticates, parses the JSON-RPC body, and hands the exchange to the engine; every error
  * becomes a JSON-RPC error body with the right status (never a 500 with a stack).
  */
+import { STATUS_CODES } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { McpPrincipal } from '../context.js'
 import { ErrorCode, McpError, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
-import { parseBody } from '../jsonrpc/messages.js'
+import { parseBody, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
 import type { McpEngine } from '../protocol/engine.js'
 import { checkContentType, checkGetAccept, checkOrigin, checkPostAccept } from './checks.js'
-import { HttpExchange } from './exchange.js'
+import { HttpExchange, bindLog } from './exchange.js'
 import { HttpRefusal } from './refusal.js'
 
 /** What the routes are registered with. */
 export interface RoutesOptions {
   opts: ResolvedOptions
   engine: McpEngine
+  /** Told the endpoint's full URL (prefixes included) once the POST route is added. */
+  onEndpoint?: (url: string) => void
 }
 
 function sendError (reply: FastifyReply, status: number, body: unknown, headers?: Record<string, string>): void {
@@ -33,25 +36,100 @@ function noSessionNoStream (request: FastifyRequest): void {
   }
 }
 
+/** The HTTP status an error of the app's hooks or of Fastify names (`statusCode`, or `status` as http-errors has it). */
+function statusOf (err: HookError): number | undefined {
+  const s = err.statusCode ?? err.status
+  return typeof s === 'number' && Number.isInteger(s) && s >= 400 && s <= 599 ? s : undefined
+}
+
+/** What an error thrown by the app's hooks, an auth plugin or Fastify may carry. */
+interface HookError {
+  statusCode?: unknown
+  status?: unknown
+  message?: unknown
+  headers?: unknown
+  code?: unknown
+}
+
+/**
+ * The id of the single request in the body, for an error raised after the body was read (a
+ * `preHandler` hook): the client can then match the error to its request. `null` otherwise.
+ */
+function idOfBody (request: FastifyRequest): RequestId | null {
+  if (typeof request.body !== 'string' || request.body === '') return null
+  const parsed = parseBody(request.body)
+  if (!parsed.ok || parsed.batch) return null
+  const m = parsed.messages[0]
+  return m.kind === 'request' ? m.message.id : null
+}
+
 /**
  * Answers any error of the routes (see the module doc) under `id`: the single request's for a
  * refusal of its POST (never a client response's), else none.
+ *
+ * An error raised outside the MCP code (the app's hooks — a rate limiter, a maintenance switch, an
+ * auth plugin — or Fastify itself) keeps the status and headers it chose and gets a JSON-RPC body
+ * whose code fits: 429 and any deliberate 5xx → `-32000` with its message (the client may retry),
+ * another 4xx → `-32600` with its message. An error without a status, or with 500, is the
+ * server's fault: 500 `-32603` "Internal error", its message only in the log.
  */
-function answerError (err: Error & { statusCode?: number, code?: string }, id: RequestId | null, request: FastifyRequest, reply: FastifyReply): void {
+function answerError (err: unknown, id: RequestId | null, request: FastifyRequest, reply: FastifyReply, opts: ResolvedOptions): void {
   if (reply.sent) {
     // The answer had started (an SSE stream): it cannot become an error response any more.
     request.log.error({ err }, 'MCP request failed after its answer started')
     return
   }
   if (err instanceof HttpRefusal) { sendError(reply, err.status, errorResponse(err.id, err.code, err.message, err.data), err.headers); return }
-  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') { sendError(reply, 413, errorResponse(null, ErrorCode.InvalidRequest, 'Payload Too Large')); return }
-  // Fastify's own client errors (a malformed header, a body it could not read).
-  if (!(err instanceof McpError) && err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
-    sendError(reply, err.statusCode, errorResponse(null, ErrorCode.InvalidRequest, `Bad Request: ${err.message}`))
+  if (err instanceof McpError || typeof err !== 'object' || err === null) {
+    const { status, body } = errorReply(err, id, { status: 500, log: request.log })
+    sendError(reply, status, body)
     return
   }
-  const { status, body } = errorReply(err, id, { status: 500, log: request.log })
-  sendError(reply, status, body)
+  const e = err as HookError
+  if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') { sendError(reply, 413, errorResponse(null, ErrorCode.InvalidRequest, 'Payload Too Large')); return }
+  const status = statusOf(e)
+  if (status === undefined || status === 500) {
+    const { status, body } = errorReply(err, id ?? idOfBody(request), { status: 500, log: request.log })
+    sendError(reply, status, body)
+    return
+  }
+  // Headers the error carries (http-errors, @fastify/error), as Fastify's own handler sends them.
+  if (typeof e.headers === 'object' && e.headers !== null) reply.headers(e.headers as Record<string, string>)
+  if (status === 401 && !reply.hasHeader('www-authenticate')) reply.header('www-authenticate', opts.wwwAuthenticate)
+  const message = typeof e.message === 'string' && e.message !== '' ? e.message : (STATUS_CODES[status] ?? 'Error')
+  if (status >= 500) request.log.error({ err }, 'MCP request failed')
+  else request.log.info({ statusCode: status, reason: message }, 'MCP request refused')
+  const code = status === 429 || status >= 500 ? ErrorCode.ServerError : ErrorCode.InvalidRequest
+  sendError(reply, status, errorResponse(id ?? idOfBody(request), code, message))
+}
+
+/** The session and principal of a request, for its log (see {@link bindLog}). */
+function streamBindings (request: FastifyRequest, principal: McpPrincipal | null): Record<string, unknown> {
+  const b: Record<string, unknown> = {}
+  const sid = request.headers['mcp-session-id']
+  if (typeof sid === 'string') b.mcpSession = sid.slice(0, 8)
+  if (principal !== null) b.mcpPrincipal = principal.id
+  return b
+}
+
+/**
+ * What a POST is about, for its log: the method (`batch` for a batch, `response` for a client's
+ * answer), the tool of a `tools/call`, the session (a prefix: enough to follow one session
+ * through the log, not enough to use it) and the principal.
+ */
+function postBindings (request: FastifyRequest, parsed: ParsedBody, principal: McpPrincipal | null): Record<string, unknown> {
+  const b = streamBindings(request, principal)
+  if (!parsed.ok) return b
+  if (parsed.batch) { b.mcpMethod = 'batch'; return b }
+  const m = parsed.messages[0]
+  if (m.kind === 'request' || m.kind === 'notification') {
+    b.mcpMethod = m.message.method
+    const name = m.message.params?.name
+    if (m.message.method === 'tools/call' && typeof name === 'string') b.mcpTool = name
+  } else if (m.kind === 'response') {
+    b.mcpMethod = 'response'
+  }
+  return b
 }
 
 /** Runs the `authenticate` option: 401 with the challenge for an anonymous request when required. */
@@ -71,7 +149,8 @@ function authenticator (opts: ResolvedOptions): (request: FastifyRequest) => Pro
 }
 
 /** Registers the routes (see the module doc). */
-export async function mcpRoutes (child: FastifyInstance, { opts, engine }: RoutesOptions): Promise<void> {
+export async function mcpRoutes (child: FastifyInstance, { opts, engine, onEndpoint }: RoutesOptions): Promise<void> {
+  if (onEndpoint !== undefined) child.addHook('onRoute', (route) => { if (route.method === 'POST') onEndpoint(route.url) })
   child.removeAllContentTypeParsers()
   // The body is read as text and parsed by parseBody (JSON-RPC errors for bad JSON). JSON is
   // registered by name so that Fastify caches the parser per Content-Type (the catch-all is
@@ -79,15 +158,16 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine }: Route
   const asText = (_req: unknown, body: string | Buffer, done: (err: null, body: string | Buffer) => void): void => { done(null, body) }
   child.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: opts.bodyLimit }, asText)
   child.addContentTypeParser('*', { parseAs: 'string', bodyLimit: opts.bodyLimit }, asText)
-  child.setErrorHandler((err: Error, request, reply) => { answerError(err, null, request, reply) })
+  child.setErrorHandler((err: unknown, request, reply) => { answerError(err, null, request, reply, opts) })
 
   const authenticate = authenticator(opts)
 
   child.post(opts.path, async (request, reply) => {
-    checkOrigin(request, opts)
+    checkOrigin(request, reply, opts)
     checkContentType(request)
     const principal = await authenticate(request)
     const parsed = parseBody(typeof request.body === 'string' ? request.body : '')
+    bindLog(request, reply, postBindings(request, parsed, principal))
     if (!parsed.ok) { sendError(reply, 400, parsed.error); return reply }
     const first = parsed.messages[0]
     const id = first.kind === 'request' ? first.message.id : first.kind === 'invalid' ? first.id : null
@@ -99,24 +179,26 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine }: Route
     try {
       await engine.post(new HttpExchange(request, reply, sseOnly), parsed, principal)
     } catch (err) {
-      answerError(err as Error, parsed.batch ? null : id, request, reply)
+      answerError(err, parsed.batch ? null : id, request, reply, opts)
     }
     return reply
   })
 
   child.get(opts.path, async (request, reply) => {
-    checkOrigin(request, opts)
+    checkOrigin(request, reply, opts)
     noSessionNoStream(request)
     checkGetAccept(request)
     const principal = await authenticate(request)
+    bindLog(request, reply, streamBindings(request, principal))
     await engine.get(new HttpExchange(request, reply), principal)
     return reply
   })
 
   child.delete(opts.path, async (request, reply) => {
-    checkOrigin(request, opts)
+    checkOrigin(request, reply, opts)
     noSessionNoStream(request)
     const principal = await authenticate(request)
+    bindLog(request, reply, streamBindings(request, principal))
     await engine.delete(new HttpExchange(request, reply), principal)
     return reply
   })

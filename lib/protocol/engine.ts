@@ -54,6 +54,7 @@ export class McpEngine {
   readonly #streams: StreamDeps
   readonly #bus: Bus
   readonly #subscription: Promise<() => Promise<void>>
+  /** The backend, when a lock is configured (its wait is worth a log field). */
 
   constructor (d: EngineDeps) {
     const { opts, registry, logger } = d
@@ -76,8 +77,11 @@ export class McpEngine {
 
   /** A POST whose body parsed: the modern wire or the handshake-era one. */
   async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null): Promise<void> {
-    if (isModernPost(exchange.request, body)) await this.#modern.post(exchange, body, principal)
-    else await this.#legacy.post(exchange, body, principal)
+    if (isModernPost(exchange.request, body)) {
+      await this.#modern.post(exchange, body, principal)
+      return
+    }
+    await this.#legacy.post(exchange, body, principal)
   }
 
   /** GET of a handshake-era session's stream. */

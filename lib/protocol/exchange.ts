@@ -54,4 +54,9 @@ export interface Exchange {
   stream (options: { keepAlive: number, what?: Record<string, unknown> }): EventSink
   /** Answers with no body. */
   empty (status: number): void
+  /**
+   * Adds fields to every later log line of this request, Fastify's "request completed" included
+   * (e.g. how long it waited for its session's lock).
+   */
+  bindLog? (bindings: Record<string, unknown>): void
 }

@@ -94,8 +94,11 @@ export class LegacyWire {
     const tracked = this.#track(sid, body, abort)
     try {
       // Answers and notifications never wait behind a running handler (that handler may be waiting for them).
-      const lock = requests > 0
-      const scope = await openSession(this.#d.sessions, request, sid, principal, lock, this.#d.sessions.lock !== null && lock ? abort : undefined)
+      const lock = requests > 0 && this.#d.sessions.lock !== null
+      const start = lock ? performance.now() : 0
+      const scope = await openSession(this.#d.sessions, request, sid, principal, lock, lock ? abort : undefined)
+      // How long it waited for the session's lock (with the read that comes with it), for the log.
+      if (lock) exchange.bindLog?.({ mcpLockWaitMs: Math.round((performance.now() - start) * 10) / 10 })
       // Given up while queued: a client that left hears nothing; a cancelled request, like a
       // cancelled running one, gets no response (202).
       if (scope === null) { if (!exchange.connection.destroyed) exchange.empty(202); return }
