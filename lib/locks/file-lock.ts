@@ -26,7 +26,7 @@ import {
 } from './errors.js'
 import { KeyedFifo, type FifoRelease } from './keyed-fifo.js'
 import { Lease } from './lease.js'
-import { isFileSafeId } from './file-safe-id.js'
+import { isFileSafeKey } from './file-safe-id.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
 import type { AcquireOptions, SessionLease, SessionLock } from './session-lock.js'
 
@@ -122,7 +122,7 @@ export class FileSessionLock implements SessionLock {
    * @throws {SessionLockError} (`MCP_SESSION_LOCK_INVALID_ID`) unless the id is path-safe.
    */
   pathFor (id: string): string {
-    if (!isFileSafeId(id)) {
+    if (!isFileSafeKey(id)) {
       throw new SessionLockError('Invalid session id for a file lock', { code: SessionLockErrorCodes.INVALID_ID })
     }
     return join(this.dir, `${id}.lock`)

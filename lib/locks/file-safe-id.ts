@@ -12,3 +12,15 @@ export const FILE_SAFE_ID_PATTERN = /^[A-Za-z0-9_-]{16,128}$/
 export function isFileSafeId (id: unknown): id is string {
   return typeof id === 'string' && FILE_SAFE_ID_PATTERN.test(id)
 }
+
+/**
+ * The key of a state record that is not a session (a state handle, a task): `~<kind>~<id>`, the
+ * kind lower-case, the id as a session id. Session ids never start with `~` (the plugin mints
+ * base64url, and the handshake wire refuses ids that start with it), so the two cannot collide.
+ */
+export const STATE_KEY_PATTERN = /^~[a-z][a-z0-9_]{0,31}~[A-Za-z0-9_-]{16,128}$/
+
+/** Whether `key` is a session id or a state key a file-backed lock or store may use as a name. */
+export function isFileSafeKey (key: unknown): key is string {
+  return typeof key === 'string' && (FILE_SAFE_ID_PATTERN.test(key) || STATE_KEY_PATTERN.test(key))
+}

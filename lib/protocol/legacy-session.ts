@@ -37,6 +37,8 @@ export function sessionIdOf (request: FastifyRequest): string {
   const sid = request.headers['mcp-session-id']
   if (sid === undefined) throw refuse.noSessionId()
   if (!isValidSessionId(sid)) throw refuse.malformedSessionId()
+  // Keys that start with "~" name other state (handles, tasks) in the same store: never a session.
+  if (sid.startsWith('~')) throw refuse.notFound()
   return sid
 }
 

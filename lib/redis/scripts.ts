@@ -6,7 +6,9 @@
  * session's hash tag (see `keys.ts`), so the scripts run unchanged on Redis Cluster.
  *
  * Session hash layout: one field per session key holding the value's JSON text, plus the reserved
- * field `\0v` (NUL, "v") with the version, bumped by every save.
+ * field `\0v` (NUL, "v") with the version, bumped by every save, and `\0t` with an idle TTL of the
+ * record's own when it has one (state handles of a kind with another lifetime); every script that
+ * refreshes the TTL prefers it to the store's.
  */
 import type { Cluster, Redis, Result, ClientContext } from 'ioredis'
 
@@ -39,19 +41,21 @@ else
     redis.call('HDEL', KEYS[1], ARGV[i])
   end
   redis.call('HINCRBY', KEYS[1], '\\0v', 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], redis.call('HGET', KEYS[1], '\\0t') or ARGV[1])
 end
 `
 
 /**
  * Creates a session unless it exists. Returns 1 when created, 0 when the id is taken.
  *   KEYS[1] session hash
- *   ARGV[1] session ttl (ms); ARGV[2 ..] field, JSON pairs
+ *   ARGV[1] ttl (ms); ARGV[2] '1' when the ttl is the record's own (kept in \0t), else '0';
+ *   ARGV[3 ..] field, JSON pairs
  */
 export const SESSION_CREATE = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], '\\0v', '0')
-for i = 2, #ARGV, 2 do
+if ARGV[2] == '1' then redis.call('HSET', KEYS[1], '\\0t', ARGV[1]) end
+for i = 3, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
@@ -66,7 +70,7 @@ return 1
 export const SESSION_LOAD = `
 local h = redis.call('HGETALL', KEYS[1])
 if #h == 0 then return false end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], redis.call('HGET', KEYS[1], '\\0t') or ARGV[1])
 return h
 `
 
@@ -114,7 +118,7 @@ if redis.call('EXISTS', KEYS[2]) == 0 then return {2} end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {0, redis.call('PTTL', KEYS[1])}
 end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], redis.call('HGET', KEYS[2], '\\0t') or ARGV[3])
 return {1, redis.call('HGETALL', KEYS[2])}
 `
 
@@ -144,7 +148,7 @@ const SCRIPTS = {
 
 declare module 'ioredis' {
   interface RedisCommander<Context extends ClientContext = { type: 'default' }> {
-    mcpSessionCreate (session: string, ttl: number, ...pairs: string[]): Result<0 | 1, Context>
+    mcpSessionCreate (session: string, ttl: number, own: '0' | '1', ...pairs: string[]): Result<0 | 1, Context>
     mcpSessionLoad (session: string, ttl: number): Result<string[] | null, Context>
     mcpSessionSave (session: string, lock: string, ...args: Array<string | number>): Result<'ok' | 'gone' | 'fenced', Context>
     mcpLockRelease (lock: string, token: string): Result<0 | 1, Context>

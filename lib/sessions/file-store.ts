@@ -19,10 +19,10 @@ import { basename, join, resolve } from 'node:path'
 import { tryLockExistingFile } from '../locks/file-lock.js'
 import { KeyedFifo } from '../locks/keyed-fifo.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
-import { FILE_SAFE_ID_PATTERN, isFileSafeId } from '../locks/file-safe-id.js'
+import { isFileSafeKey } from '../locks/file-safe-id.js'
 import {
   SessionDataError, encodeSessionValue,
-  type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
+  type CreateOptions, type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
   type SessionStoreOptions
 } from './session-store.js'
 
@@ -43,10 +43,12 @@ export interface FileSessionStoreOptions extends SessionStoreOptions {
 interface SessionFile {
   version: number
   data: Record<string, JsonValue>
+  /** An idle TTL of the record's own (`create`'s `ttl`), when it differs from the store's. */
+  ttl?: number
 }
 
 /** Temporary files: `.<id>.<random>.tmp`, left behind only by a crash between write and rename. */
-const TEMP_FILE = /^\.([A-Za-z0-9_-]{16,128})\.[0-9a-f]{16}\.tmp$/
+const TEMP_FILE = /^\.([A-Za-z0-9_~-]{16,170})\.[0-9a-f]{16}\.tmp$/
 
 /** Sessions as JSON files in a directory. */
 export class FileSessionStore implements SessionStore {
@@ -80,10 +82,11 @@ export class FileSessionStore implements SessionStore {
   /**
    * @throws {TypeError} for an id that is not path-safe (the plugin mints only safe ones).
    */
-  async create (id: string, data: Record<string, JsonValue>): Promise<void> {
+  async create (id: string, data: Record<string, JsonValue>, options: CreateOptions = {}): Promise<void> {
     const path = this.#path(id)
     if (path === undefined) throw new TypeError('Invalid session id for the file store')
-    const text = serialize({ version: 0, data: encodeData(data) })
+    const ttl = options.ttl === undefined || options.ttl === this.ttl ? undefined : checkTtl(options.ttl)
+    const text = serialize({ version: 0, data: encodeData(data), ttl })
     await this.#serialized(id, async () => {
       const temp = await this.#writeTemp(id, text)
       try {
@@ -93,10 +96,10 @@ export class FileSessionStore implements SessionStore {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
         if (await this.#isLive(path)) throw new Error(`Session ${id} already exists`)
         await rename(temp, path) // an expired file gc has not collected yet: replace it
-        return
       } finally {
         await unlink(temp).catch(() => {})
       }
+      await this.#touch(path, ttl)
     })
   }
 
@@ -105,9 +108,8 @@ export class FileSessionStore implements SessionStore {
     if (path === undefined) return null
     const file = await this.#read(path)
     if (file === null) return null
-    const now = new Date()
     // Refresh the idle TTL. ENOENT: destroyed just now; the next save will say 'gone'.
-    await utimes(path, now, now).catch(errorUnlessMissing)
+    await this.#touch(path, file.ttl).catch(errorUnlessMissing)
     return { data: file.data, version: file.version }
   }
 
@@ -130,6 +132,7 @@ export class FileSessionStore implements SessionStore {
         await unlink(temp).catch(() => {})
         throw err
       }
+      if (file.ttl !== undefined) await this.#touch(path, file.ttl)
       return 'ok'
     })
   }
@@ -161,7 +164,7 @@ export class FileSessionStore implements SessionStore {
     const sessions = new Set<string>()
     for (const name of names) {
       const id = name.endsWith('.json') ? name.slice(0, -5) : undefined
-      if (id !== undefined && isFileSafeId(id)) {
+      if (id !== undefined && isFileSafeKey(id)) {
         sessions.add(id)
         if (await this.#collect(id)) removed.push(id)
         continue
@@ -178,7 +181,7 @@ export class FileSessionStore implements SessionStore {
     }
     for (const name of lockNames) {
       const id = name.endsWith('.lock') ? name.slice(0, -5) : undefined
-      if (id === undefined || !isFileSafeId(id) || sessions.has(id)) continue
+      if (id === undefined || !isFileSafeKey(id) || sessions.has(id)) continue
       await this.#collectOrphanLock(id)
     }
     return removed
@@ -186,11 +189,21 @@ export class FileSessionStore implements SessionStore {
 
   /** Path of a session file, or undefined for an id that must not touch a path. */
   #path (id: string): string | undefined {
-    return FILE_SAFE_ID_PATTERN.test(id) ? join(this.dir, `${id}.json`) : undefined
+    return isFileSafeKey(id) ? join(this.dir, `${id}.json`) : undefined
   }
 
   #lockPath (id: string): string {
     return join(this.lockDir, `${id}.lock`)
+  }
+
+  /**
+   * Marks the file used now. The mtime is the idle TTL's clock for every check (`exists`, `gc`
+   * scan only stat): a record with a TTL of its own gets an mtime shifted by the difference, so
+   * that "mtime + the store's ttl" is when it expires.
+   */
+  async #touch (path: string, ttl: number | undefined): Promise<void> {
+    const at = new Date(Date.now() + (ttl === undefined ? 0 : ttl - this.ttl))
+    await utimes(path, at, at)
   }
 
   #expired (mtimeMs: number): boolean {
@@ -316,7 +329,7 @@ function encodeData (data: Record<string, JsonValue>): Record<string, JsonValue>
 }
 
 function serialize (file: SessionFile): string {
-  return JSON.stringify({ version: file.version, data: file.data })
+  return JSON.stringify(file.ttl === undefined ? { version: file.version, data: file.data } : { version: file.version, data: file.data, ttl: file.ttl })
 }
 
 function errorUnlessMissing (err: NodeJS.ErrnoException): undefined {

@@ -14,7 +14,7 @@
  */
 import {
   encodeSessionValue,
-  type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
+  type CreateOptions, type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
   type SessionStoreOptions
 } from './session-store.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
@@ -41,6 +41,8 @@ interface StoredSession {
   version: number
   /** `performance.now()` of the last create/load/save. */
   touched: number
+  /** An idle TTL of its own (`create`'s `ttl` option); else the store's. */
+  ttl?: number
 }
 
 /** Sessions in this process's memory. */
@@ -54,6 +56,8 @@ export class MemorySessionStore implements SessionStore {
   readonly #used = new Map<string, StoredSession>()
   /** The id at the end of `#used` (accessed last). */
   #newest: string | undefined
+  /** Records with a TTL of their own: while there are any, a sweep walks every record. */
+  #ownTtls = 0
   #sweeper: NodeJS.Timeout | undefined
 
   /** @throws {RangeError} for a non-positive `ttl` or `max`, or a negative `sweepInterval`. */
@@ -75,7 +79,8 @@ export class MemorySessionStore implements SessionStore {
     return this.#fresh.size + this.#used.size
   }
 
-  async create (id: string, data: Record<string, JsonValue>): Promise<void> {
+  async create (id: string, data: Record<string, JsonValue>, options: CreateOptions = {}): Promise<void> {
+    const ttl = options.ttl === undefined ? undefined : checkTtl(options.ttl)
     const fields: Record<string, string> = Object.create(null)
     for (const key of Object.keys(data)) fields[key] = encodeSessionValue(key, data[key])
     if (this.#live(id) !== undefined) throw new Error(`Session ${id} already exists`)
@@ -85,7 +90,9 @@ export class MemorySessionStore implements SessionStore {
       const victims = this.#fresh.size > 0 ? this.#fresh : this.#used
       this.#drop(victims, victims.keys().next().value as string)
     }
-    this.#fresh.set(id, { fields, snapshot: null, version: 0, touched: performance.now() })
+    const session: StoredSession = { fields, snapshot: null, version: 0, touched: performance.now() }
+    if (ttl !== undefined && ttl !== this.ttl) { session.ttl = ttl; this.#ownTtls++ }
+    this.#fresh.set(id, session)
   }
 
   async load (id: string): Promise<SessionRecord | null> {
@@ -139,11 +146,15 @@ export class MemorySessionStore implements SessionStore {
       session = map.get(id)
       if (session === undefined) return undefined
     }
-    if (performance.now() - session.touched > this.ttl) {
+    if (this.#expired(session, performance.now())) {
       this.#drop(map, id)
       return undefined
     }
     return session
+  }
+
+  #expired (session: StoredSession, now: number): boolean {
+    return now - session.touched > (session.ttl ?? this.ttl)
   }
 
   /** A load or save: the session is used, and the most recently used. */
@@ -160,16 +171,24 @@ export class MemorySessionStore implements SessionStore {
   /** Removes `id` from `map`; whether it was there. */
   #drop (map: Map<string, StoredSession>, id: string): boolean {
     if (this.#newest === id) this.#newest = undefined
+    const session = map.get(id)
+    if (session?.ttl !== undefined) this.#ownTtls--
     return map.delete(id)
   }
 
-  /** Drops the expired heads of both maps (see the file comment) and returns the ids dropped. */
+  /**
+   * Drops the expired heads of both maps (see the file comment) and returns the ids dropped. With
+   * records of other TTLs the order says nothing about expiry: then every record is looked at.
+   */
   #sweep (): string[] {
     const removed: string[] = []
-    const oldest = performance.now() - this.ttl
+    const now = performance.now()
     for (const map of [this.#fresh, this.#used]) {
       for (const [id, session] of map) {
-        if (session.touched >= oldest) break
+        if (!this.#expired(session, now)) {
+          if (this.#ownTtls === 0) break
+          continue
+        }
         this.#drop(map, id)
         removed.push(id)
       }

@@ -17,7 +17,7 @@ import { defineScripts, type RedisClient } from '../redis/scripts.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
 import {
   SessionDataError, encodeSessionValue,
-  type JsonValue, type SaveGuard, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
+  type CreateOptions, type JsonValue, type SaveGuard, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
   type SessionStoreOptions
 } from './session-store.js'
 
@@ -48,10 +48,12 @@ export class RedisSessionStore implements SessionStore {
   }
 
   /** @throws {TypeError} for a key starting with NUL (reserved) or a value JSON cannot carry. */
-  async create (id: string, data: Record<string, JsonValue>): Promise<void> {
+  async create (id: string, data: Record<string, JsonValue>, options: CreateOptions = {}): Promise<void> {
+    const ttl = options.ttl === undefined ? this.ttl : checkTtl(options.ttl)
+    if (!Number.isInteger(ttl)) throw new RangeError('ttl must be an integer number of milliseconds.')
     const pairs: string[] = []
     for (const key of Object.keys(data)) pairs.push(checkKey(key), encodeSessionValue(key, data[key]))
-    const created = await this.#redis.mcpSessionCreate(sessionKey(this.prefix, id), this.ttl, ...pairs)
+    const created = await this.#redis.mcpSessionCreate(sessionKey(this.prefix, id), ttl, ttl === this.ttl ? '0' : '1', ...pairs)
     if (created !== 1) throw new Error(`Session ${id} already exists`)
   }
 

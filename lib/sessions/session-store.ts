@@ -51,6 +51,12 @@ export interface SaveGuard {
  */
 export type SaveResult = 'ok' | 'gone' | 'fenced'
 
+/** Options of one {@link SessionStore.create}. */
+export interface CreateOptions {
+  /** Idle time-to-live of this record in milliseconds (default: the store's `ttl`). */
+  ttl?: number
+}
+
 /** Options every store accepts. */
 export interface SessionStoreOptions {
   /** Idle time-to-live of a session in milliseconds (default 3,600,000: one hour). */
@@ -65,8 +71,12 @@ export interface SessionStoreOptions {
 export interface SessionStore {
   /** Idle TTL in milliseconds, used by the plugin to report expiry. */
   readonly ttl: number
-  /** Creates a session with initial data. Rejects if a session with that id already exists. */
-  create (id: string, data: Record<string, JsonValue>): Promise<void>
+  /**
+   * Creates a session with initial data. Rejects if a session with that id already exists.
+   * `options.ttl` gives this record an idle TTL of its own (state handles of a kind with a shorter
+   * or longer lifetime than sessions); stores should honour it, the bundled ones do.
+   */
+  create (id: string, data: Record<string, JsonValue>, options?: CreateOptions): Promise<void>
   /** Reads a session, refreshing its idle TTL. `null` when it does not exist or has expired. */
   load (id: string): Promise<SessionRecord | null>
   /** Writes back the changed keys, honouring the guard. Never re-creates a destroyed session. */
