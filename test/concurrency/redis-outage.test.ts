@@ -20,7 +20,7 @@ import { headers, newId } from '../helpers/wire.js'
 
 const server = await startRedisServer(t)
 
-async function setup (t: Test): Promise<InProcess & { lock: RedisSessionLock, admin: Redis }> {
+async function setup (t: Test): Promise<InProcess & { lock: RedisSessionLock, admin: Redis, client: Redis }> {
   // The store's own client fails fast too (no offline queue), like the lock's.
   const client = new Redis(server.url, { ...LOCK_CLIENT_OPTIONS })
   client.on('error', () => {})
@@ -38,13 +38,13 @@ async function setup (t: Test): Promise<InProcess & { lock: RedisSessionLock, ad
       admin.disconnect()
     }
   })
-  return { url, logs, lock, app, admin }
+  return { url, logs, lock, app, admin, client }
 }
 
 const UNAVAILABLE = /^Session (lock|store) is unavailable\.$/
 
 t.test('Redis stopped: 503 at once with an error log; after the restart the app recovers', async t => {
-  const { url, logs, lock, app, admin } = await setup(t)
+  const { url, logs, lock, app, admin, client } = await setup(t)
   const session = await initialize(url)
   t.equal((await callTool(url, session, 'counter_add', {})).last?.result?.structuredContent?.counter, 1, 'works before the outage')
 
@@ -81,7 +81,8 @@ t.test('Redis stopped: 503 at once with an error log; after the restart the app 
   t.comment(`logged: ${JSON.stringify({ msg: logged?.msg, err: { type: logged?.err?.type, message: logged?.err?.message } })}`)
 
   await server.start()
-  await until(async () => lock.client.status === 'ready' && admin.status === 'ready', { timeout: 5000, what: 'the clients to reconnect' })
+  // Every client: the store's own (initialize goes through it) reconnects on its own schedule.
+  await until(async () => lock.client.status === 'ready' && admin.status === 'ready' && client.status === 'ready', { timeout: 5000, what: 'the clients to reconnect' })
   // No persistence: Redis came back empty, and the store says the old session is gone.
   const old = await callTool(url, session, 'counter_get')
   t.equal(old.status, 404, 'the old session is gone with the data Redis did not keep: 404, not 503')
