@@ -1,9 +1,15 @@
 /**
  * The ioredis clients the plugin makes: how a client that must fail fast is configured, and how
  * any client is told apart from connection options.
+ *
+ * ioredis is an optional peer dependency: an app that does not use Redis need not install it. It
+ * is loaded here, on the first client the plugin makes from a URL or options (a client the app
+ * passes in is used as it is, whichever ioredis version made it); nothing else in the plugin
+ * loads it.
  */
-import { Redis, type RedisOptions } from 'ioredis'
-import type { RedisClient } from './scripts.js'
+import { createRequire } from 'node:module'
+import type { Redis, RedisOptions } from 'ioredis'
+import type { RedisClientLike, RedisConnectionOptions } from './scripts.js'
 
 /**
  * ioredis options of a lock client that fails fast: no offline queue (a command sent while
@@ -20,15 +26,53 @@ export const LOCK_CLIENT_OPTIONS = {
   retryStrategy: (times: number): number => Math.min(50 * times, 1000)
 } as const satisfies RedisOptions
 
-/** Creates a fail-fast lock client (see {@link LOCK_CLIENT_OPTIONS}) from a URL or options. */
-export function createLockClient (connection: string | RedisOptions = {}): Redis {
-  return typeof connection === 'string'
-    ? new Redis(connection, { ...LOCK_CLIENT_OPTIONS })
-    : new Redis({ ...connection, ...LOCK_CLIENT_OPTIONS })
+/** The part of the ioredis module the plugin uses. */
+interface IoredisModule {
+  Redis: new (...args: unknown[]) => RedisClientLike
 }
 
-/** Whether `value` is an ioredis client (standalone, Sentinel or Cluster) rather than options or a URL. */
-export function isRedisClient (value: unknown): value is RedisClient {
+let ioredis: IoredisModule | undefined
+
+/**
+ * The app's ioredis (5 or 6), loaded once, on first use.
+ * @throws {Error} naming the package when it is not installed.
+ */
+export function loadIoredis (): IoredisModule {
+  if (ioredis !== undefined) return ioredis
+  try {
+    // CommonJS in both major versions; resolved from the app (a peer dependency).
+    const loaded = createRequire(import.meta.url)('ioredis') as Partial<IoredisModule> & { default?: IoredisModule }
+    ioredis = { Redis: loaded.Redis ?? (loaded.default as IoredisModule).Redis }
+  } catch (err) {
+    const notInstalled = (err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' &&
+      (err as Error).message.startsWith("Cannot find module 'ioredis'")
+    throw new Error(notInstalled
+      ? 'fastify-mcp-http: a Redis URL or Redis options need the "ioredis" package (version 5 or 6), which is not installed. ' +
+        'Install it (npm install ioredis), or pass a client you made yourself.'
+      : `fastify-mcp-http: the "ioredis" package failed to load: ${(err as Error).message}`, { cause: err })
+  }
+  return ioredis
+}
+
+/** Creates a client of the app's ioredis from a URL or options, with `overrides` applied over them. */
+export function createRedisClient (connection: string | RedisConnectionOptions = {}, overrides: Record<string, unknown> = {}): RedisClientLike {
+  const { Redis } = loadIoredis()
+  return typeof connection === 'string'
+    ? new Redis(connection, { ...overrides })
+    : new Redis({ ...connection, ...overrides })
+}
+
+/**
+ * Creates a fail-fast lock client (see {@link LOCK_CLIENT_OPTIONS}) of the app's ioredis from a URL
+ * or options. TODO(lead): typed as ioredis' `Redis` until the option types take a
+ * RedisClientLike (the patch); then it returns a `RedisClientLike`.
+ */
+export function createLockClient (connection: string | RedisConnectionOptions = {}): Redis {
+  return createRedisClient(connection, LOCK_CLIENT_OPTIONS) as unknown as Redis
+}
+
+/** Whether `value` is a Redis client (standalone, Sentinel or Cluster) rather than options or a URL. */
+export function isRedisClient<T> (value: T): value is Extract<T, RedisClientLike> {
   return typeof value === 'object' && value !== null &&
-    typeof (value as RedisClient).defineCommand === 'function' && typeof (value as RedisClient).set === 'function'
+    typeof (value as Partial<RedisClientLike>).defineCommand === 'function' && typeof (value as Partial<RedisClientLike>).set === 'function'
 }
