@@ -3,12 +3,12 @@
  * and how they are compiled (once, when a tool is registered; never per request).
  *
  * Three kinds of schema, told apart at registration:
- * - **Standard Schema** (zod ≥ 4.2, ArkType, Valibot through `toStandardJsonSchema`, …): an
- *   object with `~standard.validate`. Values are checked by the schema's own validator (its
- *   refinements, defaults and transforms apply, and the handler gets the parsed value its type
- *   promises); the JSON Schema that tools/list advertises comes from the schema's Standard JSON
- *   Schema converter (`~standard.jsonSchema`). A Standard Schema without a converter is refused:
- *   the plugin has no way to advertise it.
+ * - **Standard Schema** (zod ≥ 4.2, ArkType 2.2, Valibot through `toStandardJsonSchema`, …): an
+ *   object (or a function: ArkType's types are callable) with `~standard.validate`. Values are
+ *   checked by the schema's own validator (its refinements, defaults and transforms apply, and the
+ *   handler gets the parsed value its type promises); the JSON Schema that tools/list advertises
+ *   comes from the schema's Standard JSON Schema converter (`~standard.jsonSchema`). A Standard
+ *   Schema without a converter is refused: the plugin has no way to advertise it.
  * - **JSON Schema** (2020-12, the default dialect of MCP), TypeBox's included (any version: its
  *   schemas are JSON Schema): checked by Ajv, advertised as a plain JSON copy. Anything that is not
  *   plain JSON data (a class instance, a function: a schema of another library) is refused rather
@@ -184,7 +184,8 @@ export function toPlainSchema (schema: object): Record<string, unknown> {
 
 /** Whether `value` has a Standard Schema v1 `~standard.validate`. */
 export function isStandardSchema (value: unknown): value is StandardSchemaV1 {
-  const props = (value as { '~standard'?: unknown } | null)?.['~standard'] as Partial<StandardSchemaV1Props> | undefined
+  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return false
+  const props = (value as { '~standard'?: unknown })['~standard'] as Partial<StandardSchemaV1Props> | undefined
   return typeof props === 'object' && props !== null && typeof props.validate === 'function'
 }
 
@@ -248,16 +249,14 @@ function standardValidator (schema: StandardSchemaV1): Validator {
  * wrong; the registry turns it into `FST_ERR_MCP_INVALID_DEFINITION`.
  */
 export function compileSchema (schema: unknown, side: 'input' | 'output'): CompiledSchema {
-  if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) {
-    throw new Error(`${side} must be a JSON Schema object, a TypeBox schema or a Standard Schema (got ${Array.isArray(schema) ? 'an array' : schema === null ? 'null' : typeof schema})`)
-  }
+  // A Standard Schema may be a function (ArkType's types are callable).
   if (isStandardSchema(schema)) {
     const props = schema['~standard']
     const convert = props.jsonSchema?.[side]
     if (typeof convert !== 'function') {
       throw new Error(`${side} is a Standard Schema (vendor "${String(props.vendor)}") without a JSON Schema converter ` +
         '(Standard JSON Schema, `~standard.jsonSchema`), so it could not be advertised in tools/list: use a version that has one ' +
-        '(zod ≥ 4.2, ArkType ≥ 2.1.28, Valibot with toStandardJsonSchema() of @valibot/to-json-schema), or pass a JSON Schema')
+        '(zod ≥ 4.2, ArkType 2.2, Valibot through toStandardJsonSchema() of @valibot/to-json-schema), or pass a JSON Schema')
     }
     let json: unknown
     try {
@@ -272,6 +271,9 @@ export function compileSchema (schema: unknown, side: 'input' | 'output'): Compi
     const plain = toPlainSchema(json)
     if (!ajv().validateSchema(plain)) throw new Error(`${side}: the JSON Schema of the ${String(props.vendor)} schema is invalid: ${ajv().errorsText(ajv().errors)}`)
     return { json: plain, validate: standardValidator(schema) }
+  }
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) {
+    throw new Error(`${side} must be a JSON Schema object, a TypeBox schema or a Standard Schema (got ${Array.isArray(schema) ? 'an array' : schema === null ? 'null' : typeof schema})`)
   }
   const problem = notJson(schema, '(root)', new Set())
   if (problem !== null) {

@@ -139,6 +139,12 @@ t.test('any Standard Schema with a JSON Schema converter; async validators are a
   t.equal(odd.isError, true)
   t.equal(text(odd), 'Invalid arguments for tool "half": /n must be even')
   t.same(calls, [{ n: 8 }, { n: 7 }], 'the schema\'s own validator ran')
+
+  // A callable schema (ArkType's types are functions) is a Standard Schema too.
+  const callable = Object.assign((v: unknown) => v, { '~standard': even['~standard'] })
+  r.tool({ name: 'half_too', description: 'Same, callable schema', input: callable }, async ({ n }) => String(n / 2))
+  t.equal(text(await callIt(r, 'half_too', { n: 4 })), '2')
+  t.equal((await callIt(r, 'half_too', { n: 3 })).isError, true)
 })
 
 t.test('refused at definition time, never listed unchecked', async t => {
