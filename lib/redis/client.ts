@@ -40,9 +40,11 @@ let ioredis: IoredisModule | undefined
 export function loadIoredis (): IoredisModule {
   if (ioredis !== undefined) return ioredis
   try {
-    // CommonJS in both major versions; resolved from the app (a peer dependency).
-    const loaded = createRequire(import.meta.url)('ioredis') as Partial<IoredisModule> & { default?: IoredisModule }
-    ioredis = { Redis: loaded.Redis ?? (loaded.default as IoredisModule).Redis }
+    // CommonJS in both major versions, resolved from the app (a peer dependency). Early 5.x
+    // releases export the class itself (and as `default`), later ones also as `Redis`.
+    type Loaded = IoredisModule['Redis'] & { Redis?: IoredisModule['Redis'], default?: IoredisModule['Redis'] }
+    const loaded = createRequire(import.meta.url)('ioredis') as Loaded
+    ioredis = { Redis: loaded.Redis ?? loaded.default ?? loaded }
   } catch (err) {
     const notInstalled = (err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' &&
       (err as Error).message.startsWith("Cannot find module 'ioredis'")
