@@ -91,6 +91,14 @@ export interface McpContext {
    */
   readonly clientCapabilities: Record<string, unknown>
   /**
+   * The handler's own data for this request. On the 2026-07-28 wire it survives the
+   * `input_required` rounds: it travels sealed in `requestState` and the next round's run starts
+   * with it (keep it small and JSON-serializable; a sealed state over 64 KiB fails the round). On
+   * the handshake era a handler runs once per request (it awaits the client's answers in place),
+   * so it is a plain object that lives as long as the request.
+   */
+  state: Record<string, unknown>
+  /**
    * Reports progress. Does nothing when the request carried no progress token; values must
    * increase (a non-increasing value is dropped with a debug log); never sent after the response.
    */

@@ -96,6 +96,7 @@ export { MemorySessionLock, type MemorySessionLockOptions } from './locks/memory
 export { FileSessionLock, type FileSessionLockOptions } from './locks/file-lock.js'
 export { RedisSessionLock, type RedisSessionLockOptions } from './locks/redis-lock.js'
 export { LOCK_CLIENT_OPTIONS, createLockClient, createRedisClient, type CreateRedisClientOptions, type RedisClientLogger } from './redis/client.js'
+export type { RedisClientLike, RedisConnectionOptions } from './redis/scripts.js'
 export { MemoryBus } from './bus/bus.js'
 export type { Bus, BusMessage } from './bus/bus.js'
 export { MemoryEventLog } from './bus/event-log.js'

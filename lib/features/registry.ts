@@ -1,13 +1,17 @@
 /**
  * The registry of tools, resources, resource templates and prompts (`fastify.mcp`). Definitions
- * are validated and their schemas compiled when they are added; changes after the server started
- * are announced through the `changed` event (→ `notifications/<kind>/list_changed`).
+ * are validated and their schemas compiled when they are added; each add returns a handle
+ * (enable, disable, update, remove). Changes clients can see after the server started are
+ * announced through the `changed` event (→ `notifications/<kind>/list_changed`).
+ *
+ * The public maps (`tools`, `resources`, `templates`, `prompts`) hold what is enabled, in
+ * registration order: every reader (the lists, the calls, the capabilities, the 2026-07-28 header
+ * checks) sees a disabled entry as absent without knowing about `enabled`.
  */
 import { EventEmitter } from 'node:events'
-import type { Static, TSchema } from '@sinclair/typebox'
 import type { McpContext } from '../context.js'
 import { FST_ERR_MCP_INVALID_DEFINITION } from '../errors.js'
-import { compile, toPlainSchema, type Validator } from './schema.js'
+import { compileSchema, type ToolArgs, type ToolSchema, type ToolStructured, type Validator } from './schema.js'
 import { compileTemplate, matchTemplate } from './uri-template.js'
 
 export interface Icon { src: string, mimeType?: string, sizes?: string[], theme?: 'light' | 'dark' }
@@ -38,25 +42,67 @@ export type ResourceContents =
   | { uri: string, mimeType?: string, text: string, _meta?: Record<string, unknown> }
   | { uri: string, mimeType?: string, blob: string, _meta?: Record<string, unknown> }
 
-/** What `fastify.mcp.tool()` takes. `input` / `output` are TypeBox or plain JSON Schema objects. */
-export interface ToolDefinition<I extends TSchema | Record<string, unknown> = Record<string, unknown>> {
+/**
+ * What `fastify.mcp.tool()` takes. `input` / `output` are a Standard Schema (zod ≥ 4.2, …), a
+ * TypeBox schema or a plain JSON Schema object (see `schema.ts`); the handler's types follow them.
+ */
+export interface ToolDefinition<I extends ToolSchema | undefined = undefined, O extends ToolSchema | undefined = undefined> {
   /** 1–64 chars of `[A-Za-z0-9_./-]`. */
   name: string
   title?: string
   description: string
+  /** The arguments' schema (an object schema). Without it the tool takes any object. */
   input?: I
-  output?: TSchema | Record<string, unknown>
+  /** The schema of `structuredContent`, which the handler must then return (checked, and also sent as text). */
+  output?: O
   annotations?: ToolAnnotations
   icons?: Icon[]
   _meta?: Record<string, unknown>
 }
 
-/** Arguments a handler receives: inferred from a TypeBox `input`, else a plain record. */
-export type ToolArgs<I> = I extends TSchema ? Static<I> : Record<string, unknown>
+export type { ToolArgs, ToolSchema, ToolStructured, SchemaStatic, FromJsonSchema, StandardSchemaV1, StandardSchemaV1Props, StandardJsonSchemaConverter, StandardResult } from './schema.js'
 
 /** A tool handler may return a full result, a string (one text block), or content blocks. */
 export type ToolReturn = CallToolResult | string | ContentBlock[]
-export type ToolHandler<I> = (args: ToolArgs<I>, ctx: McpContext) => ToolReturn | Promise<ToolReturn>
+
+/**
+ * What a handler of a tool with `output` returns: a result whose `structuredContent` has the
+ * output schema's type, or an error result (`isError: true`, then nothing is checked).
+ */
+export type StructuredToolResult<S> =
+  | (Omit<CallToolResult, 'structuredContent' | 'isError'> & { structuredContent: S, isError?: false })
+  | (CallToolResult & { isError: true })
+
+/** What a tool handler returns, given the tool's `output` (or none). */
+export type ToolResultFor<O> = [O] extends [undefined] ? ToolReturn : StructuredToolResult<ToolStructured<O>>
+
+export type ToolHandler<I = undefined, O = undefined> =
+  (args: ToolArgs<I>, ctx: McpContext) => ToolResultFor<O> | Promise<ToolResultFor<O>>
+
+/**
+ * What `update()` of a registered tool takes: any part of its definition (an `undefined` value
+ * removes an optional part, e.g. `output: undefined`), a new handler, or `enabled`.
+ */
+export type ToolUpdate<I extends ToolSchema | undefined, O extends ToolSchema | undefined> =
+  Partial<ToolDefinition<I, O>> & { handler?: ToolHandler<I, O>, enabled?: boolean }
+
+/**
+ * A registered tool, as `fastify.mcp.tool()` returns it. A disabled tool is absent from
+ * tools/list and unknown to tools/call (-32602, as an unregistered one); every change that clients
+ * can see sends `notifications/tools/list_changed` (after the server started).
+ */
+export interface ToolHandle<I extends ToolSchema | undefined = undefined, O extends ToolSchema | undefined = undefined> {
+  /** The tool's current name. */
+  readonly name: string
+  readonly enabled: boolean
+  /** Whether it was removed (`remove()` or `removeTool(name)`); a removed handle refuses changes. */
+  readonly removed: boolean
+  enable (): void
+  disable (): void
+  /** Changes the definition (validated as in `tool()`), the handler, or `enabled`. */
+  update<NI extends ToolSchema | undefined = I, NO extends ToolSchema | undefined = O> (changes: ToolUpdate<NI, NO>): void
+  remove (): void
+}
 
 /** Completes a prompt argument or template variable: values for the partial `value`. */
 export type Completer = (value: string, context: { arguments: Record<string, string> }) => string[] | Promise<string[]>
@@ -110,12 +156,12 @@ export interface PromptMessage { role: 'user' | 'assistant', content: ContentBlo
 export interface GetPromptResult { description?: string, messages: PromptMessage[], _meta?: Record<string, unknown> }
 export type PromptHandler = (args: Record<string, string>, ctx: McpContext) => GetPromptResult | PromptMessage[] | Promise<GetPromptResult | PromptMessage[]>
 
-/** @internal A registered tool. */
+/** @internal A registered tool, as the methods read it. */
 export interface ToolEntry {
   descriptor: Record<string, unknown>
   validateInput: Validator
   validateOutput: Validator | null
-  handler: ToolHandler<unknown>
+  handler: (args: Record<string, unknown>, ctx: McpContext) => ToolReturn | Promise<ToolReturn>
 }
 /** @internal */
 export interface ResourceEntry { descriptor: Record<string, unknown>, cache: ResourceDefinition['cache'], handler: ResourceHandler }
@@ -128,6 +174,39 @@ export interface TemplateEntry {
 }
 /** @internal */
 export interface PromptEntry { descriptor: Record<string, unknown>, def: PromptDefinition, handler: PromptHandler }
+
+/** A registered resource (see {@link ToolHandle}; `notifications/resources/list_changed`). */
+export interface ResourceHandle {
+  readonly uri: string
+  readonly enabled: boolean
+  readonly removed: boolean
+  enable (): void
+  disable (): void
+  update (changes: Partial<ResourceDefinition> & { handler?: ResourceHandler, enabled?: boolean }): void
+  remove (): void
+}
+
+/** A registered resource template (see {@link ToolHandle}; `notifications/resources/list_changed`). */
+export interface ResourceTemplateHandle {
+  readonly uriTemplate: string
+  readonly enabled: boolean
+  readonly removed: boolean
+  enable (): void
+  disable (): void
+  update (changes: Partial<ResourceTemplateDefinition> & { handler?: TemplateHandler, enabled?: boolean }): void
+  remove (): void
+}
+
+/** A registered prompt (see {@link ToolHandle}; `notifications/prompts/list_changed`). */
+export interface PromptHandle {
+  readonly name: string
+  readonly enabled: boolean
+  readonly removed: boolean
+  enable (): void
+  disable (): void
+  update (changes: Partial<PromptDefinition> & { handler?: PromptHandler, enabled?: boolean }): void
+  remove (): void
+}
 
 export type ListKind = 'tools' | 'resources' | 'prompts'
 
@@ -159,134 +238,267 @@ function checkHeaderParams (tool: string, schema: Record<string, unknown>): void
   }
 }
 
+/** Validates a tool definition and compiles its schemas. */
+function buildTool (def: ToolDefinition<ToolSchema | undefined, ToolSchema | undefined>, handler: unknown): ToolEntry {
+  if (typeof def !== 'object' || def === null) throw new FST_ERR_MCP_INVALID_DEFINITION('tool', 'definition must be an object')
+  if (typeof def.name !== 'string' || !TOOL_NAME.test(def.name)) {
+    throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `name ${JSON.stringify(def.name)} must be 1–64 characters of [A-Za-z0-9_./-]`)
+  }
+  if (typeof def.description !== 'string') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" needs a description`)
+  if (typeof handler !== 'function') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" needs a handler function`)
+  let input, output
+  try {
+    input = def.input === undefined ? compileSchema({ type: 'object', properties: {} }, 'input') : compileSchema(def.input, 'input')
+    output = def.output === undefined ? undefined : compileSchema(def.output, 'output')
+  } catch (err) {
+    throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" has an invalid schema: ${(err as Error).message}`)
+  }
+  if (input.json.type !== 'object') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" input must be an object schema`)
+  checkHeaderParams(def.name, input.json)
+  const descriptor = strip({
+    name: def.name,
+    title: def.title,
+    description: def.description,
+    inputSchema: input.json,
+    outputSchema: output?.json,
+    annotations: def.annotations,
+    icons: def.icons,
+    _meta: def._meta
+  })
+  return { descriptor, validateInput: input.validate, validateOutput: output?.validate ?? null, handler: handler as ToolEntry['handler'] }
+}
+
+function buildResource (def: ResourceDefinition, handler: ResourceHandler): ResourceEntry {
+  if (typeof def?.uri !== 'string' || !URL.canParse(def.uri)) throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `uri ${JSON.stringify(def?.uri)} must be an absolute URI`)
+  if (typeof def.name !== 'string' || def.name === '') throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `"${def.uri}" needs a name`)
+  if (typeof def.description !== 'string') throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `"${def.uri}" needs a description`)
+  if (typeof handler !== 'function') throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `"${def.uri}" needs a handler function`)
+  const { cache, ...rest } = def
+  return { descriptor: strip({ ...rest }), cache, handler }
+}
+
+function buildTemplate (def: ResourceTemplateDefinition, handler: TemplateHandler): TemplateEntry {
+  if (typeof def?.uriTemplate !== 'string') throw new FST_ERR_MCP_INVALID_DEFINITION('resource template', 'uriTemplate must be a string')
+  if (typeof def.name !== 'string' || def.name === '') throw new FST_ERR_MCP_INVALID_DEFINITION('resource template', `"${def.uriTemplate}" needs a name`)
+  if (typeof def.description !== 'string') throw new FST_ERR_MCP_INVALID_DEFINITION('resource template', `"${def.uriTemplate}" needs a description`)
+  if (typeof handler !== 'function') throw new FST_ERR_MCP_INVALID_DEFINITION('resource template', `"${def.uriTemplate}" needs a handler function`)
+  let compiled
+  try { compiled = compileTemplate(def.uriTemplate) } catch (err) {
+    throw new FST_ERR_MCP_INVALID_DEFINITION('resource template', `"${def.uriTemplate}": ${(err as Error).message}`)
+  }
+  const { complete, ...rest } = def
+  return { descriptor: strip({ ...rest }), compiled, complete: complete ?? {}, handler }
+}
+
+function buildPrompt (def: PromptDefinition, handler: PromptHandler): PromptEntry {
+  if (typeof def?.name !== 'string' || def.name === '') throw new FST_ERR_MCP_INVALID_DEFINITION('prompt', 'name must be a non-empty string')
+  if (typeof def.description !== 'string') throw new FST_ERR_MCP_INVALID_DEFINITION('prompt', `"${def.name}" needs a description`)
+  if (typeof handler !== 'function') throw new FST_ERR_MCP_INVALID_DEFINITION('prompt', `"${def.name}" needs a handler function`)
+  for (const a of def.arguments ?? []) {
+    if (typeof a?.name !== 'string' || a.name === '') throw new FST_ERR_MCP_INVALID_DEFINITION('prompt', `"${def.name}" has an argument without a name`)
+  }
+  const { complete: _c, ...rest } = def
+  return { descriptor: strip({ ...rest }), def, handler }
+}
+
+/** One registration: its definition and handler (what `update()` merges into), and what readers see. */
+interface Slot<D, H, E> {
+  key: string
+  def: D
+  handler: H
+  entry: E
+  enabled: boolean
+  removed: boolean
+}
+
 /**
- * The registry. Events: `changed` (kind) when a list changes after `start()`, and
+ * The registrations of one kind: all of them (enabled or not) in registration order, and the
+ * public map of the enabled ones (kept in the same order).
+ */
+class Catalog<D extends object, H, E> {
+  readonly #all = new Map<string, Slot<D, H, E>>()
+
+  constructor (
+    readonly visible: Map<string, E>,
+    readonly what: string,
+    readonly list: ListKind,
+    readonly keyOf: (def: D) => string,
+    readonly build: (def: D, handler: H) => E,
+    readonly changed: (kind: ListKind, visible: boolean) => void
+  ) {}
+
+  add (def: D, handler: H): Slot<D, H, E> {
+    const entry = this.build(def, handler)
+    const key = this.keyOf(def)
+    if (this.#all.has(key)) throw new FST_ERR_MCP_INVALID_DEFINITION(this.what, `"${key}" is already registered`)
+    const slot: Slot<D, H, E> = { key, def, handler, entry, enabled: true, removed: false }
+    this.#all.set(key, slot)
+    this.visible.set(key, entry)
+    this.changed(this.list, true)
+    return slot
+  }
+
+  /** Removes the registration under `key`; whether there was one. */
+  remove (key: string): boolean {
+    const slot = this.#all.get(key)
+    if (slot === undefined) return false
+    this.#all.delete(key)
+    this.visible.delete(key)
+    slot.removed = true
+    this.changed(this.list, slot.enabled)
+    return true
+  }
+
+  #live (slot: Slot<D, H, E>): void {
+    if (slot.removed) throw new FST_ERR_MCP_INVALID_DEFINITION(this.what, `"${slot.key}" was removed; register it again`)
+  }
+
+  setEnabled (slot: Slot<D, H, E>, enabled: boolean): void {
+    this.#live(slot)
+    if (slot.enabled === enabled) return
+    slot.enabled = enabled
+    this.#refresh()
+    this.changed(this.list, true)
+  }
+
+  /** Merges `changes` into the definition and rebuilds the entry (validated as a new one). */
+  update (slot: Slot<D, H, E>, changes: Partial<D> & { handler?: H, enabled?: boolean }): void {
+    this.#live(slot)
+    if (typeof changes !== 'object' || changes === null) throw new FST_ERR_MCP_INVALID_DEFINITION(this.what, `"${slot.key}": update() takes an object`)
+    const { handler, enabled, ...rest } = changes
+    const def = { ...slot.def, ...rest } as D
+    const nextHandler = handler ?? slot.handler
+    const entry = this.build(def, nextHandler)
+    const key = this.keyOf(def)
+    if (key !== slot.key && this.#all.has(key)) throw new FST_ERR_MCP_INVALID_DEFINITION(this.what, `"${key}" is already registered`)
+    const wasEnabled = slot.enabled
+    if (key !== slot.key) {
+      // A rename keeps the registration's place in the lists.
+      const all = [...this.#all.values()]
+      this.#all.clear()
+      for (const s of all) this.#all.set(s === slot ? key : s.key, s)
+      slot.key = key
+    }
+    slot.def = def
+    slot.handler = nextHandler
+    slot.entry = entry
+    if (enabled !== undefined) slot.enabled = enabled
+    this.#refresh()
+    this.changed(this.list, wasEnabled || slot.enabled)
+  }
+
+  /** Rebuilds the public map from the registrations, in order. */
+  #refresh (): void {
+    this.visible.clear()
+    for (const slot of this.#all.values()) if (slot.enabled) this.visible.set(slot.key, slot.entry)
+  }
+}
+
+/** The methods every handle has, over a catalog's slot. */
+class Handle<D extends object, H, E> {
+  readonly #catalog: Catalog<D, H, E>
+  readonly #slot: Slot<D, H, E>
+
+  constructor (catalog: Catalog<D, H, E>, slot: Slot<D, H, E>) {
+    this.#catalog = catalog
+    this.#slot = slot
+  }
+
+  protected get key (): string { return this.#slot.key }
+  get enabled (): boolean { return this.#slot.enabled && !this.#slot.removed }
+  get removed (): boolean { return this.#slot.removed }
+  enable (): void { this.#catalog.setEnabled(this.#slot, true) }
+  disable (): void { this.#catalog.setEnabled(this.#slot, false) }
+  update (changes: Partial<D> & { handler?: H, enabled?: boolean }): void { this.#catalog.update(this.#slot, changes) }
+  remove (): void { if (!this.#slot.removed) this.#catalog.remove(this.#slot.key) }
+}
+
+type AnyToolDefinition = ToolDefinition<ToolSchema | undefined, ToolSchema | undefined>
+type AnyToolHandler = ToolEntry['handler']
+
+class ToolHandleImpl extends Handle<AnyToolDefinition, AnyToolHandler, ToolEntry> {
+  get name (): string { return this.key }
+}
+class ResourceHandleImpl extends Handle<ResourceDefinition, ResourceHandler, ResourceEntry> implements ResourceHandle {
+  get uri (): string { return this.key }
+}
+class TemplateHandleImpl extends Handle<ResourceTemplateDefinition, TemplateHandler, TemplateEntry> implements ResourceTemplateHandle {
+  get uriTemplate (): string { return this.key }
+}
+class PromptHandleImpl extends Handle<PromptDefinition, PromptHandler, PromptEntry> implements PromptHandle {
+  get name (): string { return this.key }
+}
+
+/**
+ * The registry. Events: `changed` (kind) when a list clients see changes after `start()`, and
  * `resourceUpdated` (uri) when the application reports a resource change.
  */
 export class Registry extends EventEmitter<{ changed: [ListKind], resourceUpdated: [string] }> {
+  /** The enabled tools, by name, in registration order. */
   readonly tools = new Map<string, ToolEntry>()
+  /** The enabled resources, by URI. */
   readonly resources = new Map<string, ResourceEntry>()
+  /** The enabled resource templates, by URI template. */
   readonly templates = new Map<string, TemplateEntry>()
+  /** The enabled prompts, by name. */
   readonly prompts = new Map<string, PromptEntry>()
   #started = false
-  /** @internal Bumped by every change of the lists (lets derived data be cached). */
+  /** @internal Bumped by every change of the registrations (lets derived data be cached). */
   revision = 0
+
+  readonly #changedBound = (kind: ListKind, visible: boolean): void => {
+    this.revision++
+    if (visible && this.#started) this.emit('changed', kind)
+  }
+
+  readonly #tools = new Catalog<AnyToolDefinition, AnyToolHandler, ToolEntry>(this.tools, 'tool', 'tools', d => d?.name, buildTool, this.#changedBound)
+  readonly #resources = new Catalog<ResourceDefinition, ResourceHandler, ResourceEntry>(this.resources, 'resource', 'resources', d => d?.uri, buildResource, this.#changedBound)
+  readonly #templates = new Catalog<ResourceTemplateDefinition, TemplateHandler, TemplateEntry>(this.templates, 'resource template', 'resources', d => d?.uriTemplate, buildTemplate, this.#changedBound)
+  readonly #prompts = new Catalog<PromptDefinition, PromptHandler, PromptEntry>(this.prompts, 'prompt', 'prompts', d => d?.name, buildPrompt, this.#changedBound)
 
   /** @internal Called when the server is ready: later changes are announced. */
   start (): void { this.#started = true }
 
-  #changed (kind: ListKind): void {
-    this.revision++
-    if (this.#started) this.emit('changed', kind)
+  /**
+   * Adds a tool and returns its handle. The handler's arguments are typed from `input` and its
+   * `structuredContent` from `output` (Standard Schema, TypeBox, or an `as const` JSON Schema).
+   */
+  tool<I extends ToolSchema | undefined = undefined, O extends ToolSchema | undefined = undefined> (
+    def: ToolDefinition<I, O>, handler: ToolHandler<I, O>): ToolHandle<I, O> {
+    const slot = this.#tools.add(def as AnyToolDefinition, handler as unknown as AnyToolHandler)
+    return new ToolHandleImpl(this.#tools, slot) as unknown as ToolHandle<I, O>
   }
 
-  /** Adds a tool. The handler's arguments are typed from a TypeBox `input`. */
-  tool<I extends TSchema | Record<string, unknown>> (def: ToolDefinition<I>, handler: ToolHandler<I>): this {
-    if (typeof def !== 'object' || def === null) throw new FST_ERR_MCP_INVALID_DEFINITION('tool', 'definition must be an object')
-    if (typeof def.name !== 'string' || !TOOL_NAME.test(def.name)) {
-      throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `name ${JSON.stringify(def.name)} must be 1–64 characters of [A-Za-z0-9_./-]`)
-    }
-    if (typeof def.description !== 'string') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" needs a description`)
-    if (typeof handler !== 'function') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" needs a handler function`)
-    if (this.tools.has(def.name)) throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" is already registered`)
-    const inputSchema = def.input === undefined ? { type: 'object', properties: {} } : toPlainSchema(def.input)
-    if (inputSchema.type !== 'object') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" input must be an object schema`)
-    checkHeaderParams(def.name, inputSchema)
-    let validateInput: Validator
-    let validateOutput: Validator | null = null
-    let outputSchema: Record<string, unknown> | undefined
-    try {
-      validateInput = compile(inputSchema)
-      if (def.output !== undefined) {
-        outputSchema = toPlainSchema(def.output)
-        validateOutput = compile(outputSchema)
-      }
-    } catch (err) {
-      throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" has an invalid schema: ${(err as Error).message}`)
-    }
-    const descriptor = strip({
-      name: def.name,
-      title: def.title,
-      description: def.description,
-      inputSchema,
-      outputSchema,
-      annotations: def.annotations,
-      icons: def.icons,
-      _meta: def._meta
-    })
-    this.tools.set(def.name, { descriptor, validateInput, validateOutput, handler: handler as ToolHandler<unknown> })
-    this.#changed('tools')
-    return this
-  }
-
-  /** Removes a tool; resolves whether it existed. */
+  /** Removes a tool (enabled or not); whether it existed. */
   removeTool (name: string): boolean {
-    const had = this.tools.delete(name)
-    if (had) this.#changed('tools')
-    return had
+    return this.#tools.remove(name)
   }
 
-  /** Adds a resource with a fixed URI. */
-  resource (def: ResourceDefinition, handler: ResourceHandler): this {
-    if (typeof def?.uri !== 'string' || !URL.canParse(def.uri)) throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `uri ${JSON.stringify(def?.uri)} must be an absolute URI`)
-    if (typeof def.name !== 'string' || def.name === '') throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `"${def.uri}" needs a name`)
-    if (typeof def.description !== 'string') throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `"${def.uri}" needs a description`)
-    if (typeof handler !== 'function') throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `"${def.uri}" needs a handler function`)
-    if (this.resources.has(def.uri)) throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `"${def.uri}" is already registered`)
-    const { cache, ...rest } = def
-    this.resources.set(def.uri, { descriptor: strip({ ...rest }), cache, handler })
-    this.#changed('resources')
-    return this
+  /** Adds a resource with a fixed URI and returns its handle. */
+  resource (def: ResourceDefinition, handler: ResourceHandler): ResourceHandle {
+    return new ResourceHandleImpl(this.#resources, this.#resources.add(def, handler))
   }
 
   removeResource (uri: string): boolean {
-    const had = this.resources.delete(uri)
-    if (had) this.#changed('resources')
-    return had
+    return this.#resources.remove(uri)
   }
 
-  /** Adds an RFC 6570 resource template. */
-  resourceTemplate (def: ResourceTemplateDefinition, handler: TemplateHandler): this {
-    if (typeof def?.uriTemplate !== 'string') throw new FST_ERR_MCP_INVALID_DEFINITION('resource template', 'uriTemplate must be a string')
-    if (typeof def.name !== 'string' || def.name === '') throw new FST_ERR_MCP_INVALID_DEFINITION('resource template', `"${def.uriTemplate}" needs a name`)
-    if (typeof def.description !== 'string') throw new FST_ERR_MCP_INVALID_DEFINITION('resource template', `"${def.uriTemplate}" needs a description`)
-    if (typeof handler !== 'function') throw new FST_ERR_MCP_INVALID_DEFINITION('resource template', `"${def.uriTemplate}" needs a handler function`)
-    if (this.templates.has(def.uriTemplate)) throw new FST_ERR_MCP_INVALID_DEFINITION('resource template', `"${def.uriTemplate}" is already registered`)
-    let compiled
-    try { compiled = compileTemplate(def.uriTemplate) } catch (err) {
-      throw new FST_ERR_MCP_INVALID_DEFINITION('resource template', `"${def.uriTemplate}": ${(err as Error).message}`)
-    }
-    const { complete, ...rest } = def
-    this.templates.set(def.uriTemplate, { descriptor: strip({ ...rest }), compiled, complete: complete ?? {}, handler })
-    this.#changed('resources')
-    return this
+  /** Adds an RFC 6570 resource template and returns its handle. */
+  resourceTemplate (def: ResourceTemplateDefinition, handler: TemplateHandler): ResourceTemplateHandle {
+    return new TemplateHandleImpl(this.#templates, this.#templates.add(def, handler))
   }
 
   removeResourceTemplate (uriTemplate: string): boolean {
-    const had = this.templates.delete(uriTemplate)
-    if (had) this.#changed('resources')
-    return had
+    return this.#templates.remove(uriTemplate)
   }
 
-  /** Adds a prompt. */
-  prompt (def: PromptDefinition, handler: PromptHandler): this {
-    if (typeof def?.name !== 'string' || def.name === '') throw new FST_ERR_MCP_INVALID_DEFINITION('prompt', 'name must be a non-empty string')
-    if (typeof def.description !== 'string') throw new FST_ERR_MCP_INVALID_DEFINITION('prompt', `"${def.name}" needs a description`)
-    if (typeof handler !== 'function') throw new FST_ERR_MCP_INVALID_DEFINITION('prompt', `"${def.name}" needs a handler function`)
-    if (this.prompts.has(def.name)) throw new FST_ERR_MCP_INVALID_DEFINITION('prompt', `"${def.name}" is already registered`)
-    for (const a of def.arguments ?? []) {
-      if (typeof a?.name !== 'string' || a.name === '') throw new FST_ERR_MCP_INVALID_DEFINITION('prompt', `"${def.name}" has an argument without a name`)
-    }
-    const { complete: _c, ...rest } = def
-    this.prompts.set(def.name, { descriptor: strip({ ...rest }), def, handler })
-    this.#changed('prompts')
-    return this
+  /** Adds a prompt and returns its handle. */
+  prompt (def: PromptDefinition, handler: PromptHandler): PromptHandle {
+    return new PromptHandleImpl(this.#prompts, this.#prompts.add(def, handler))
   }
 
   removePrompt (name: string): boolean {
-    const had = this.prompts.delete(name)
-    if (had) this.#changed('prompts')
-    return had
+    return this.#prompts.remove(name)
   }
 
   /**
@@ -294,7 +506,7 @@ export class Registry extends EventEmitter<{ changed: [ListKind], resourceUpdate
    * external state): `notifications/<kind>/list_changed` goes out as for add/remove.
    */
   listChanged (kind: ListKind): void {
-    this.#changed(kind)
+    this.#changedBound(kind, true)
   }
 
   /** Tells subscribers that a resource's content changed (`notifications/resources/updated`). */

@@ -77,6 +77,8 @@ export abstract class BaseContext implements McpContext {
   readonly meta: Record<string, unknown> | undefined
   /** Set when the request's run is over: nothing more goes out on its stream. */
   finished = false
+  /** The handler's data for this request (the 2026-07-28 context restores it from `requestState`). */
+  state: Record<string, unknown> = {}
   protected readonly channel: ResponseChannel
   protected readonly abort: RequestAbort
   #lastProgress = -Infinity

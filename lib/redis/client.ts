@@ -1,10 +1,16 @@
 /**
  * The ioredis clients the plugin makes: how a client that must fail fast is configured (and
- * reports its connection errors instead of letting ioredis print them), and how any client is told
- * apart from connection options.
+ * reports its connection errors instead of letting ioredis print them), and how any client is
+ * told apart from connection options.
+ *
+ * ioredis is an optional peer dependency: an app that does not use Redis need not install it. It
+ * is loaded here, on the first client the plugin makes from a URL or options (a client the app
+ * passes in is used as it is, whichever ioredis version made it); nothing else in the plugin
+ * loads it.
  */
-import { Redis, type RedisOptions } from 'ioredis'
-import type { RedisClient } from './scripts.js'
+import { createRequire } from 'node:module'
+import type { Redis, RedisOptions } from 'ioredis'
+import type { RedisClientLike, RedisConnectionOptions } from './scripts.js'
 
 /**
  * ioredis options of a lock client that fails fast: no offline queue (a command sent while
@@ -21,11 +27,51 @@ export const LOCK_CLIENT_OPTIONS = {
   retryStrategy: (times: number): number => Math.min(50 * times, 1000)
 } as const satisfies RedisOptions
 
-/** Creates a fail-fast lock client (see {@link LOCK_CLIENT_OPTIONS}) from a URL or options. */
-export function createLockClient (connection: string | RedisOptions = {}): Redis {
+/** The part of the ioredis module the plugin uses. */
+interface IoredisModule {
+  Redis: new (...args: unknown[]) => RedisClientLike
+}
+
+let ioredis: IoredisModule | undefined
+
+/**
+ * The app's ioredis (5 or 6), loaded once, on first use.
+ * @throws {Error} naming the package when it is not installed.
+ */
+export function loadIoredis (): IoredisModule {
+  if (ioredis !== undefined) return ioredis
+  try {
+    // CommonJS in both major versions, resolved from the app (a peer dependency). Early 5.x
+    // releases export the class itself (and as `default`), later ones also as `Redis`.
+    type Loaded = IoredisModule['Redis'] & { Redis?: IoredisModule['Redis'], default?: IoredisModule['Redis'] }
+    const loaded = createRequire(import.meta.url)('ioredis') as Loaded
+    ioredis = { Redis: loaded.Redis ?? loaded.default ?? loaded }
+  } catch (err) {
+    const notInstalled = (err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' &&
+      (err as Error).message.startsWith("Cannot find module 'ioredis'")
+    throw new Error(notInstalled
+      ? 'fastify-mcp-http: a Redis URL or Redis options need the "ioredis" package (version 5 or 6), which is not installed. ' +
+        'Install it (npm install ioredis), or pass a client you made yourself.'
+      : `fastify-mcp-http: the "ioredis" package failed to load: ${(err as Error).message}`, { cause: err })
+  }
+  return ioredis
+}
+
+/** Creates a client of the app's ioredis from a URL or options, with `overrides` applied over them. */
+function newRedisClient (connection: string | RedisConnectionOptions = {}, overrides: Record<string, unknown> = {}): RedisClientLike {
+  const { Redis } = loadIoredis()
   return typeof connection === 'string'
-    ? new Redis(connection, { ...LOCK_CLIENT_OPTIONS })
-    : new Redis({ ...connection, ...LOCK_CLIENT_OPTIONS })
+    ? new Redis(connection, { ...overrides })
+    : new Redis({ ...connection, ...overrides })
+}
+
+/**
+ * Creates a fail-fast lock client (see {@link LOCK_CLIENT_OPTIONS}) of the app's ioredis from a URL
+ * or options. TODO(lead): typed as ioredis' `Redis` until the option types take a
+ * RedisClientLike (the patch); then it returns a `RedisClientLike`.
+ */
+export function createLockClient (connection: string | RedisConnectionOptions = {}): Redis {
+  return newRedisClient(connection, LOCK_CLIENT_OPTIONS) as unknown as Redis
 }
 
 /** Where {@link createRedisClient} reports connection errors (a Fastify/pino logger fits). */
@@ -46,14 +92,14 @@ export interface CreateRedisClientOptions {
 }
 
 /**
- * Creates an ioredis client for the session store, the lock or the `redis` option that fails fast
- * while Redis is down ({@link LOCK_CLIENT_OPTIONS}: a request then gets a 503 at once instead of
- * waiting for ioredis' offline queue and retries, about 73 s with its defaults), and has an
- * `'error'` listener (without one ioredis prints "[ioredis] Unhandled error event" on stderr for
- * every failed reconnect). The caller owns the client: `quit()` it when done.
+ * Creates an ioredis client (of the app's ioredis) for the session store, the lock or the `redis`
+ * option that fails fast while Redis is down ({@link LOCK_CLIENT_OPTIONS}: a request then gets a
+ * 503 at once instead of waiting for ioredis' offline queue and retries, about 73 s with its
+ * defaults), and has an `'error'` listener (without one ioredis prints "[ioredis] Unhandled error
+ * event" on stderr for every failed reconnect). The caller owns the client: `quit()` it when done.
  * @param connection a `redis://` / `rediss://` URL, or ioredis options (fail-fast settings win)
  */
-export function createRedisClient (connection: string | RedisOptions = {}, options: CreateRedisClientOptions = {}): Redis {
+export function createRedisClient (connection: string | RedisConnectionOptions = {}, options: CreateRedisClientOptions = {}): Redis {
   const client = createLockClient(connection)
   const log = options.log
   let down = false
@@ -74,8 +120,8 @@ export function createRedisClient (connection: string | RedisOptions = {}, optio
   return client
 }
 
-/** Whether `value` is an ioredis client (standalone, Sentinel or Cluster) rather than options or a URL. */
-export function isRedisClient (value: unknown): value is RedisClient {
+/** Whether `value` is a Redis client (standalone, Sentinel or Cluster) rather than options or a URL. */
+export function isRedisClient<T> (value: T): value is Extract<T, RedisClientLike> {
   return typeof value === 'object' && value !== null &&
-    typeof (value as RedisClient).defineCommand === 'function' && typeof (value as RedisClient).set === 'function'
+    typeof (value as Partial<RedisClientLike>).defineCommand === 'function' && typeof (value as Partial<RedisClientLike>).set === 'function'
 }

@@ -10,10 +10,66 @@
  * record's own when it has one (state handles of a kind with another lifetime); every script that
  * refreshes the TTL prefers it to the store's.
  */
-import type { Cluster, Redis, Result, ClientContext } from 'ioredis'
+import type { ClientContext, Result } from 'ioredis'
 
-/** A standalone, Sentinel or Cluster ioredis client. */
-export type RedisClient = Redis | Cluster
+/**
+ * The Redis client an app hands to the plugin (store, lock, `redis` option): what the plugin calls
+ * on it, as a structural type, so that a client of ioredis 5 or 6, standalone, Sentinel or
+ * Cluster, type-checks whichever copy of ioredis the app has (the plugin's declarations import
+ * nothing from ioredis). `isCluster` is how a Cluster is told apart, not `instanceof`: the app's
+ * ioredis need not be the copy the plugin would load.
+ */
+export interface RedisClientLike {
+  /** `true` on an ioredis Cluster. */
+  readonly isCluster: boolean
+  /** ioredis' connection status (`'ready'` when connected, `'end'` once closed). */
+  readonly status: string
+  /** The options the client was made with. */
+  readonly options: object
+  defineCommand (name: string, definition: { lua: string, numberOfKeys?: number, readOnly?: boolean }): void
+  set (key: string, value: string, px: 'PX', milliseconds: number, nx: 'NX'): Promise<'OK' | null>
+  set (key: string, value: string, px: 'PX', milliseconds: number): Promise<unknown>
+  getdel (key: string): Promise<string | null>
+  del (...keys: string[]): Promise<number>
+  exists (...keys: string[]): Promise<number>
+  xrange (key: string, start: string, end: string): Promise<Array<[id: string, fields: string[]]>>
+  publish (channel: string, message: string): Promise<unknown>
+  spublish (channel: string, message: string): Promise<unknown>
+  subscribe (...channels: string[]): Promise<unknown>
+  unsubscribe (...channels: string[]): Promise<unknown>
+  ssubscribe (...channels: string[]): Promise<unknown>
+  sunsubscribe (...channels: string[]): Promise<unknown>
+  /** A new connection with the same options (ioredis `duplicate()`, on a client or a Cluster). */
+  duplicate (...overrides: any[]): RedisClientLike
+  on (event: string, listener: (...args: any[]) => void): unknown
+  once (event: string, listener: (...args: any[]) => void): unknown
+  off (event: string, listener: (...args: any[]) => void): unknown
+  quit (): Promise<unknown>
+  disconnect (): void
+}
+
+/**
+ * Connection options of a client the plugin creates (ioredis `RedisOptions`; the plugin passes them
+ * through): an object literal, or an ioredis `RedisOptions` value.
+ */
+export type RedisConnectionOptions =
+  | { readonly [option: string]: unknown }
+  | { host?: string, port?: number, path?: string, username?: string, password?: string, db?: number }
+
+/** The scripts {@link defineScripts} adds to a client. */
+export interface McpScripts {
+  mcpSessionCreate (session: string, ttl: number, ...pairs: string[]): Promise<0 | 1>
+  mcpSessionLoad (session: string, ttl: number): Promise<string[] | null>
+  mcpSessionSave (session: string, lock: string, ...args: Array<string | number>): Promise<'ok' | 'gone' | 'fenced'>
+  mcpLockRelease (lock: string, token: string): Promise<0 | 1>
+  mcpLockExtend (lock: string, token: string, ttl: number): Promise<0 | 1>
+  mcpAcquireAndLoad (lock: string, session: string, token: string, lockTtl: number, sessionTtl: number):
+  Promise<[2] | [0, number] | [1, string[]]>
+  mcpSaveAndRelease (session: string, lock: string, ...args: Array<string | number>): Promise<'ok' | 'gone' | 'fenced'>
+}
+
+/** A client with the plugin's scripts defined (what {@link defineScripts} returns). */
+export type RedisClient = RedisClientLike & McpScripts
 
 /**
  * Writes a save: a fenced check, then the changed fields. Shared by `mcpSessionSave` and
@@ -146,6 +202,9 @@ const SCRIPTS = {
   mcpSaveAndRelease: { numberOfKeys: 2, lua: SAVE_AND_RELEASE }
 } as const
 
+// Until every option type takes a RedisClientLike (and the stores hold what defineScripts
+// returns), the scripts are also declared on ioredis' own client types, so that an ioredis 6
+// client is a RedisClient. TODO(lead): goes with the patch that makes the options structural.
 declare module 'ioredis' {
   interface RedisCommander<Context extends ClientContext = { type: 'default' }> {
     mcpSessionCreate (session: string, ttl: number, own: '0' | '1', ...pairs: string[]): Result<0 | 1, Context>
@@ -161,11 +220,13 @@ declare module 'ioredis' {
 
 /**
  * Registers the scripts on a client, once: a client that already has them (because another store
- * or lock shares it) is left as it is.
+ * or lock shares it) is left as it is. Returns the same client, typed with its scripts.
  */
-export function defineScripts (client: RedisClient): void {
-  if (typeof client.mcpSaveAndRelease === 'function') return
+export function defineScripts (client: RedisClientLike): RedisClient {
+  const scripted = client as RedisClient
+  if (typeof scripted.mcpSaveAndRelease === 'function') return scripted
   for (const [name, definition] of Object.entries(SCRIPTS)) {
     client.defineCommand(name, definition)
   }
+  return scripted
 }

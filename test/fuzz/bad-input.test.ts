@@ -104,7 +104,8 @@ app.mcp.tool({ name: 'count', description: 'Reports progress 20 times (each echo
 })
 app.mcp.tool({ name: 'fail', description: 'Throws' }, async () => { throw new Error('boom') })
 app.mcp.tool({ name: 'bad_output', description: 'Breaks its output schema', output: Type.Object({ n: Type.Integer() }) },
-  async () => ({ structuredContent: { n: 'x' } }))
+  // Deliberately wrong: the types refuse it, the run-time check is what this tool exercises.
+  async () => ({ structuredContent: { n: 'x' } as unknown as { n: number } }))
 app.mcp.tool({ name: 'ask', description: 'Elicits (the fuzzer never answers)' }, async (_a, ctx) => {
   const r = await ctx.elicit('q', { message: 'Name?', requestedSchema: { type: 'object', properties: { n: { type: 'string' } } } })
   return r.action

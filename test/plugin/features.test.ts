@@ -17,8 +17,11 @@ function setup (m: McpDecorator): void {
     input: Type.Object({ bad: Type.Optional(Type.Boolean()), omit: Type.Optional(Type.Boolean()) }),
     output: Type.Object({ count: Type.Integer(), label: Type.String() })
   }, async ({ bad, omit }) => {
-    if (omit === true) return { content: [{ type: 'text', text: 'nothing' }] }
-    return { structuredContent: bad === true ? { count: 'three', label: 1 } : { count: 3, label: 'three' } }
+    // `omit` and `bad` break the output schema on purpose (the types refuse both; the run-time
+    // checks are what they exercise).
+    type Stats = { count: number, label: string }
+    if (omit === true) return { content: [{ type: 'text', text: 'nothing' }] } as unknown as { structuredContent: Stats }
+    return { structuredContent: bad === true ? { count: 'three', label: 1 } as unknown as Stats : { count: 3, label: 'three' } }
   })
   m.tool({ name: 'explode', description: 'Throws' }, async () => {
     const err = new Error('database is down')

@@ -1,0 +1,477 @@
+/**
+ * The peer versions an app may already have, each in a fresh project outside the repo: the
+ * plugin's build (declarations and JavaScript of lib/, the same tsc as `npm run build`) installed
+ * next to exact versions of ioredis, TypeBox, zod and ArkType, then
+ *   - consumer .ts files type-checked under `strict` with `skipLibCheck: false` by the repo's
+ *     TypeScript: the handler's arguments and `structuredContent` are inferred from each schema
+ *     library (the `@ts-expect-error` lines fail the check if a type were `any` or `unknown`),
+ *     and each ioredis client (standalone and Cluster) is accepted where the plugin takes one;
+ *   - node scripts against the built JavaScript: schemas validated at call time, zod without a
+ *     JSON Schema converter refused at definition time, the store, lock, bus and event log
+ *     working on an ioredis 5 and an ioredis 6 client (a private redis-server), and an app
+ *     without ioredis serving (and told clearly what is missing when it asks for Redis).
+ *
+ * The projects (the matrix, exact versions):
+ *   oldest   ioredis 5.11.1, @sinclair/typebox 0.33.22, zod 4.2.0 (the first with a converter)
+ *   current  ioredis 6, @sinclair/typebox 0.34, zod 4 (the repo's three), typebox 1.4.3 (the
+ *            `typebox` package), arktype 2.2.10
+ *   zod-4.1  zod 4.1.13 (no JSON Schema converter: refused at definition time)
+ *   noredis  no ioredis at all
+ * The packages come from the npm cache (or the registry, the first time).
+ */
+import t, { type Test } from 'tap'
+import { execFile } from 'node:child_process'
+import { cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { startRedisServer } from '../helpers/redis-server.js'
+
+t.setTimeout(300_000)
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
+
+/**
+ * TODO(lead): the Redis half of the matrix needs the structural option types in files this
+ * branch does not own (lib/options.ts, lib/backends.ts, lib/bus/*, lib/sessions/redis-store.ts,
+ * lib/locks/redis-lock.ts; see the report's patch). Until it is applied the Redis checks run as
+ * `todo` (reported, not failing); the patch sets this to false.
+ */
+const REDIS_PENDING: string | false = 'needs the structural Redis option types (patch in the h/types report)'
+
+const versionOf = async (name: string): Promise<string> =>
+  (JSON.parse(await readFile(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version
+
+/** Environment for npm and node children: none of the test runner's or the parent npm's settings. */
+function childEnv (): NodeJS.ProcessEnv {
+  const env = { ...process.env }
+  for (const key of Object.keys(env)) {
+    if (key === 'NODE_OPTIONS' || key === 'NODE_V8_COVERAGE' || key.startsWith('_TAPJS_') || key.startsWith('TAP_') ||
+      /^npm_(package_|lifecycle_|command$|config_local_prefix$|config_prefix$)/i.test(key)) delete env[key]
+  }
+  return env
+}
+
+interface Run { code: number, stdout: string, stderr: string }
+
+async function run (cmd: string, args: string[], cwd: string, timeout = 180_000): Promise<Run> {
+  return await new Promise((resolve) => {
+    execFile(cmd, args, { cwd, env: childEnv(), timeout, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, stdout, stderr })
+    })
+  })
+}
+
+async function mustRun (cmd: string, args: string[], cwd: string): Promise<Run> {
+  const r = await run(cmd, args, cwd)
+  if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} (in ${cwd}) failed\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`)
+  return r
+}
+
+const work = await mkdtemp(join(tmpdir(), 'mcp-peers-'))
+t.teardown(() => rm(work, { recursive: true, force: true }))
+
+// ---- the build and the packages ---------------------------------------------------------------
+
+const pkg = join(work, 'pkg')
+const store = join(work, 'store')
+
+const VERSIONS = {
+  'ioredis-5': 'ioredis@5.11.1',
+  'ioredis-6': `ioredis@${await versionOf('ioredis')}`,
+  'sinclair-0.33': '@sinclair/typebox@0.33.22',
+  'sinclair-0.34': `@sinclair/typebox@${await versionOf('@sinclair/typebox')}`,
+  'typebox-1': 'typebox@1.4.3',
+  'zod-4.1': 'zod@4.1.13',
+  'zod-4.2': 'zod@4.2.0',
+  'zod-current': `zod@${await versionOf('zod')}`,
+  'arktype-2': 'arktype@2.2.10'
+} as const
+type Alias = keyof typeof VERSIONS
+
+await t.test('build the plugin and install the peer versions', async t => {
+  const repoPkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as Record<string, unknown>
+  await mkdir(pkg, { recursive: true })
+  await mustRun(process.execPath, [TSC, '-p', join(ROOT, 'tsconfig.json'), '--outDir', join(pkg, 'dist')], ROOT)
+  await writeFile(join(pkg, 'package.json'), JSON.stringify({
+    name: repoPkg.name, version: repoPkg.version, type: repoPkg.type, main: repoPkg.main, types: repoPkg.types, exports: repoPkg.exports
+  }, null, 2))
+  await mkdir(store)
+  await writeFile(join(store, 'package.json'), JSON.stringify({ name: 'peers-store', version: '1.0.0', private: true }))
+  await mustRun('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error',
+    ...Object.entries(VERSIONS).map(([alias, spec]) => `${alias}@npm:${spec}`)], store)
+  for (const [alias, spec] of Object.entries(VERSIONS)) {
+    const installed = JSON.parse(await readFile(join(store, 'node_modules', alias, 'package.json'), 'utf8')) as { version: string }
+    t.equal(installed.version, spec.slice(spec.lastIndexOf('@') + 1), `${alias} is ${spec}`)
+  }
+})
+
+/** The plugin's own runtime dependencies and fastify, from the repo (as the pack test does). */
+const FROM_REPO = ['fastify', '@types/node', '@fastify/error', 'ajv', 'ajv-formats', 'fastify-plugin']
+
+/**
+ * A project: the build copied in, the repo's fastify, and the packages `peers` names (under their
+ * real names); `nested` ones go under the plugin's own node_modules (a second copy, as a package
+ * manager installs a dependency whose range the app's version does not meet).
+ */
+async function project (name: string, peers: Partial<Record<string, Alias>>, files: Record<string, string>,
+  nested: Partial<Record<string, Alias>> = {}): Promise<string> {
+  const dir = join(work, name)
+  const modules = join(dir, 'node_modules')
+  await mkdir(modules, { recursive: true })
+  await cp(pkg, join(modules, 'fastify-mcp-http'), { recursive: true })
+  const links: Array<[string, string]> = [
+    ...FROM_REPO.map(n => [n, join(ROOT, 'node_modules', n)] as [string, string]),
+    ...Object.entries(peers).map(([n, alias]) => [n, join(store, 'node_modules', alias as string)] as [string, string]),
+    ...Object.entries(nested).map(([n, alias]) => [join('fastify-mcp-http', 'node_modules', n), join(store, 'node_modules', alias as string)] as [string, string])
+  ]
+  for (const [n, target] of links) {
+    await mkdir(dirname(join(modules, n)), { recursive: true })
+    await symlink(target, join(modules, n), 'dir')
+  }
+  await writeFile(join(dir, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true, type: 'module' }))
+  await writeFile(join(dir, 'tsconfig.json'), JSON.stringify({
+    compilerOptions: {
+      target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', types: ['node'], strict: true, skipLibCheck: false, noEmit: true
+    },
+    files: Object.keys(files).filter(f => f.endsWith('.ts'))
+  }, null, 2))
+  for (const [file, text] of Object.entries(files)) await writeFile(join(dir, file), text)
+  return dir
+}
+
+/** Type-checks a project; the diagnostics by file (relative to the project; others by their path). */
+async function typecheck (dir: string): Promise<Map<string, string[]>> {
+  const { stdout } = await run(process.execPath, [TSC, '-p', 'tsconfig.json', '--pretty', 'false'], dir)
+  const byFile = new Map<string, string[]>()
+  let last = ''
+  for (const line of stdout.split('\n')) {
+    const m = /^(.+?)\(\d+,\d+\): error /.exec(line)
+    if (m !== null) last = m[1] as string
+    else if (line.trim() === '' || last === '') continue
+    byFile.set(last, [...byFile.get(last) ?? [], line])
+  }
+  return byFile
+}
+
+/** Runs a node script of a project; its last stdout line is JSON. */
+async function runScript (dir: string, file: string, args: string[] = []): Promise<any> {
+  const r = await mustRun(process.execPath, [file, ...args], dir)
+  return JSON.parse(r.stdout.trim().split('\n').pop() ?? '')
+}
+
+// ---- the consumer files -------------------------------------------------------------------------
+
+/** Redis: every place that takes a client, with a standalone client and a Cluster. */
+const REDIS_TS = `import Fastify from 'fastify'
+import { Cluster, Redis } from 'ioredis'
+import mcp, { RedisBus, RedisEventLog, RedisSessionLock, RedisSessionStore, type McpPluginOptions } from 'fastify-mcp-http'
+
+const redis = new Redis('redis://127.0.0.1:6379', { lazyConnect: true })
+const cluster = new Cluster([{ host: '127.0.0.1', port: 7000 }], { lazyConnect: true })
+const stores = [new RedisSessionStore({ redis }), new RedisSessionStore({ redis: cluster, prefix: 'app:' })]
+const locks = [
+  new RedisSessionLock({ redis }),
+  new RedisSessionLock({ redis: cluster }),
+  new RedisSessionLock({ redis: 'redis://127.0.0.1:6379' }),
+  new RedisSessionLock({ redis: { host: '127.0.0.1', port: 6379, enableAutoPipelining: true } })
+]
+const bus = [new RedisBus({ redis }), new RedisBus({ redis: cluster })]
+const logs = [new RedisEventLog({ redis }), new RedisEventLog({ redis: cluster, maxEvents: 10 })]
+const options: McpPluginOptions[] = [{ redis }, { redis: cluster }, { redis: 'redis://127.0.0.1:6379' }]
+await Fastify().register(mcp, { redis, sessions: { store: stores[0], lock: locks[0] } })
+// @ts-expect-error not a Redis client
+void new RedisSessionStore({ redis: { get: async () => null } })
+void [bus, logs, options]
+`
+
+/** Schemas: TypeBox 0.x, zod, a tool without input, handles, ctx.state. */
+function schemasTs (o: { typebox: string, zod: boolean, arktype: boolean }): string {
+  return `import Fastify from 'fastify'
+import mcp, { type ToolHandle } from 'fastify-mcp-http'
+${o.typebox !== '' ? `import { Type } from '${o.typebox}'` : ''}
+${o.zod ? "import { z } from 'zod'" : ''}
+${o.arktype ? "import { type } from 'arktype'" : ''}
+
+const app = Fastify()
+await app.register(mcp)
+
+app.mcp.tool({ name: 'none', description: 'No input' }, async (args, ctx) => {
+  const anything: unknown = args.anything
+  ctx.state.seen = anything
+  return JSON.stringify(args)
+})
+${o.typebox === '' ? '' : `
+const tb = app.mcp.tool({
+  name: 'tb',
+  description: 'TypeBox',
+  input: Type.Object({ a: Type.String(), n: Type.Optional(Type.Integer()), tags: Type.Array(Type.Union([Type.Literal('x'), Type.Literal('y')])) }),
+  output: Type.Object({ len: Type.Number() })
+}, async ({ a, n, tags }) => {
+  const s: string = a
+  const m: number | undefined = n
+  const t: Array<'x' | 'y'> = tags
+  // @ts-expect-error a is a string
+  const wrong: number = a
+  void wrong
+  // @ts-expect-error n may be undefined
+  const sure: number = n
+  void sure
+  return { structuredContent: { len: s.length + (m ?? 0) + t.length } }
+})
+tb.disable()
+tb.update({ description: 'TypeBox, updated', handler: async ({ a }) => ({ structuredContent: { len: a.length } }) })
+tb.enable()
+const handle: ToolHandle<any, any> = tb
+void handle
+app.mcp.tool({ name: 'tb_out', description: 'x', output: Type.Object({ len: Type.Number() }) },
+  // @ts-expect-error structuredContent must have the output schema's type
+  async () => ({ structuredContent: { len: 'long' } }))
+app.mcp.tool({ name: 'tb_missing', description: 'x', output: Type.Object({ len: Type.Number() }) },
+  // @ts-expect-error with output, the handler returns structuredContent (or an isError result)
+  async () => 'text')
+// @ts-expect-error the schema has no argument "colour"
+app.mcp.tool({ name: 'paint', description: 'x', input: Type.Object({ sku: Type.String() }) }, async ({ colour }) => String(colour))
+`}${!o.zod ? '' : `
+app.mcp.tool({
+  name: 'zod',
+  description: 'zod',
+  input: z.object({ a: z.string(), when: z.string().transform(s => new Date(s)), seats: z.number().default(1) }),
+  output: z.object({ ok: z.boolean() })
+}, async ({ a, when, seats }) => {
+  const d: Date = when
+  const n: number = seats
+  // @ts-expect-error a is a string
+  const wrong: number = a
+  void wrong
+  return { structuredContent: { ok: d.getTime() > n } }
+})
+app.mcp.tool({ name: 'zod_out', description: 'x', output: z.object({ ok: z.boolean() }) },
+  // @ts-expect-error structuredContent must have the output schema's type
+  async () => ({ structuredContent: { ok: 'yes' } }))
+`}${!o.arktype ? '' : `
+app.mcp.tool({ name: 'ark', description: 'ArkType', input: type({ a: 'string', 'n?': 'number' }) }, async ({ a, n }) => {
+  const s: string = a
+  // @ts-expect-error n may be undefined
+  const sure: number = n
+  void sure
+  return s
+})
+`}`
+}
+
+/** TypeBox 1.x (the \`typebox\` package): arguments and structuredContent inferred from the schema's shape. */
+const TYPEBOX1_TS = `import Fastify from 'fastify'
+import { Type, type Static } from 'typebox'
+import mcp from 'fastify-mcp-http'
+
+const app = Fastify()
+await app.register(mcp)
+const Input = Type.Object({
+  a: Type.String(),
+  n: Type.Optional(Type.Integer()),
+  kind: Type.Union([Type.Literal('x'), Type.Literal('y')]),
+  tags: Type.Array(Type.String()),
+  pair: Type.Tuple([Type.String(), Type.Number()]),
+  nested: Type.Object({ ok: Type.Boolean(), maybe: Type.Union([Type.String(), Type.Null()]) }),
+  dict: Type.Record(Type.String(), Type.Number()),
+  level: Type.Enum(['low', 'high'])
+})
+app.mcp.tool({ name: 'tb1', description: 'TypeBox 1', input: Input, output: Type.Object({ len: Type.Number() }) }, async (args) => {
+  // The inferred arguments are TypeBox's own Static type, both ways.
+  const same: Static<typeof Input> = args
+  const back: typeof args = same
+  void back
+  const s: string = args.a
+  const k: 'x' | 'y' = args.kind
+  const p: [string, number] = args.pair
+  const m: string | null = args.nested.maybe
+  const d: Record<string, number> = args.dict
+  const l: 'low' | 'high' = args.level
+  // @ts-expect-error a is a string
+  const wrong: number = args.a
+  void wrong
+  // @ts-expect-error n may be undefined
+  const sure: number = args.n
+  void sure
+  return { structuredContent: { len: s.length + k.length + p[1] + (m?.length ?? 0) + Object.keys(d).length + l.length } }
+})
+app.mcp.tool({ name: 'tb1_out', description: 'x', output: Type.Object({ len: Type.Number() }) },
+  // @ts-expect-error structuredContent must have the output schema's type
+  async () => ({ structuredContent: { len: 'long' } }))
+`
+
+/** A node script: registers tools of the project's schema libraries and calls them (2025-11-25 session). */
+function schemasRun (o: { typebox: string, zod: 'ok' | 'refused' | false, arktype: boolean, typebox1: boolean }): string {
+  return `import Fastify from 'fastify'
+import mcp from 'fastify-mcp-http'
+${o.typebox !== '' ? `import { Type } from '${o.typebox}'` : ''}
+${o.typebox1 ? "import { Type as Type1 } from 'typebox'" : ''}
+${o.zod !== false ? "import { z } from 'zod'" : ''}
+${o.arktype ? "import { type } from 'arktype'" : ''}
+const app = Fastify()
+await app.register(mcp)
+const out = { tools: {}, calls: {} }
+${o.typebox !== '' ? "app.mcp.tool({ name: 'tb', description: 'x', input: Type.Object({ a: Type.String({ minLength: 2 }) }) }, async ({ a }) => a)" : ''}
+${o.typebox1 ? "app.mcp.tool({ name: 'tb1', description: 'x', input: Type1.Object({ a: Type1.String({ minLength: 2 }) }) }, async ({ a }) => a)" : ''}
+${o.arktype ? "app.mcp.tool({ name: 'ark', description: 'x', input: type({ a: 'string >= 2' }) }, async ({ a }) => a)" : ''}
+${o.zod === 'ok' ? "app.mcp.tool({ name: 'zod', description: 'x', input: z.object({ a: z.string().min(2) }) }, async ({ a }) => a)" : ''}
+${o.zod === 'refused'
+    ? `try {
+  app.mcp.tool({ name: 'zod', description: 'x', input: z.object({ a: z.string().min(2) }) }, async ({ a }) => a)
+  out.zodRefused = null
+} catch (err) { out.zodRefused = { code: err.code, message: err.message } }`
+    : ''}
+const base = { accept: 'application/json, text/event-stream', 'content-type': 'application/json' }
+const post = (headers, body) => app.inject({ method: 'POST', url: '/mcp', headers: { ...base, ...headers }, payload: JSON.stringify(body) })
+const init = await post({}, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'peers', version: '1' } } })
+const session = { 'mcp-session-id': init.headers['mcp-session-id'], 'mcp-protocol-version': '2025-11-25' }
+await post(session, { jsonrpc: '2.0', method: 'notifications/initialized' })
+const list = JSON.parse((await post(session, { jsonrpc: '2.0', id: 1, method: 'tools/list' })).body)
+for (const tool of list.result?.tools ?? []) {
+  out.tools[tool.name] = tool.inputSchema
+  const good = JSON.parse((await post(session, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: tool.name, arguments: { a: 'ok' } } })).body)
+  const bad = JSON.parse((await post(session, { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: tool.name, arguments: { a: 'x' } } })).body)
+  out.calls[tool.name] = { good: good.result, bad: bad.result }
+}
+await app.close()
+console.log(JSON.stringify(out))
+`
+}
+
+/** A node script: store, bus and event log on the app's ioredis client, the lock on a client the plugin makes from a URL. */
+const REDIS_RUN = `import Fastify from 'fastify'
+import { createRequire } from 'node:module'
+import { Redis } from 'ioredis'
+import mcp, { RedisSessionLock, RedisSessionStore } from 'fastify-mcp-http'
+const url = process.argv[2]
+const prefix = 'peers' + Math.random().toString(36).slice(2) + ':'
+const redis = new Redis(url)
+const lock = new RedisSessionLock({ redis: url, prefix })
+const app = Fastify()
+await app.register(mcp, { sessions: { store: new RedisSessionStore({ redis, prefix }), lock }, redis, redisPrefix: prefix, requestStateSecret: 'peers-test-secret-0123456789' })
+app.mcp.tool({ name: 'count', description: 'Counts in the session' }, async (_a, ctx) => {
+  const n = (ctx.session.get('n') ?? 0) + 1
+  ctx.session.set('n', n)
+  await ctx.progress({ progress: n })
+  return String(n)
+})
+await app.ready()
+const base = { accept: 'application/json, text/event-stream', 'content-type': 'application/json' }
+const post = (headers, body) => app.inject({ method: 'POST', url: '/mcp', headers: { ...base, ...headers }, payload: JSON.stringify(body) })
+const init = await post({}, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'peers', version: '1' } } })
+const session = { 'mcp-session-id': init.headers['mcp-session-id'], 'mcp-protocol-version': '2025-11-25' }
+await post(session, { jsonrpc: '2.0', method: 'notifications/initialized' })
+const results = []
+for (const id of [1, 2]) {
+  const res = await post(session, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'count', arguments: {}, _meta: { progressToken: id } } })
+  const last = res.body.trim().split('\\n').filter(l => l.startsWith('data: ')).pop()
+  results.push({ status: res.statusCode, ids: /^id: /m.test(res.body), text: JSON.parse(last.slice(6)).result?.content?.[0]?.text })
+}
+const stored = await redis.keys(prefix + '*')
+await app.close()
+await lock.close()
+await redis.quit()
+const ioredis = createRequire(import.meta.url)('ioredis/package.json').version
+console.log(JSON.stringify({ ioredis, results, keys: stored.length }))
+`
+
+/** A node script of an app without ioredis: serves, and asking for Redis says what is missing. */
+const NO_REDIS_RUN = `import Fastify from 'fastify'
+import mcp, { RedisSessionLock } from 'fastify-mcp-http'
+const out = {}
+const app = Fastify()
+await app.register(mcp)
+app.mcp.tool({ name: 'hi', description: 'x' }, async () => 'hi')
+const res = await app.inject({ method: 'POST', url: '/mcp', headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json' },
+  payload: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } }) })
+out.served = res.statusCode
+await app.close()
+try { new RedisSessionLock({ redis: 'redis://127.0.0.1:1' }); out.lock = null } catch (err) { out.lock = err.message }
+try { await Fastify().register(mcp, { redis: 'redis://127.0.0.1:1' }).ready(); out.plugin = null } catch (err) { out.plugin = err.message }
+console.log(JSON.stringify(out))
+`
+
+// ---- the projects -------------------------------------------------------------------------------
+
+function noErrors (t: Test, byFile: Map<string, string[]>, pick: (file: string) => boolean, what: string): void {
+  const found = [...byFile].filter(([file]) => pick(file)).flatMap(([, lines]) => lines)
+  t.same(found, [], what)
+}
+
+const isDeclaration = (file: string): boolean => file.includes('node_modules/fastify-mcp-http/')
+
+for (const [name, peers, options, nested] of [
+  // The app's ioredis 5 next to a copy of ioredis 6 under the plugin (what npm installs while the
+  // plugin depends on ioredis ^6): the layout of the reported "'Redis' is not assignable".
+  ['oldest', { ioredis: 'ioredis-5', '@sinclair/typebox': 'sinclair-0.33', zod: 'zod-4.2' }, { arktype: false, typebox1: false }, { ioredis: 'ioredis-6' }],
+  ['current', { ioredis: 'ioredis-6', '@sinclair/typebox': 'sinclair-0.34', zod: 'zod-current', arktype: 'arktype-2', typebox: 'typebox-1' },
+    { arktype: true, typebox1: true }, {}]
+] as const) {
+  const nestedNote = Object.keys(nested).length > 0 ? ' (and ioredis 6 under the plugin)' : ''
+  await t.test(`${name}: ${Object.entries(peers).map(([n, a]) => `${n} ${VERSIONS[a].slice(VERSIONS[a].lastIndexOf('@') + 1)}`).join(', ')}${nestedNote}`, async t => {
+    const dir = await project(name, peers, {
+      'redis.ts': REDIS_TS,
+      'schemas.ts': schemasTs({ typebox: '@sinclair/typebox', zod: true, arktype: options.arktype }),
+      ...options.typebox1 ? { 'typebox1.ts': TYPEBOX1_TS } : {},
+      'schemas-run.mjs': schemasRun({ typebox: '@sinclair/typebox', zod: 'ok', arktype: options.arktype, typebox1: options.typebox1 }),
+      'redis-run.mjs': REDIS_RUN
+    }, nested)
+    const diagnostics = await typecheck(dir)
+    noErrors(t, diagnostics, f => f === 'schemas.ts', 'schemas.ts type-checks: arguments and structuredContent inferred')
+    if (options.typebox1) noErrors(t, diagnostics, f => f === 'typebox1.ts', 'TypeBox 1.x: arguments inferred as its Static type, structuredContent checked')
+    t.test('Redis clients type-check', { todo: REDIS_PENDING }, async t => {
+      noErrors(t, diagnostics, f => f === 'redis.ts' || isDeclaration(f), 'redis.ts type-checks against the declarations')
+    })
+    noErrors(t, diagnostics, f => !['redis.ts', 'schemas.ts', 'typebox1.ts'].includes(f) && !isDeclaration(f), 'no other diagnostics (the libraries\' own declarations)')
+
+    const ran = await runScript(dir, 'schemas-run.mjs')
+    const tools = ['tb', 'zod', ...options.arktype ? ['ark'] : [], ...options.typebox1 ? ['tb1'] : []]
+    t.same(Object.keys(ran.calls).sort(), tools.sort(), 'every library\'s tool was listed and called')
+    for (const tool of tools) {
+      t.same(ran.calls[tool]?.good?.content, [{ type: 'text', text: 'ok' }], `${tool}: valid arguments reach the handler`)
+      t.equal(ran.calls[tool]?.bad?.isError, true, `${tool}: invalid arguments are a tool error`)
+      t.match(ran.tools[tool], { type: 'object', properties: { a: { type: 'string', minLength: 2 } } }, `${tool}: advertised as JSON Schema`)
+    }
+
+    await t.test('the store, lock, bus and event log on this ioredis', { todo: REDIS_PENDING }, async t => {
+      const server = await startRedisServer(t)
+      const redis = await runScript(dir, 'redis-run.mjs', [server.url]).catch((err: Error) => ({ error: err.message }))
+      t.equal(redis.ioredis, VERSIONS[peers.ioredis].slice(VERSIONS[peers.ioredis].lastIndexOf('@') + 1), 'the app\'s ioredis ran')
+      t.same(redis.results, [{ status: 200, ids: true, text: '1' }, { status: 200, ids: true, text: '2' }],
+        'two calls on one session: stored, locked, streamed through the event log')
+      t.ok(redis.keys > 0, 'the session is in Redis')
+    })
+  })
+}
+
+await t.test(`zod ${VERSIONS['zod-4.1'].split('@')[1]}: no JSON Schema converter, refused at definition time`, async t => {
+  const dir = await project('zod-4.1', { zod: 'zod-4.1', ioredis: 'ioredis-6' }, {
+    'schemas-run.mjs': schemasRun({ typebox: '', zod: 'refused', arktype: false, typebox1: false })
+  })
+  const ran = await runScript(dir, 'schemas-run.mjs')
+  t.equal(ran.zodRefused?.code, 'FST_ERR_MCP_INVALID_DEFINITION', 'FST_ERR_MCP_INVALID_DEFINITION')
+  t.match(ran.zodRefused?.message, /input is a Standard Schema \(vendor "zod"\) without a JSON Schema converter .*zod ≥ 4\.2/)
+  t.same(ran.tools, {}, 'never listed')
+})
+
+await t.test('noredis: an app without ioredis', async t => {
+  const dir = await project('noredis', {}, {
+    'schemas.ts': schemasTs({ typebox: '', zod: false, arktype: false }),
+    'no-redis-run.mjs': NO_REDIS_RUN
+  })
+  const diagnostics = await typecheck(dir)
+  noErrors(t, diagnostics, f => f === 'schemas.ts', 'a tool without input, ctx.state')
+  t.test('the declarations type-check without ioredis installed', { todo: REDIS_PENDING }, async t => {
+    noErrors(t, diagnostics, isDeclaration, 'no diagnostics in the plugin\'s declarations')
+  })
+  noErrors(t, diagnostics, f => f !== 'schemas.ts' && !isDeclaration(f), 'no other diagnostics')
+
+  await t.test('it serves, and asking for Redis says what is missing', { todo: REDIS_PENDING }, async t => {
+    const out = await runScript(dir, 'no-redis-run.mjs').catch((err: Error) => ({ error: err.message }))
+    t.equal(out.served, 200, 'the plugin loads and serves without ioredis')
+    t.match(out.lock, /need the "ioredis" package \(version 5 or 6\), which is not installed/, 'RedisSessionLock from a URL')
+    t.match(out.plugin, /need the "ioredis" package \(version 5 or 6\), which is not installed/, 'the redis option with a URL')
+  })
+})
