@@ -12,10 +12,9 @@
  * sessions.
  */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
-import type { Redis } from 'ioredis'
 import mcp, {
   createRedisClient, FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
-  type SessionLock, type SessionStore
+  type RedisClientLike, type SessionLock, type SessionStore
 } from '../lib/index.js'
 import { registerDemoTools } from './demo-tools.js'
 
@@ -38,7 +37,7 @@ function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyB
   const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379'
   const timeout = env.MCP_LOCK_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_LOCK_TIMEOUT_MS)
   const ttl = env.MCP_LOCK_TTL_MS === undefined ? undefined : Number(env.MCP_LOCK_TTL_MS)
-  const clients: Redis[] = []
+  const clients: RedisClientLike[] = []
   let store: SessionStore
   switch (storeKind) {
     case 'memory': store = new MemorySessionStore(); break

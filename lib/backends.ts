@@ -5,7 +5,6 @@
  * closes on `app.close()`, each step bounded and never throwing.
  */
 import type { FastifyBaseLogger } from 'fastify'
-import type { Cluster, Redis } from 'ioredis'
 import { MemoryBus, type Bus } from './bus/bus.js'
 import { MemoryEventLog, type EventLog } from './bus/event-log.js'
 import { RedisBus } from './bus/redis-bus.js'
@@ -13,6 +12,7 @@ import { RedisEventLog } from './bus/redis-event-log.js'
 import type { SessionLock } from './locks/session-lock.js'
 import type { ResolvedBackends } from './options.js'
 import { createRedisClient } from './redis/client.js'
+import type { RedisClientLike } from './redis/scripts.js'
 import { MemorySessionStore } from './sessions/memory-store.js'
 import type { SessionStore } from './sessions/session-store.js'
 
@@ -33,9 +33,10 @@ export interface Backends {
 /** Makes the backends the options do not name. */
 export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Backends {
   // A URL makes a client we own; it fails fast while Redis is down (the request gets a 503 at
-  // once) rather than queueing commands.
+  // once) rather than queueing commands. It is a client of the app's ioredis (an optional peer
+  // dependency, loaded only when the plugin makes a client).
   const ownRedis = typeof b.redis === 'string' ? createRedisClient(b.redis, { log }) : undefined
-  const redis: Redis | Cluster | undefined = ownRedis ?? (typeof b.redis === 'object' ? b.redis : undefined)
+  const redis: RedisClientLike | undefined = ownRedis ?? (typeof b.redis === 'object' ? b.redis : undefined)
   const prefix = b.redisPrefix
   const store = b.store ?? new MemorySessionStore()
   const bus = b.bus ?? (redis !== undefined ? new RedisBus({ redis, prefix, log }) : new MemoryBus())

@@ -8,7 +8,7 @@ import type { SessionStore } from './sessions/session-store.js'
 import type { SessionLock } from './locks/session-lock.js'
 import type { Bus } from './bus/bus.js'
 import type { EventLog } from './bus/event-log.js'
-import type { Cluster, Redis } from 'ioredis'
+import type { RedisClientLike } from './redis/scripts.js'
 import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 import type { CacheOptions } from './features/cache-hints.js'
 
@@ -110,12 +110,12 @@ export interface McpPluginOptions {
    */
   maxListenStreamsPerClient?: number
   /**
-   * Redis for many instances: an ioredis client, Cluster, or a URL (then the plugin creates the
+   * Redis for many instances: an ioredis (5 or 6) client, Cluster, or a URL (then the plugin creates the
    * client and closes it on `app.close()`; a client you pass is never closed). Turns on the Redis
    * bus (pub/sub on a dedicated subscriber connection; sharded on Cluster) and the Redis Streams
    * event log, unless `bus` / `eventLog` are given.
    */
-  redis?: Redis | Cluster | string
+  redis?: RedisClientLike | string
   /** Event log bounds: events per stream and age in ms. Defaults 1,000 and 300,000. */
   eventLogOptions?: { maxEvents?: number, ttl?: number }
   /** Key and channel prefix for what the plugin keeps in Redis. Default `mcp:`. */
@@ -130,7 +130,7 @@ export interface McpPluginOptions {
 export interface ResolvedBackends {
   store: SessionStore | undefined
   lock: SessionLock | null
-  redis: Redis | Cluster | string | undefined
+  redis: RedisClientLike | string | undefined
   redisPrefix: string
   bus: Bus | undefined
   eventLog: EventLog | undefined

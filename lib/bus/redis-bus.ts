@@ -13,7 +13,6 @@
  * `forget` deletes both once the handler is done. So Redis holds an answer only while a handler
  * can still want it, whatever the client sends.
  */
-import { Cluster, type ClientContext, type Redis, type Result } from 'ioredis'
 import type { Bus, BusListener, BusMessage } from './bus.js'
 
 /**
@@ -32,15 +31,36 @@ redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
 return 1
 `
 
-declare module 'ioredis' {
-  interface RedisCommander<Context extends ClientContext = { type: 'default' }> {
-    mcpAnswerKeep (expected: string, kept: string, value: string, ttl: number): Result<0 | 1, Context>
-  }
+/**
+ * What the bus calls on a Redis client (structural: an ioredis 5 or 6 client or Cluster, whichever
+ * copy of ioredis made it). A Cluster is told apart by `isCluster`, not `instanceof`.
+ */
+export interface RedisPubSubClient {
+  readonly isCluster: boolean
+  set (key: string, value: string, px: 'PX', milliseconds: number): Promise<unknown>
+  getdel (key: string): Promise<string | null>
+  publish (channel: string, message: string): Promise<unknown>
+  spublish (channel: string, message: string): Promise<unknown>
+  subscribe (...channels: string[]): Promise<unknown>
+  unsubscribe (...channels: string[]): Promise<unknown>
+  ssubscribe (...channels: string[]): Promise<unknown>
+  sunsubscribe (...channels: string[]): Promise<unknown>
+  duplicate (...overrides: any[]): RedisPubSubClient
+  on (event: string, listener: (...args: any[]) => void): unknown
+  quit (): Promise<unknown>
+  disconnect (): void
+  del (...keys: string[]): Promise<number>
+  defineCommand (name: string, definition: { lua: string, numberOfKeys?: number }): void
+}
+
+/** The script {@link RedisBus} defines on the publishing client. */
+interface AnswerScript {
+  mcpAnswerKeep (expected: string, kept: string, value: string, ttl: number): Promise<0 | 1>
 }
 
 export interface RedisBusOptions {
-  /** Publishing client (standalone, Sentinel or Cluster). Never closed by the bus. */
-  redis: Redis | Cluster
+  /** Publishing client (ioredis 5 or 6: standalone, Sentinel or Cluster). Never closed by the bus. */
+  redis: RedisPubSubClient
   /** Channel prefix (default `'mcp:'`). */
   prefix?: string
   /** Logger for dropped or malformed messages. */
@@ -53,8 +73,8 @@ const CLOSE_TIMEOUT = 1000
 /** Bus over Redis pub/sub (see module doc). */
 export class RedisBus implements Bus {
   readonly prefix: string
-  readonly #pub: Redis | Cluster
-  readonly #sub: Redis | Cluster
+  readonly #pub: RedisPubSubClient
+  readonly #sub: RedisPubSubClient
   readonly #sharded: boolean
   readonly #listeners = new Map<string, Set<BusListener>>()
   /** Pending SUBSCRIBE/UNSUBSCRIBE per channel, so a quick unsubscribe+subscribe keeps order. */
@@ -66,9 +86,10 @@ export class RedisBus implements Bus {
     this.#pub = options.redis
     this.prefix = options.prefix ?? 'mcp:'
     this.#log = options.log
-    this.#sharded = options.redis instanceof Cluster
-    if (typeof this.#pub.mcpAnswerKeep !== 'function') {
-      this.#pub.defineCommand('mcpAnswerKeep', { numberOfKeys: 2, lua: KEEP_EXPECTED })
+    this.#sharded = options.redis.isCluster === true
+    const scripted = options.redis as RedisPubSubClient & Partial<AnswerScript>
+    if (typeof scripted.mcpAnswerKeep !== 'function') {
+      scripted.defineCommand('mcpAnswerKeep', { numberOfKeys: 2, lua: KEEP_EXPECTED })
     }
     // The subscriber is ours: created here, closed in close(). It keeps an offline queue and has
     // no command timeout even when the publishing client is fail-fast (LOCK_CLIENT_OPTIONS): a
@@ -76,8 +97,8 @@ export class RedisBus implements Bus {
     // it, not fail. It still fails in a real outage, once the client gives up reconnecting
     // (after its maxRetriesPerRequest).
     this.#sub = this.#sharded
-      ? (options.redis as Cluster).duplicate(undefined, { shardedSubscribers: true, enableOfflineQueue: true, redisOptions: { commandTimeout: undefined } })
-      : (options.redis as Redis).duplicate({ enableOfflineQueue: true, commandTimeout: undefined })
+      ? options.redis.duplicate(undefined, { shardedSubscribers: true, enableOfflineQueue: true, redisOptions: { commandTimeout: undefined } })
+      : options.redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined })
     const onMessage = (channel: string, text: string): void => { this.#dispatch(channel, text) }
     this.#sub.on(this.#sharded ? 'smessage' : 'message', onMessage)
     // Errors are reported through commands; an 'error' listener keeps ioredis from printing them.
@@ -110,8 +131,8 @@ export class RedisBus implements Bus {
   async publish (channel: string, message: BusMessage): Promise<void> {
     const name = this.channelName(channel)
     const text = JSON.stringify(message)
-    if (this.#sharded) await (this.#pub as Cluster).spublish(name, text)
-    else await (this.#pub as Redis).publish(name, text)
+    if (this.#sharded) await this.#pub.spublish(name, text)
+    else await this.#pub.publish(name, text)
   }
 
   async subscribe (channel: string, listener: BusListener): Promise<() => Promise<void>> {
@@ -125,7 +146,7 @@ export class RedisBus implements Bus {
     }
     set.add(listener)
     try {
-      if (fresh) await this.#queue(name, () => this.#sharded ? (this.#sub as Cluster).ssubscribe(name) : (this.#sub as Redis).subscribe(name))
+      if (fresh) await this.#queue(name, () => this.#sharded ? this.#sub.ssubscribe(name) : this.#sub.subscribe(name))
       else await this.#pending.get(name)
     } catch (err) {
       // Not subscribed (Redis down): forget the listener, so that the next subscribe to this
@@ -144,7 +165,7 @@ export class RedisBus implements Bus {
       if (current.size > 0) return
       this.#listeners.delete(name)
       if (this.#closed) return
-      await this.#queue(name, () => this.#sharded ? (this.#sub as Cluster).sunsubscribe(name) : (this.#sub as Redis).unsubscribe(name))
+      await this.#queue(name, () => this.#sharded ? this.#sub.sunsubscribe(name) : this.#sub.unsubscribe(name))
         .catch(() => {})
     }
   }
@@ -166,7 +187,7 @@ export class RedisBus implements Bus {
   }
 
   async keep (sid: string, key: string, value: string, ttl: number): Promise<boolean> {
-    return await this.#pub.mcpAnswerKeep(this.#expectedKey(sid, key), this.#keptKey(sid, key), value, Math.max(1, Math.floor(ttl))) === 1
+    return await (this.#pub as RedisPubSubClient & AnswerScript).mcpAnswerKeep(this.#expectedKey(sid, key), this.#keptKey(sid, key), value, Math.max(1, Math.floor(ttl))) === 1
   }
 
   async take (sid: string, key: string): Promise<string | null> {

@@ -5,10 +5,19 @@
  * (`XADD … 0-*`: ms part 0, sequence auto-incremented), bounded by length (`MAXLEN`) and age
  * (the key's TTL, refreshed on every append). Needs Redis ≥ 7.0.
  */
-import type { ClientContext, Cluster, Redis, Result } from 'ioredis'
 import { parseEventId, type EventLog, type EventLogOptions, type Replay } from './event-log.js'
 
-type RedisClient = Redis | Cluster
+/** What the event log calls on a Redis client (structural: an ioredis 5 or 6 client or Cluster). */
+export interface RedisStreamsClient {
+  defineCommand (name: string, definition: { lua: string, numberOfKeys?: number }): void
+  xrange (key: string, start: string, end: string): Promise<Array<[id: string, fields: string[]]>>
+}
+
+/** The client once the log's scripts are defined on it. */
+interface ScriptedClient extends RedisStreamsClient {
+  mcpEventAppend (stream: string, set: string, field: string, data: string, maxLen: number, ttl: number, streamId: string): Promise<string>
+  mcpEventDrop (set: string, streamPrefix: string): Promise<number>
+}
 
 // KEYS[1] stream, KEYS[2] the session's set of stream ids
 // ARGV[1] field ('start' marker, 'd' data, 'end' marker), ARGV[2] data, ARGV[3] max length,
@@ -29,29 +38,22 @@ redis.call('DEL', KEYS[1])
 return #ids
 `
 
-declare module 'ioredis' {
-  interface RedisCommander<Context extends ClientContext = { type: 'default' }> {
-    mcpEventAppend (stream: string, set: string, field: string, data: string, maxLen: number, ttl: number, streamId: string): Result<string, Context>
-    mcpEventDrop (set: string, streamPrefix: string): Result<number, Context>
-  }
-}
-
 export interface RedisEventLogOptions extends EventLogOptions {
-  /** ioredis client (standalone, Sentinel or Cluster); never closed by the log. */
-  redis: RedisClient
+  /** ioredis (5 or 6) client (standalone, Sentinel or Cluster); never closed by the log. */
+  redis: RedisStreamsClient
   /** Key prefix (default `'mcp:'`). */
   prefix?: string
 }
 
 /** Event log in Redis Streams (see module doc). */
 export class RedisEventLog implements EventLog {
-  readonly #redis: RedisClient
+  readonly #redis: ScriptedClient
   readonly #prefix: string
   readonly #maxEvents: number
   readonly #ttl: number
 
   constructor (options: RedisEventLogOptions) {
-    this.#redis = options.redis
+    this.#redis = options.redis as ScriptedClient
     this.#prefix = options.prefix ?? 'mcp:'
     if (this.#prefix.includes('{') || this.#prefix.includes('}')) throw new TypeError('prefix must not contain "{" or "}".')
     this.#maxEvents = options.maxEvents ?? 1000

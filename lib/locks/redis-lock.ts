@@ -19,10 +19,9 @@
  * closed. Its backend errors reject `acquire()` with a `SessionLockError` (cause kept).
  */
 import { randomBytes } from 'node:crypto'
-import type { RedisOptions } from 'ioredis'
 import { createLockClient, isRedisClient } from '../redis/client.js'
 import { DEFAULT_KEY_PREFIX, assertKeyPrefix, lockKey } from '../redis/keys.js'
-import { defineScripts, type RedisClient } from '../redis/scripts.js'
+import { defineScripts, type RedisClient, type RedisClientLike, type RedisConnectionOptions } from '../redis/scripts.js'
 import {
   SessionLockError, SessionLockErrorCodes, SessionLockTimeoutError, alreadyHeldError, backendError, closedError, notHeldError
 } from './errors.js'
@@ -37,12 +36,13 @@ export { LOCK_CLIENT_OPTIONS, createLockClient } from '../redis/client.js'
 /** Options of {@link RedisSessionLock}. */
 export interface RedisSessionLockOptions {
   /**
-   * An ioredis client (standalone, Sentinel or Cluster), never closed by the lock; or a URL or
-   * ioredis options, from which the lock creates a fail-fast client that `close()` closes.
+   * An ioredis (5 or 6) client (standalone, Sentinel or Cluster), never closed by the lock; or a
+   * URL or ioredis options, from which the lock creates a fail-fast client of the app's ioredis
+   * that `close()` closes.
    * An injected client should use {@link LOCK_CLIENT_OPTIONS}, or acquire may hang while Redis is
    * down instead of failing.
    */
-  redis: RedisClient | string | RedisOptions
+  redis: RedisClientLike | string | RedisConnectionOptions
   /** Default acquire timeout in milliseconds (default 30,000; `0` tries once). Must be >= 0. */
   timeout?: number
   /** Lease time-to-live in milliseconds (default 30,000), renewed every ttl/3 while held. */
@@ -134,16 +134,15 @@ export class RedisSessionLock implements SessionLock {
     assertKeyPrefix(prefix)
     this.prefix = prefix
     if (isRedisClient(options.redis)) {
-      this.#client = options.redis
+      this.#client = defineScripts(options.redis)
       this.#ownsClient = false
     } else {
-      this.#client = createLockClient(options.redis)
+      this.#client = defineScripts(createLockClient(options.redis))
       this.#ownsClient = true
       // Without a listener ioredis reports every failed reconnect on stderr; acquire() already
       // reports the failures that matter to the request that hit them.
       this.#client.on('error', () => {})
     }
-    defineScripts(this.#client)
   }
 
   /** The ioredis client this lock uses (its own fail-fast one, or the injected one). */

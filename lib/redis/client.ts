@@ -9,7 +9,7 @@
  * loads it.
  */
 import { createRequire } from 'node:module'
-import type { Redis, RedisOptions } from 'ioredis'
+import type { RedisOptions } from 'ioredis'
 import type { RedisClientLike, RedisConnectionOptions } from './scripts.js'
 
 /**
@@ -65,13 +65,9 @@ function newRedisClient (connection: string | RedisConnectionOptions = {}, overr
     : new Redis({ ...connection, ...overrides })
 }
 
-/**
- * Creates a fail-fast lock client (see {@link LOCK_CLIENT_OPTIONS}) of the app's ioredis from a URL
- * or options. TODO(lead): typed as ioredis' `Redis` until the option types take a
- * RedisClientLike (the patch); then it returns a `RedisClientLike`.
- */
-export function createLockClient (connection: string | RedisConnectionOptions = {}): Redis {
-  return newRedisClient(connection, LOCK_CLIENT_OPTIONS) as unknown as Redis
+/** Creates a fail-fast lock client (see {@link LOCK_CLIENT_OPTIONS}) of the app's ioredis from a URL or options. */
+export function createLockClient (connection: string | RedisConnectionOptions = {}): RedisClientLike {
+  return newRedisClient(connection, LOCK_CLIENT_OPTIONS)
 }
 
 /** Where {@link createRedisClient} reports connection errors (a Fastify/pino logger fits). */
@@ -99,7 +95,7 @@ export interface CreateRedisClientOptions {
  * event" on stderr for every failed reconnect). The caller owns the client: `quit()` it when done.
  * @param connection a `redis://` / `rediss://` URL, or ioredis options (fail-fast settings win)
  */
-export function createRedisClient (connection: string | RedisConnectionOptions = {}, options: CreateRedisClientOptions = {}): Redis {
+export function createRedisClient (connection: string | RedisConnectionOptions = {}, options: CreateRedisClientOptions = {}): RedisClientLike {
   const client = createLockClient(connection)
   const log = options.log
   let down = false

@@ -10,8 +10,6 @@
  * record's own when it has one (state handles of a kind with another lifetime); every script that
  * refreshes the TTL prefers it to the store's.
  */
-import type { ClientContext, Result } from 'ioredis'
-
 /**
  * The Redis client an app hands to the plugin (store, lock, `redis` option): what the plugin calls
  * on it, as a structural type, so that a client of ioredis 5 or 6, standalone, Sentinel or
@@ -58,7 +56,7 @@ export type RedisConnectionOptions =
 
 /** The scripts {@link defineScripts} adds to a client. */
 export interface McpScripts {
-  mcpSessionCreate (session: string, ttl: number, ...pairs: string[]): Promise<0 | 1>
+  mcpSessionCreate (session: string, ttl: number, own: '0' | '1', ...pairs: string[]): Promise<0 | 1>
   mcpSessionLoad (session: string, ttl: number): Promise<string[] | null>
   mcpSessionSave (session: string, lock: string, ...args: Array<string | number>): Promise<'ok' | 'gone' | 'fenced'>
   mcpLockRelease (lock: string, token: string): Promise<0 | 1>
@@ -201,22 +199,6 @@ const SCRIPTS = {
   mcpAcquireAndLoad: { numberOfKeys: 2, lua: ACQUIRE_AND_LOAD },
   mcpSaveAndRelease: { numberOfKeys: 2, lua: SAVE_AND_RELEASE }
 } as const
-
-// Until every option type takes a RedisClientLike (and the stores hold what defineScripts
-// returns), the scripts are also declared on ioredis' own client types, so that an ioredis 6
-// client is a RedisClient. TODO(lead): goes with the patch that makes the options structural.
-declare module 'ioredis' {
-  interface RedisCommander<Context extends ClientContext = { type: 'default' }> {
-    mcpSessionCreate (session: string, ttl: number, own: '0' | '1', ...pairs: string[]): Result<0 | 1, Context>
-    mcpSessionLoad (session: string, ttl: number): Result<string[] | null, Context>
-    mcpSessionSave (session: string, lock: string, ...args: Array<string | number>): Result<'ok' | 'gone' | 'fenced', Context>
-    mcpLockRelease (lock: string, token: string): Result<0 | 1, Context>
-    mcpLockExtend (lock: string, token: string, ttl: number): Result<0 | 1, Context>
-    mcpAcquireAndLoad (lock: string, session: string, token: string, lockTtl: number, sessionTtl: number):
-    Result<[2] | [0, number] | [1, string[]], Context>
-    mcpSaveAndRelease (session: string, lock: string, ...args: Array<string | number>): Result<'ok' | 'gone' | 'fenced', Context>
-  }
-}
 
 /**
  * Registers the scripts on a client, once: a client that already has them (because another store

@@ -13,7 +13,7 @@
  * trips per locked request instead of four.
  */
 import { DEFAULT_KEY_PREFIX, RESERVED_FIELD_PREFIX, VERSION_FIELD, assertKeyPrefix, lockKey, sessionKey } from '../redis/keys.js'
-import { defineScripts, type RedisClient } from '../redis/scripts.js'
+import { defineScripts, type RedisClient, type RedisClientLike } from '../redis/scripts.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
 import {
   SessionDataError, encodeSessionValue,
@@ -23,8 +23,8 @@ import {
 
 /** Options of {@link RedisSessionStore}. */
 export interface RedisSessionStoreOptions extends SessionStoreOptions {
-  /** An ioredis client (standalone, Sentinel or Cluster). The store never closes it. */
-  redis: RedisClient
+  /** An ioredis (5 or 6) client (standalone, Sentinel or Cluster). The store never closes it. */
+  redis: RedisClientLike
   /** Key prefix (default `'mcp:'`). */
   prefix?: string
 }
@@ -43,8 +43,7 @@ export class RedisSessionStore implements SessionStore {
     assertKeyPrefix(prefix)
     this.prefix = prefix
     if (typeof options.redis?.defineCommand !== 'function') throw new TypeError('redis must be an ioredis client.')
-    this.#redis = options.redis
-    defineScripts(this.#redis)
+    this.#redis = defineScripts(options.redis)
   }
 
   /** @throws {TypeError} for a key starting with NUL (reserved) or a value JSON cannot carry. */

@@ -1,5 +1,9 @@
 import t from 'tap'
-import { LOCK_CLIENT_OPTIONS, createRedisClient } from '../../lib/index.js'
+import type { Redis } from 'ioredis'
+import { LOCK_CLIENT_OPTIONS, createRedisClient as create, type CreateRedisClientOptions, type RedisConnectionOptions } from '../../lib/index.js'
+
+/** The plugin types what it makes structurally; here it is the ioredis client it is. */
+const createRedisClient = (connection: RedisConnectionOptions, options?: CreateRedisClientOptions): Redis => create(connection, options) as unknown as Redis
 
 t.test('createRedisClient: the fail-fast settings win over what is passed, and an error listener is always there', async t => {
   const client = createRedisClient({ lazyConnect: true, enableOfflineQueue: true, maxRetriesPerRequest: 20 })
