@@ -1,7 +1,8 @@
 /**
- * The demo's tools: counter_add, counter_get (a per-session counter), ask_name (elicitation on
- * both wires), slow_count (progress and cancellation). No server here: importing this module
- * starts nothing.
+ * The demo's tools: basket_create/basket_add/basket_get/basket_end (shared state on a state handle,
+ * on both wires), counter_add, counter_get (a per-session counter: handshake-era clients), ask_name
+ * (elicitation on both wires), slow_count (progress and cancellation). No server here: importing
+ * this module starts nothing.
  */
 import { Type } from '@sinclair/typebox'
 import type { McpDecorator } from '../lib/index.js'
@@ -19,8 +20,11 @@ const sleep = (ms: number, signal?: AbortSignal): Promise<void> => new Promise((
  * resulting tools/list_changed can be watched arriving on streams held by other instances.
  */
 export function registerDemoTools (mcp: McpDecorator, opts: { admin?: boolean } = {}): void {
+  registerBasketTools(mcp)
+
   mcp.tool({
     name: 'counter_add',
+    session: 'required',
     description: 'Adds `by` to this session\'s counter (after waiting `delayMs`) and returns the new value.',
     input: Type.Object({
       by: Type.Optional(Type.Integer({ default: 1 })),
@@ -37,6 +41,7 @@ export function registerDemoTools (mcp: McpDecorator, opts: { admin?: boolean } 
 
   mcp.tool({
     name: 'counter_get',
+    session: 'required',
     description: 'Returns this session\'s counter.',
     output: Type.Object({ counter: Type.Integer() })
   }, async (_args, ctx) => {
@@ -81,4 +86,65 @@ export function registerDemoTools (mcp: McpDecorator, opts: { admin?: boolean } 
       return `added ${name}`
     })
   }
+}
+
+/** The most items a demo basket holds (the demo's own bound: its state stays small). */
+const MAX_ITEMS = 1000
+
+/**
+ * A shopping basket on a state handle: `basket_create` mints one, the others take it as their
+ * `basket` argument. `basket_add` reads the items, waits `delayMs`, and writes them back — a
+ * read-modify-write that parallel calls on one basket would lose without the lock.
+ */
+export function registerBasketTools (mcp: McpDecorator): void {
+  mcp.handleKind('basket', { ttl: 60 * 60_000 })
+  const basket = Type.String({ description: 'The basket handle basket_create returned.' })
+  const items = Type.Object({ items: Type.Array(Type.String()) })
+
+  mcp.tool({
+    name: 'basket_create',
+    description: 'Creates an empty shopping basket and returns its handle; pass it as `basket` to the other basket tools.',
+    output: Type.Object({ basket: Type.String() })
+  }, async (_args, ctx) => {
+    const id = await ctx.handles.create('basket', { items: [] })
+    return { content: [{ type: 'text', text: id }], structuredContent: { basket: id } }
+  })
+
+  mcp.tool({
+    name: 'basket_add',
+    description: 'Adds an item to a basket (after waiting `delayMs`) and returns the items.',
+    input: Type.Object({
+      basket,
+      item: Type.String({ minLength: 1, maxLength: 200 }),
+      delayMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000, default: 0 }))
+    }),
+    output: items,
+    handle: { argument: 'basket', kind: 'basket' }
+  }, async ({ item, delayMs = 0 }, ctx) => {
+    const before = ctx.handle?.get<string[]>('items') ?? []
+    if (before.length >= MAX_ITEMS) return { content: [{ type: 'text', text: `A basket holds at most ${MAX_ITEMS} items.` }], isError: true }
+    if (delayMs > 0) await sleep(delayMs, ctx.signal)
+    const after = [...before, item]
+    ctx.handle?.set('items', after)
+    return { content: [{ type: 'text', text: after.join(', ') }], structuredContent: { items: after } }
+  })
+
+  mcp.tool({
+    name: 'basket_get',
+    description: 'Returns the items in a basket.',
+    input: Type.Object({ basket }),
+    output: items,
+    handle: { argument: 'basket', kind: 'basket' }
+  }, async (_args, ctx) => {
+    const list = ctx.handle?.get<string[]>('items') ?? []
+    return { content: [{ type: 'text', text: list.join(', ') }], structuredContent: { items: list } }
+  })
+
+  mcp.tool({
+    name: 'basket_end',
+    description: 'Throws a basket away; its handle is no longer valid.',
+    input: Type.Object({ basket })
+  }, async ({ basket: id }, ctx) => {
+    return await ctx.handles.end('basket', id) ? 'Basket thrown away.' : { content: [{ type: 'text', text: 'Unknown or expired basket handle.' }], isError: true }
+  })
 }

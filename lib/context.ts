@@ -71,6 +71,17 @@ export interface ProgressUpdate {
   message?: string
 }
 
+/** Minting and ending state handles from a handler (see `app.mcp.handleKind`). */
+export interface HandleMinter {
+  /**
+   * Mints a handle of `kind`, bound to this request's principal (anonymous when there is none),
+   * with initial application `data`; resolves its id (192 random bits, URL-safe).
+   */
+  create (kind: string, data?: Record<string, unknown>): Promise<string>
+  /** Ends one of this principal's handles of `kind`; resolves whether it existed. */
+  end (kind: string, id: string): Promise<boolean>
+}
+
 /** The context of one handler run. */
 export interface McpContext {
   /** Aborted when the client cancels the request (or the session lock is lost). */
@@ -79,6 +90,13 @@ export interface McpContext {
   readonly request: FastifyRequest
   /** The session handle (handshake-era requests), or `null`. */
   readonly session: SessionHandle | null
+  /**
+   * The state of the handle this call works on (a tool that declares `handle`), held under its
+   * lock for the call (`get/set/has/delete/keys`, written back when the call ends), or `null`.
+   */
+  readonly handle: SessionHandle | null
+  /** Mints and ends state handles. */
+  readonly handles: HandleMinter
   /** The authenticated principal, or `null`. */
   readonly principal: McpPrincipal | null
   /** The JSON-RPC id of the request being handled. */

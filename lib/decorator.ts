@@ -7,6 +7,17 @@ import type { McpPrincipal } from './context.js'
 import { Registry } from './features/registry.js'
 import type { EngineStatus, McpEngine } from './protocol/engine.js'
 import type { SessionHandle } from './sessions/session-handle.js'
+import type { JsonValue } from './sessions/session-store.js'
+
+/** `app.mcp.handles`: state handles from application code (see {@link McpDecorator.handles}). */
+export interface HandleAdmin {
+  /** Mints a handle of `kind` for `principal` (default anonymous) with initial `data`; resolves its id. */
+  create (kind: string, options?: { principal?: McpPrincipal | null, data?: Record<string, unknown> }): Promise<string>
+  /** A handle's application keys, or `null` when unknown, expired, ended (or not `principal`'s). */
+  read (kind: string, id: string, principal?: McpPrincipal | null): Promise<Record<string, unknown> | null>
+  /** Ends a handle; resolves whether it existed (and was `principal`'s, when given). */
+  end (kind: string, id: string, principal?: McpPrincipal | null): Promise<boolean>
+}
 
 /** `fastify.mcp`: the registry of tools, resources and prompts, and helpers. */
 export class McpDecorator extends Registry {
@@ -26,6 +37,22 @@ export class McpDecorator extends Registry {
   /** Sends a notification to every session's GET stream, on every instance. */
   async notifyAll (method: string, params?: Record<string, unknown>): Promise<void> {
     await this.#engine?.notifyAll(method, params)
+  }
+
+  /**
+   * State handles out of band, for application code outside a tool call (an admin route, a job):
+   * no lock is taken. Given a principal (`null`: anonymous), only that principal's handles are
+   * found; without, any.
+   */
+  readonly handles: HandleAdmin = {
+    create: async (kind, options) => await this.#live().handles.create(kind, options?.principal ?? null, options?.data as Record<string, JsonValue>),
+    read: async (kind, id, principal) => await this.#live().handles.read(kind, id, principal),
+    end: async (kind, id, principal) => await this.#live().handles.end(kind, id, principal)
+  }
+
+  #live (): McpEngine {
+    if (this.#engine === null) throw new Error('fastify-mcp-http is not running')
+    return this.#engine
   }
 
   /** What this instance holds right now (counts; 0 when idle). */

@@ -73,7 +73,7 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
 export const fastifyMcp = fp(mcpPlugin, { fastify: '5.x', name: 'fastify-mcp-http' })
 export default fastifyMcp
 
-export { McpDecorator } from './decorator.js'
+export { McpDecorator, type HandleAdmin } from './decorator.js'
 export type { EngineStatus } from './protocol/engine.js'
 export type { McpPluginOptions, SessionOptions, Implementation } from './options.js'
 export type * from './context.js'

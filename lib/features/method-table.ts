@@ -9,7 +9,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { McpContext } from '../context.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
-import { callTool, complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from './methods.js'
+import { callTool, complete, type StateRunner, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from './methods.js'
 import type { Registry } from './registry.js'
 
 /** The results a 2026-07-28 server may give cache hints for. */
@@ -33,6 +33,8 @@ export interface MethodCall {
    * rather than a tool failure (an `isError` result the model sees). `McpError`s always are.
    */
   isProtocolError?: (err: unknown) => boolean
+  /** Runs the tool calls that declare a state handle. */
+  state?: StateRunner
 }
 
 /** A row of the table. */
@@ -51,7 +53,7 @@ const ctxOf = (call: MethodCall): McpContext => call.ctx as McpContext
 /** The table (see the module doc). */
 export const METHODS: ReadonlyMap<string, MethodEntry> = new Map<string, MethodEntry>([
   ['tools/list', { capability: 'tools', context: false, cache: 'tools', handler: (c) => listTools(c.registry, c.params, c.pageSize) }],
-  ['tools/call', { capability: 'tools', context: true, handler: async (c) => await callTool(c.registry, c.params, ctxOf(c), c.log, c.isProtocolError) }],
+  ['tools/call', { capability: 'tools', context: true, handler: async (c) => await callTool(c.registry, c.params, ctxOf(c), c.log, { isProtocolError: c.isProtocolError, state: c.state }) }],
   ['resources/list', { capability: 'resources', context: false, cache: 'resources', handler: (c) => listResources(c.registry, c.params, c.pageSize) }],
   ['resources/templates/list', { capability: 'resources', context: false, cache: 'templates', handler: (c) => listResourceTemplates(c.registry, c.params, c.pageSize) }],
   ['resources/read', { capability: 'resources', context: true, cache: 'read', handler: async (c) => await readResource(c.registry, c.params, ctxOf(c), c.resourceNotFound) }],

@@ -8,7 +8,7 @@ import { InputRequiredSignal, type McpContext } from '../context.js'
 import { FST_ERR_MCP_CAPABILITY } from '../errors.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import { paginate } from './pagination.js'
-import type { CallToolResult, ContentBlock, PromptMessage, Registry, ResourceContents, ResourceReturn, ToolReturn } from './registry.js'
+import type { CallToolResult, ToolEntry, ContentBlock, PromptMessage, Registry, ResourceContents, ResourceReturn, ToolReturn } from './registry.js'
 
 type Params = Record<string, unknown>
 
@@ -65,7 +65,7 @@ function errorResult (text: string): Record<string, unknown> {
  * and what `isProtocolError` picks (the era's protocol errors) are rethrown.
  */
 export async function callTool (registry: Registry, params: Params, ctx: McpContext, log: FastifyBaseLogger,
-  isProtocolError?: (err: unknown) => boolean): Promise<Record<string, unknown>> {
+  options: CallToolOptions = {}): Promise<Record<string, unknown>> {
   if (typeof params.name !== 'string') throw invalid('name must be a string')
   const tool = registry.tools.get(params.name)
   if (tool === undefined) throw invalid(`unknown tool "${params.name}"`)
@@ -74,9 +74,47 @@ export async function callTool (registry: Registry, params: Params, ctx: McpCont
   let input = tool.validateInput(args)
   if (input instanceof Promise) input = await input
   if (!input.ok) return errorResult(`Invalid arguments for tool "${params.name}": ${input.problem}`)
+  if (tool.needsSession && ctx.session === null) {
+    return errorResult(`Tool "${params.name}" needs a session: connect with the MCP handshake (initialize, protocol 2025-11-25 or earlier).`)
+  }
+  const run = async (): Promise<Record<string, unknown>> => await runTool(params.name as string, tool, input.value as Record<string, unknown>, ctx, log, options)
+  if (tool.handle === null) return await run()
+  if (options.state === undefined) throw new Error(`tool "${params.name}" declares a handle, but no state runner serves this call`)
+  const { kind, argument } = tool.handle
+  const out = await options.state.withHandle(kind, (input.value as Record<string, unknown>)[argument], ctx, run)
+  // One text for unknown, expired, ended and someone else's handles: no oracle.
+  return out ?? errorResult(`Unknown or expired ${kind} handle.`)
+}
+
+/**
+ * Runs a tool call's work under a state handle (the protocol layer provides it: it takes the
+ * handle's lock, loads its state, and writes it back when the work ends).
+ */
+export interface StateRunner {
+  /**
+   * Runs `work` with the state of handle `id` of `kind` as `ctx.handle`. Resolves `null`, running
+   * nothing, when the handle is not one this caller may use (unknown, expired, ended, someone
+   * else's, malformed). Throws an `McpError` (503) when what the work changed could not be kept.
+   */
+  withHandle<T> (kind: string, id: unknown, ctx: McpContext, work: () => Promise<T>): Promise<T | null>
+}
+
+/** What `callTool` may be given besides the call. */
+export interface CallToolOptions {
+  /** Whether a handler's error is a protocol error of the era (rethrown), not a tool failure. */
+  isProtocolError?: (err: unknown) => boolean
+  /** Runs the calls of tools that declare a state handle. */
+  state?: StateRunner
+}
+
+/** Runs a tool's handler and checks what it returns (see {@link callTool}). */
+async function runTool (name: string, tool: ToolEntry, args: Record<string, unknown>, ctx: McpContext, log: FastifyBaseLogger,
+  options: CallToolOptions): Promise<Record<string, unknown>> {
+  const isProtocolError = options.isProtocolError
+  const params = { name }
   let result: CallToolResult
   try {
-    result = toolResult(await tool.handler(input.value as Record<string, unknown>, ctx))
+    result = toolResult(await tool.handler(args, ctx))
   } catch (err) {
     if (err instanceof McpError || err instanceof InputRequiredSignal || isProtocolError?.(err) === true || ctx.signal.aborted) throw err
     toolFailed(log, params.name, err)

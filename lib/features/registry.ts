@@ -11,6 +11,8 @@
 import { EventEmitter } from 'node:events'
 import type { McpContext } from '../context.js'
 import { FST_ERR_MCP_INVALID_DEFINITION } from '../errors.js'
+import { kindProblem, type HandleKind } from '../state/handles.js'
+import { toolState, type ToolHandleOption } from './tool-state.js'
 import { compileSchema, type ToolArgs, type ToolSchema, type ToolStructured, type Validator } from './schema.js'
 import { compileTemplate, matchTemplate } from './uri-template.js'
 
@@ -58,6 +60,13 @@ export interface ToolDefinition<I extends ToolSchema | undefined = undefined, O 
   annotations?: ToolAnnotations
   icons?: Icon[]
   _meta?: Record<string, unknown>
+  /**
+   * The argument that carries a state handle, and its kind: the call runs under that handle's lock
+   * with its state as `ctx.handle`; an unknown, expired or foreign handle is an `isError` result.
+   */
+  handle?: ToolHandleOption<Extract<keyof ToolArgs<I>, string>>
+  /** `'required'`: the tool needs a handshake-era session; on the 2026-07-28 wire it answers so (`isError`). */
+  session?: 'required'
 }
 
 export type { ToolArgs, ToolSchema, ToolStructured, SchemaStatic, FromJsonSchema, StandardSchemaV1, StandardSchemaV1Props, StandardJsonSchemaConverter, StandardResult } from './schema.js'
@@ -162,6 +171,10 @@ export interface ToolEntry {
   validateInput: Validator
   validateOutput: Validator | null
   handler: (args: Record<string, unknown>, ctx: McpContext) => ToolReturn | Promise<ToolReturn>
+  /** The argument carrying a state handle, and its kind (see {@link ToolDefinition.handle}). */
+  handle: { argument: string, kind: string } | null
+  /** The tool needs a handshake-era session. */
+  needsSession: boolean
 }
 /** @internal */
 export interface ResourceEntry { descriptor: Record<string, unknown>, cache: ResourceDefinition['cache'], handler: ResourceHandler }
@@ -238,8 +251,8 @@ function checkHeaderParams (tool: string, schema: Record<string, unknown>): void
   }
 }
 
-/** Validates a tool definition and compiles its schemas. */
-function buildTool (def: ToolDefinition<ToolSchema | undefined, ToolSchema | undefined>, handler: unknown): ToolEntry {
+/** Validates a tool definition and compiles its schemas (`kinds`: the registered handle kinds). */
+function buildTool (def: ToolDefinition<ToolSchema | undefined, ToolSchema | undefined>, handler: unknown, kinds: ReadonlyMap<string, HandleKind>): ToolEntry {
   if (typeof def !== 'object' || def === null) throw new FST_ERR_MCP_INVALID_DEFINITION('tool', 'definition must be an object')
   if (typeof def.name !== 'string' || !TOOL_NAME.test(def.name)) {
     throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `name ${JSON.stringify(def.name)} must be 1–64 characters of [A-Za-z0-9_./-]`)
@@ -255,17 +268,25 @@ function buildTool (def: ToolDefinition<ToolSchema | undefined, ToolSchema | und
   }
   if (input.json.type !== 'object') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" input must be an object schema`)
   checkHeaderParams(def.name, input.json)
+  const state = toolState(def.name, def as Parameters<typeof toolState>[1], input.json, kinds)
   const descriptor = strip({
     name: def.name,
     title: def.title,
-    description: def.description,
+    description: state.description,
     inputSchema: input.json,
     outputSchema: output?.json,
     annotations: def.annotations,
     icons: def.icons,
     _meta: def._meta
   })
-  return { descriptor, validateInput: input.validate, validateOutput: output?.validate ?? null, handler: handler as ToolEntry['handler'] }
+  return {
+    descriptor,
+    validateInput: input.validate,
+    validateOutput: output?.validate ?? null,
+    handler: handler as ToolEntry['handler'],
+    handle: state.handle,
+    needsSession: state.needsSession
+  }
 }
 
 function buildResource (def: ResourceDefinition, handler: ResourceHandler): ResourceEntry {
@@ -451,13 +472,33 @@ export class Registry extends EventEmitter<{ changed: [ListKind], resourceUpdate
     if (visible && this.#started) this.emit('changed', kind)
   }
 
-  readonly #tools = new Catalog<AnyToolDefinition, AnyToolHandler, ToolEntry>(this.tools, 'tool', 'tools', d => d?.name, buildTool, this.#changedBound)
+  /** The registered state handle kinds, by name. */
+  readonly handleKinds = new Map<string, HandleKind>()
+
+  readonly #tools = new Catalog<AnyToolDefinition, AnyToolHandler, ToolEntry>(this.tools, 'tool', 'tools', d => d?.name,
+    (d, h) => buildTool(d, h, this.handleKinds), this.#changedBound)
   readonly #resources = new Catalog<ResourceDefinition, ResourceHandler, ResourceEntry>(this.resources, 'resource', 'resources', d => d?.uri, buildResource, this.#changedBound)
   readonly #templates = new Catalog<ResourceTemplateDefinition, TemplateHandler, TemplateEntry>(this.templates, 'resource template', 'resources', d => d?.uriTemplate, buildTemplate, this.#changedBound)
   readonly #prompts = new Catalog<PromptDefinition, PromptHandler, PromptEntry>(this.prompts, 'prompt', 'prompts', d => d?.name, buildPrompt, this.#changedBound)
 
   /** @internal Called when the server is ready: later changes are announced. */
   start (): void { this.#started = true }
+
+  /**
+   * Registers a kind of state handle (`basket`): its handles are minted by tools
+   * (`ctx.handles.create`), passed by clients as an argument that tools declare (`handle`), and
+   * expire after `ttl` ms without use (at least 1000). Register a kind before the tools that
+   * declare it, once.
+   * @throws {FST_ERR_MCP_INVALID_DEFINITION} for a bad name or ttl, or a kind registered already.
+   */
+  handleKind (name: string, options: { ttl: number }): void {
+    // A second is the least that outlives a call's round trip.
+    const problem = kindProblem(name, options, 1000)
+    if (problem !== null) throw new FST_ERR_MCP_INVALID_DEFINITION('handle kind', problem)
+    // Tools describe the lifetime of their kind: it cannot change under them.
+    if (this.handleKinds.has(name)) throw new FST_ERR_MCP_INVALID_DEFINITION('handle kind', `"${name}" is already registered`)
+    this.handleKinds.set(name, { name, ttl: options.ttl })
+  }
 
   /**
    * Adds a tool and returns its handle. The handler's arguments are typed from `input` and its

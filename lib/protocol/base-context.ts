@@ -11,7 +11,7 @@
 import type { FastifyRequest } from 'fastify'
 import {
   LOG_LEVELS,
-  type ElicitResult, type FormElicitParams, type LogLevel, type McpContext, type McpPrincipal, type ProgressUpdate,
+  type ElicitResult, type FormElicitParams, type HandleMinter, type LogLevel, type McpContext, type McpPrincipal, type ProgressUpdate,
   type Root, type SamplingParams, type SamplingResult, type UrlElicitParams
 } from '../context.js'
 import { FST_ERR_MCP_CAPABILITY } from '../errors.js'
@@ -20,6 +20,7 @@ import { isPlainObject } from '../jsonrpc/messages.js'
 import type { ResponseChannel } from './exchange.js'
 import type { RequestAbort } from './request-abort.js'
 import type { SessionHandle } from '../sessions/session-handle.js'
+import type { StateScope } from '../state/state-scope.js'
 
 /** A client capability a request to the client needs: its name, and the `requiredCapabilities` entry. */
 export interface MissingCapability {
@@ -67,6 +68,14 @@ export interface ContextParts {
   meta: Record<string, unknown> | undefined
   channel: ResponseChannel
   abort: RequestAbort
+  /** Makes the `ctx.handles` of a principal (absent: no handle kinds are served). */
+  handles?: (principal: McpPrincipal | null) => HandleMinter
+}
+
+/** `ctx.handles` where no handles are served (a context made outside the engine). */
+const NO_HANDLES: HandleMinter = {
+  create: async () => { throw new TypeError('state handles are not served here') },
+  end: async () => false
 }
 
 /** @internal The shared part of a handler's `ctx` (see the module doc). */
@@ -81,6 +90,9 @@ export abstract class BaseContext implements McpContext {
   state: Record<string, unknown> = {}
   protected readonly channel: ResponseChannel
   protected readonly abort: RequestAbort
+  readonly #makeHandles: ContextParts['handles']
+  #handles: HandleMinter | undefined
+  #handleScope: StateScope | null = null
   #lastProgress = -Infinity
 
   constructor (parts: ContextParts) {
@@ -90,6 +102,7 @@ export abstract class BaseContext implements McpContext {
     this.meta = parts.meta
     this.channel = parts.channel
     this.abort = parts.abort
+    this.#makeHandles = parts.handles
   }
 
   abstract readonly session: SessionHandle | null
@@ -101,6 +114,25 @@ export abstract class BaseContext implements McpContext {
   abstract closeSSEStream (retryMs?: number): void
 
   get signal (): AbortSignal { return this.abort.signal }
+
+  get handles (): HandleMinter {
+    this.#handles ??= this.#makeHandles?.(this.principal) ?? NO_HANDLES
+    return this.#handles
+  }
+
+  get handle (): SessionHandle | null { return this.#handleScope?.handle ?? null }
+
+  /** @internal The scope of the state handle this call works on, or `null`. */
+  get handleScope (): StateScope | null { return this.#handleScope }
+
+  /** @internal Sets (or clears) the state handle scope of this call. */
+  useHandle (scope: StateScope | null): void { this.#handleScope = scope }
+
+  /**
+   * @internal Whether this run will be repeated from the start (a 2026-07-28 run that asked the
+   * client for input): what it changed is not kept.
+   */
+  get repeats (): boolean { return false }
 
   get #closed (): boolean { return this.finished || this.channel.done || this.abort.aborted }
 

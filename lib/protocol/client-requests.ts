@@ -11,6 +11,7 @@ import type { ResolvedOptions } from '../options.js'
 import type { ClientRequester, LegacyContext } from './legacy-context.js'
 import { McpError } from '../jsonrpc/errors.js'
 import { reportClose, unkeptAnswer } from './legacy-session.js'
+import { handleRefusal, reportHandleClose } from './handle-calls.js'
 
 /** The most of a client's answer a log line carries (JSON characters). */
 const LOGGED_ANSWER = 4096
@@ -50,7 +51,7 @@ export class ClientRequests implements ClientRequester {
       await this.#hub.topics.ready(sid)
       // Saved and released before the wait; if what the handler changed could not be kept, it
       // stops here, and the scope stays closed (nothing more is written for this request).
-      if (ctx.scope.held) { await this.#suspend(ctx); suspended = true }
+      if (ctx.scope.held || ctx.handleScope?.held === true) { await this.#suspend(ctx); suspended = true }
     } catch (err) {
       answer.catch(() => {})
       cancel(err as Error)
@@ -77,8 +78,18 @@ export class ClientRequests implements ClientRequester {
     return (msg.result ?? {}) as Record<string, unknown>
   }
 
-  /** Saves and releases before the wait; a save that did not keep the changes stops the handler. */
+  /**
+   * Saves and releases before the wait, the state handle first (the reverse of the lock order); a
+   * save that did not keep the changes stops the handler.
+   */
   async #suspend (ctx: LegacyContext): Promise<void> {
+    const handle = ctx.handleScope
+    if (handle !== null) {
+      const closed = await handle.suspend()
+      reportHandleClose(closed, ctx.request.log, handle.id)
+      if (closed.status === 'failed') throw handleRefusal.storeDown()
+      if (closed.status === 'fenced' || closed.status === 'lost') throw handleRefusal.lost()
+    }
     const closed = await ctx.scope.suspend()
     reportClose(closed, ctx.request.log, ctx.scope.id)
     const unkept = unkeptAnswer(closed, undefined)
@@ -86,17 +97,20 @@ export class ClientRequests implements ClientRequester {
   }
 
   /**
-   * Takes the session back (ahead of newer requests of this process). When it cannot be had, the
-   * handler gets FST_ERR_MCP_SESSION_BUSY, the session is left untouched, and the client's answer,
+   * Takes the session back (ahead of newer requests of this process), then the state handle the
+   * call works on (the lock order). When either cannot be had, the handler gets
+   * FST_ERR_MCP_SESSION_BUSY, what it could not take back is never written, and the client's answer,
    * which nobody will use, is logged rather than dropped in silence.
    */
   async #resume (ctx: LegacyContext, method: string, answer: Record<string, unknown> | undefined): Promise<void> {
-    try {
-      await ctx.scope.resume()
-    } catch (err) {
-      ctx.request.log.warn({ err, sessionId: ctx.scope.id, method, answer: answer === undefined ? undefined : logged(answer) },
-        'could not take the session back after the client answered; the answer is dropped and the session left as it was')
-      throw new FST_ERR_MCP_SESSION_BUSY((err as Error).message)
-    }
+    let failed: unknown
+    await ctx.scope.resume().catch((err: unknown) => { failed = err })
+    // Taken back even when the session was not: nothing else is held, and the handle's scope must
+    // count as lost (its changes never written) if it cannot be.
+    await ctx.handleScope?.resume().catch((err: unknown) => { failed ??= err })
+    if (failed === undefined) return
+    ctx.request.log.warn({ err: failed, sessionId: ctx.scope.id, method, answer: answer === undefined ? undefined : logged(answer) },
+      'could not take the session or handle back after the client answered; the answer is dropped and the state left as it was')
+    throw new FST_ERR_MCP_SESSION_BUSY((failed as Error).message)
   }
 }

@@ -17,7 +17,9 @@ import type { SessionLock } from '../locks/session-lock.js'
 import type { ResolvedOptions } from '../options.js'
 import { GcPolicy } from '../sessions/gc.js'
 import type { SessionStore } from '../sessions/session-store.js'
+import { StateHandles } from '../state/handles.js'
 import { StateBackend } from '../state/state-scope.js'
+import { HandleCalls } from './handle-calls.js'
 import type { Exchange } from './exchange.js'
 import { LegacyWire } from './legacy.js'
 import { deleteSession, openGetStream, type StreamDeps } from './legacy-streams.js'
@@ -49,26 +51,30 @@ export interface EngineStatus {
 /** @internal See the module doc. */
 export class McpEngine {
   readonly hub: Hub
+  /** The state handles (out-of-band reads and ends: `app.mcp.handles`). */
+  readonly handles: StateHandles
   readonly #legacy: LegacyWire
   readonly #modern: ModernWire
   readonly #streams: StreamDeps
   readonly #bus: Bus
   readonly #subscription: Promise<() => Promise<void>>
-  /** The backend, when a lock is configured (its wait is worth a log field). */
 
   constructor (d: EngineDeps) {
     const { opts, registry, logger } = d
     this.#bus = d.bus
     this.hub = new Hub(d.bus, logger, { clientRequestTimeout: opts.clientRequestTimeout })
     const sessions = new StateBackend(d.store, d.lock)
+    // Handles live in the sessions' store and lock, under their own keys.
+    this.handles = new StateHandles(sessions, registry.handleKinds)
+    const handles = new HandleCalls(this.handles)
     const capabilities = serverCapabilities(registry)
     const gc = new GcPolicy({ gcProbability: opts.gcProbability, gcDivisor: opts.gcDivisor })
     const maybeGc = (log: FastifyBaseLogger): void => { gc.maybeRun(d.store, log) }
-    this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc })
+    this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles })
     this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
     const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
-    this.#modern = new ModernWire({ opts, registry, sealer, capabilities, cache, logger })
+    this.#modern = new ModernWire({ opts, registry, sealer, capabilities, cache, logger, handles })
     this.#subscription = d.bus.subscribe(BROADCAST_CHANNEL, (m) => { this.#onBroadcast(m) })
     // An instance started while the bus is down keeps running (and logs); it must not crash.
     this.#subscription.catch((err: unknown) => logger.error({ err }, 'broadcast subscription failed'))

@@ -18,6 +18,7 @@ import { K } from '../sessions/session-handle.js'
 import type { StateBackend, StateScope } from '../state/state-scope.js'
 import { ClientRequests } from './client-requests.js'
 import type { Exchange, ResponseChannel } from './exchange.js'
+import type { HandleCalls } from './handle-calls.js'
 import { LegacyContext } from './legacy-context.js'
 import { initialize } from './legacy-initialize.js'
 import { LeaseLostError, busDown, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './legacy-session.js'
@@ -41,6 +42,8 @@ export interface LegacyDeps {
   logger: FastifyBaseLogger
   capabilities: () => Record<string, unknown>
   maybeGc: (log: FastifyBaseLogger) => void
+  /** Tool calls on state handles, and `ctx.handles`. */
+  handles: HandleCalls
 }
 
 /** The requests of one POST, registered as in flight before it waits for the session. */
@@ -233,7 +236,8 @@ export class LegacyWire {
     const request = run.exchange.request
     const { abort, untrack } = run.tracked.requests.get(msg) as { abort: RequestAbort, untrack: () => void }
     const ctx = new LegacyContext(this.#clientRequests, run.scope, {
-      request, principal: run.principal, requestId: msg.id, meta: msg.params?._meta as Record<string, unknown> | undefined, channel: run.channel, abort
+      request, principal: run.principal, requestId: msg.id, meta: msg.params?._meta as Record<string, unknown> | undefined, channel: run.channel, abort,
+      handles: this.#d.handles.minter
     })
     try {
       const result = await this.#dispatch(run.scope, msg, ctx, request.log)
@@ -270,7 +274,7 @@ export class LegacyWire {
     if (entry !== undefined) {
       needCapability(caps, entry.capability, msg.method)
       return await entry.handler({
-        registry: this.#d.registry, params, ctx: entry.context ? ctx : null, pageSize: this.#d.opts.pageSize, log,
+        registry: this.#d.registry, params, ctx: entry.context ? ctx : null, pageSize: this.#d.opts.pageSize, log, state: this.#d.handles,
         resourceNotFound: (uri) => new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri })
       })
     }

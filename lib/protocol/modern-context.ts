@@ -93,6 +93,9 @@ export class ModernContext extends BaseContext {
   /** @internal Whether the run asked the client for input. */
   get asked (): boolean { return this.#asked !== null }
 
+  /** A run that asked for input is repeated with the answers: what it changed is not kept. */
+  override get repeats (): boolean { return this.asked }
+
   /** @internal The `input_required` result of a run that asked for input. */
   inputRequired (): Record<string, unknown> {
     return {

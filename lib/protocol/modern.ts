@@ -18,6 +18,7 @@ import type { Exchange, ResponseChannel } from './exchange.js'
 import { ListenStreams } from './listen.js'
 import { META_CAPS, META_LOG, META_SERVER, MODERN_VERSIONS } from './meta.js'
 import { checkNotificationEnvelope, checkRequestEnvelope, refuseUnservable } from './modern-headers.js'
+import type { HandleCalls } from './handle-calls.js'
 import { ModernContext } from './modern-context.js'
 import { RequestAbort } from './request-abort.js'
 import type { StateSealer } from './request-state.js'
@@ -29,6 +30,8 @@ export interface ModernDeps {
   capabilities: () => Record<string, unknown>
   cache: (what: CacheKind, uri?: string) => CacheHint
   logger: FastifyBaseLogger
+  /** Tool calls on state handles, and `ctx.handles`. */
+  handles: HandleCalls
 }
 
 /** A response and the HTTP status for it. */
@@ -155,11 +158,11 @@ export class ModernWire {
     const params = r.msg.params ?? {}
     const request = r.exchange.request
     const ctx = entry.context
-      ? new ModernContext({ request, msg: r.msg, caps: r.caps, logLevel: r.logLevel, principal: r.principal, channel: r.channel, abort: r.abort, sealer: this.#d.sealer, requestId: r.msg.id, meta: params._meta as Record<string, unknown> })
+      ? new ModernContext({ request, msg: r.msg, caps: r.caps, logLevel: r.logLevel, principal: r.principal, channel: r.channel, abort: r.abort, sealer: this.#d.sealer, requestId: r.msg.id, meta: params._meta as Record<string, unknown>, handles: this.#d.handles.minter })
       : null
     let result: Record<string, unknown>
     try {
-      result = await entry.handler({ registry, params, ctx, pageSize: opts.pageSize, log: request.log, resourceNotFound, isProtocolError: isClientCapabilityError })
+      result = await entry.handler({ registry, params, ctx, pageSize: opts.pageSize, log: request.log, resourceNotFound, isProtocolError: isClientCapabilityError, state: this.#d.handles })
     } catch (err) {
       if (!(err instanceof InputRequiredSignal) || ctx?.asked !== true) throw err
       result = {}

@@ -48,9 +48,14 @@ export function handleKey (kind: string, id: string): string {
   return `~${kind}~${id}`
 }
 
-/** Whether `name` may name a kind. */
-export function isKindName (name: unknown): name is string {
-  return typeof name === 'string' && KIND.test(name)
+/**
+ * What is wrong with a kind's name or options (`minTtl`: the least TTL accepted, ms), or `null`.
+ */
+export function kindProblem (name: unknown, options: HandleKindOptions | undefined, minTtl = 1): string | null {
+  if (typeof name !== 'string' || !KIND.test(name)) return `${JSON.stringify(name)}: a handle kind is 1–32 characters of [a-z0-9_], starting with a letter`
+  const ttl = options?.ttl
+  if (typeof ttl !== 'number' || !Number.isInteger(ttl) || ttl < minTtl) return `"${name}": ttl must be an integer number of milliseconds, at least ${minTtl}`
+  return null
 }
 
 /** The owner recorded for a principal (anonymous: `null`). */
@@ -59,10 +64,12 @@ const ownerOf = (principal: HandlePrincipal): string | null => principal?.id ?? 
 /** State handles on one state backend (see the module doc). */
 export class StateHandles {
   readonly #backend: StateBackend
-  readonly #kinds = new Map<string, HandleKind>()
+  readonly #kinds: Map<string, HandleKind>
 
-  constructor (backend: StateBackend) {
+  /** `kinds`: the registered kinds (the registry's; {@link define} adds to it). */
+  constructor (backend: StateBackend, kinds: Map<string, HandleKind> = new Map()) {
     this.#backend = backend
+    this.#kinds = kinds
   }
 
   /**
@@ -70,10 +77,8 @@ export class StateHandles {
    * @throws {TypeError} for a bad name or TTL.
    */
   define (name: string, options: HandleKindOptions): HandleKind {
-    if (!isKindName(name)) throw new TypeError('a handle kind is 1–32 characters of [a-z0-9_], starting with a letter')
-    if (typeof options?.ttl !== 'number' || !Number.isInteger(options.ttl) || options.ttl < 1) {
-      throw new TypeError(`handle kind "${name}": ttl must be a positive integer (ms)`)
-    }
+    const problem = kindProblem(name, options)
+    if (problem !== null) throw new TypeError(`handle kind ${problem}`)
     const kind = { name, ttl: options.ttl }
     this.#kinds.set(name, kind)
     return kind

@@ -196,6 +196,18 @@ export class StateScope {
   }
 
   /**
+   * Ends the scope without writing what the work changed (a run that will be repeated from the
+   * start, such as a 2026-07-28 `input_required` round), and releases the lease.
+   */
+  async abandon (): Promise<CloseResult> {
+    if (this.#closed) return UNCHANGED
+    this.#closed = true
+    const lease = this.#lease
+    this.#lease = null
+    return withRelease({ status: 'unchanged' }, await release(lease))
+  }
+
+  /**
    * Before waiting for the client: saves and releases (see {@link close}), so that the session's
    * other requests, the client's answer among them, are not blocked by the wait.
    */

@@ -57,7 +57,7 @@ for (const era of ['2025-11-25', '2026-07-28']) {
     t.same((await client.callTool('two_questions')).content, [{ type: 'text', text: 'red L' }])
     t.match((await client.callTool('summarize', { text: 'long text' })).content[0], { text: /short/ })
     t.same((await client.callTool('where')).content, [{ type: 'text', text: 'file:///work' }])
-    t.equal((await client.listTools()).length, 8)
+    t.equal((await client.listTools()).length, 12)
     await client.close()
   })
 
@@ -103,11 +103,15 @@ t.test('handshake era: session state carries across calls (ctx.session), with an
   }
 })
 
-t.test('2026-07-28: no session (ctx.session is null)', async (t) => {
+t.test('2026-07-28: no session; a tool that needs one says so, state goes on a handle', async (t) => {
   const app = await build(t)
   const client = injectClient(app, { protocolVersion: '2026-07-28' })
-  await client.callTool('counter_add', { by: 2 })
-  t.same((await client.callTool('counter_add', { by: 3 })).structuredContent, { counter: 3 })
+  const r = await client.callTool('counter_add', { by: 2 })
+  t.equal(r.isError, true)
+  t.match(r.content[0], { text: /needs a session/ })
+  const basket = (await client.callTool('basket_create')).structuredContent?.basket as string
+  await client.callTool('basket_add', { basket, item: 'pear' })
+  t.same((await client.callTool('basket_add', { basket, item: 'fig' })).structuredContent, { items: ['pear', 'fig'] })
   t.equal(client.sessionId, null)
 })
 

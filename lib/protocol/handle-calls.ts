@@ -1,0 +1,130 @@
+/**
+ * Tool calls on a state handle, on both wires: the handle's scope is opened under its lock (lock →
+ * load), the tool runs with it as `ctx.handle`, and what it changed is written back, fenced, before
+ * the lease is released. What the client is told is what was kept: a save that failed, a lease lost
+ * meanwhile, or a handle ended under the call answers with an error instead of the tool's result.
+ *
+ * Lock order: a handshake-era request holds its session, then takes the handle (never the other
+ * way round), and around a wait for the client both are released and taken back session first.
+ * A 2026-07-28 run that asks the client for input is repeated from the start with the answers: its
+ * changes are dropped and the lease released, so the handle is not held across a round trip.
+ */
+import type { FastifyBaseLogger } from 'fastify'
+import type { HandleMinter, McpContext, McpPrincipal } from '../context.js'
+import type { StateRunner } from '../features/methods.js'
+import { ErrorCode, McpError } from '../jsonrpc/errors.js'
+import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
+import type { JsonValue } from '../sessions/session-store.js'
+import { SessionDataError } from '../sessions/session-store.js'
+import type { StateHandles } from '../state/handles.js'
+import type { CloseResult, StateScope } from '../state/state-scope.js'
+import type { BaseContext } from './base-context.js'
+
+/** The refusals of a handle call, by what happened (all 503: the client may retry). */
+export const handleRefusal = {
+  busy: () => unavailable('Another call on this handle is still being processed.'),
+  lockDown: () => unavailable('State lock is unavailable.'),
+  storeDown: () => unavailable('State store is unavailable.'),
+  unreadable: () => unavailable('Handle data cannot be read.'),
+  lost: () => unavailable('Handle lock was lost; the changes of this call were not saved.'),
+  nested: () => new McpError(ErrorCode.InternalError, 'A call works on one state handle at a time.')
+}
+
+function unavailable (message: string): McpError {
+  return new McpError(ErrorCode.ServerError, message, undefined, 503)
+}
+
+/** @internal See the module doc. */
+export class HandleCalls implements StateRunner {
+  readonly #handles: StateHandles
+
+  constructor (handles: StateHandles) {
+    this.#handles = handles
+  }
+
+  /** `ctx.handles` for a principal (a bound function: contexts take it as it is). */
+  readonly minter = (principal: McpPrincipal | null): HandleMinter => {
+    const handles = this.#handles
+    return {
+      create: async (kind, data) => await handles.create(kind, principal, data as Record<string, JsonValue> | undefined),
+      end: async (kind, id) => await handles.end(kind, id, principal)
+    }
+  }
+
+  async withHandle<T> (kind: string, id: unknown, mcpCtx: McpContext, work: () => Promise<T>): Promise<T | null> {
+    const ctx = mcpCtx as BaseContext
+    const log = ctx.request.log
+    if (ctx.handleScope !== null) throw handleRefusal.nested()
+    let scope: StateScope | null
+    try {
+      scope = await this.#handles.open(kind, id, ctx.principal, { lock: true, owner: ctx.request, signal: ctx.signal })
+    } catch (err) {
+      // Given up while queued: the wire answers for the request (cancelled, or its session ended).
+      if (ctx.signal.aborted) throw ctx.signal.reason
+      throw openFailed(err, log, kind)
+    }
+    if (scope === null) return null
+    ctx.useHandle(scope)
+    let out: T
+    try {
+      out = await work()
+    } catch (err) {
+      await this.#end(ctx, scope, 'abandon')
+      throw err
+    }
+    const closed = await this.#end(ctx, scope, ctx.repeats ? 'abandon' : 'close')
+    if (closed.status === 'gone') return null
+    const refusal = unkept(closed, scope)
+    if (refusal !== null) throw refusal
+    return out
+  }
+
+  /** Writes back (or drops) and releases; reports what did not go as planned. */
+  async #end (ctx: BaseContext, scope: StateScope, how: 'close' | 'abandon'): Promise<CloseResult> {
+    ctx.useHandle(null)
+    const closed = how === 'close' ? await scope.close() : await scope.abandon()
+    reportHandleClose(closed, ctx.request.log, scope.id)
+    return closed
+  }
+}
+
+/** What the client is told instead of the result when the call's changes were not kept. */
+function unkept (closed: CloseResult, scope: StateScope): McpError | null {
+  if (closed.status === 'failed') return handleRefusal.storeDown()
+  if (closed.status === 'fenced' || closed.status === 'lost' || scope.lost) return handleRefusal.lost()
+  return null
+}
+
+/** Maps a failure to open a handle to its 503, and logs it. */
+function openFailed (err: unknown, log: FastifyBaseLogger, kind: string): McpError {
+  if (err instanceof McpError) return err
+  if (err instanceof SessionLockTimeoutError) {
+    log.warn({ handleKind: kind }, 'handle busy: lock wait timed out')
+    return handleRefusal.busy()
+  }
+  if (err instanceof SessionLockError) {
+    log.error({ err, handleKind: kind }, 'state lock unavailable')
+    return handleRefusal.lockDown()
+  }
+  if (err instanceof SessionDataError) {
+    log.error({ err, handleKind: kind }, 'handle data cannot be read')
+    return handleRefusal.unreadable()
+  }
+  log.error({ err, handleKind: kind }, 'state store unavailable')
+  return handleRefusal.storeDown()
+}
+
+/**
+ * Logs what a close that did not write means. The key is logged, not the id: a handle id is a
+ * bearer secret of whoever holds it.
+ */
+export function reportHandleClose (closed: CloseResult, log: FastifyBaseLogger, key: string): void {
+  const handleKind = key.split('~')[1]
+  switch (closed.status) {
+    case 'gone': log.info({ handleKind, result: 'gone' }, 'handle ended during the call; changes dropped'); break
+    case 'fenced': log.warn({ handleKind, result: 'fenced' }, 'handle lock lost and the handle changed meanwhile; changes dropped'); break
+    case 'lost': log.warn({ handleKind, result: 'lost' }, 'handle lock lost; changes dropped'); break
+    case 'failed': log.error({ err: closed.error, handleKind }, 'handle save failed')
+  }
+  if (closed.releaseError !== undefined) log.warn({ err: closed.releaseError, handleKind }, 'handle lock release failed; it expires in the backend')
+}
