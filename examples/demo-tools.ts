@@ -112,13 +112,13 @@ export function registerBasketTools (mcp: McpDecorator): void {
 
   mcp.tool({
     name: 'basket_add',
-    description: 'Adds an item to a basket (after waiting `delayMs`) and returns the items.',
+    description: 'Adds an item to a basket (after waiting `delayMs`) and returns how many items it holds.',
     input: Type.Object({
       basket,
       item: Type.String({ minLength: 1, maxLength: 200 }),
       delayMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000, default: 0 }))
     }),
-    output: items,
+    output: Type.Object({ count: Type.Integer() }),
     handle: { argument: 'basket', kind: 'basket' }
   }, async ({ item, delayMs = 0 }, ctx) => {
     const before = ctx.handle?.get<string[]>('items') ?? []
@@ -126,7 +126,7 @@ export function registerBasketTools (mcp: McpDecorator): void {
     if (delayMs > 0) await sleep(delayMs, ctx.signal)
     const after = [...before, item]
     ctx.handle?.set('items', after)
-    return { content: [{ type: 'text', text: after.join(', ') }], structuredContent: { items: after } }
+    return { content: [{ type: 'text', text: `${after.length} items` }], structuredContent: { count: after.length } }
   })
 
   mcp.tool({

@@ -1,20 +1,23 @@
 /**
  * The demo server: `npm start` → http://127.0.0.1:3000/mcp (env PORT, HOST), sessions in memory.
  *
- * Tools: counter_add, counter_get (a per-session counter), ask_name (elicitation on both wires),
- * slow_count (progress and cancellation).
+ * Tools: basket_create, basket_add, basket_get, basket_end (a basket on a state handle, both wires),
+ * counter_add, counter_get (a per-session counter, handshake-era clients), ask_name (elicitation on
+ * both wires), slow_count (progress and cancellation).
  *
  * Switches (env): MCP_STORE = memory | file | redis; MCP_LOCK = none | memory | file | redis;
  * MCP_SESSION_DIR (file store/lock, default ./.mcp-sessions); REDIS_URL (default
  * redis://127.0.0.1:6379); MCP_LOCK_TIMEOUT_MS (acquire timeout); MCP_LOCK_TTL_MS (Redis lease TTL);
- * MCP_STATE_SECRET (seals 2026-07-28 requestState; the same on every instance). With REDIS_URL set,
+ * MCP_STATE_SECRET (seals 2026-07-28 requestState; the same on every instance); MCP_DEMO_TOKENS
+ * (`token:principal,…`: bearer tokens and the principal each stands for; requests without a known
+ * token then get 401, and baskets belong to their principal). With REDIS_URL set,
  * the bus and the event log are in Redis too, so instances behind a load balancer need no sticky
  * sessions.
  */
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
 import mcp, {
   createRedisClient, FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
-  type RedisClientLike, type SessionLock, type SessionStore
+  type McpPrincipal, type RedisClientLike, type SessionLock, type SessionStore
 } from '../lib/index.js'
 import { registerDemoTools } from './demo-tools.js'
 
@@ -72,6 +75,26 @@ function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyB
   }
 }
 
+/**
+ * `authenticate` from `MCP_DEMO_TOKENS` (`token:principal,…`), or `undefined` when it is unset. A
+ * demo's bearer tokens, compared as they are: a real app verifies signed tokens (JWT) instead.
+ */
+export function tokensAuth (spec: string | undefined): ((request: FastifyRequest) => McpPrincipal | null) | undefined {
+  if (spec === undefined || spec.trim() === '') return undefined
+  const principals = new Map<string, string>()
+  for (const pair of spec.split(',')) {
+    const at = pair.indexOf(':')
+    if (at <= 0 || at === pair.length - 1) throw new Error(`MCP_DEMO_TOKENS: expected token:principal, got ${JSON.stringify(pair)}`)
+    principals.set(pair.slice(0, at).trim(), pair.slice(at + 1).trim())
+  }
+  return (request) => {
+    const header = request.headers.authorization
+    const token = header?.startsWith('Bearer ') === true ? header.slice(7).trim() : undefined
+    const id = token === undefined ? undefined : principals.get(token)
+    return id === undefined ? null : { id }
+  }
+}
+
 export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstance> {
   const env = opts.env ?? process.env
   const app = Fastify({ logger: opts.logger ?? true })
@@ -82,6 +105,7 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstanc
     serverInfo: { name: 'fastify-mcp-http-demo', version: '1.0.0' },
     sessions: { store: sessions.store, lock: sessions.lock },
     requestStateSecret: env.MCP_STATE_SECRET,
+    authenticate: tokensAuth(env.MCP_DEMO_TOKENS),
     // The plugin makes its own client from the URL and closes it on app.close().
     redis: env.REDIS_URL
   })

@@ -66,10 +66,11 @@ export class McpEngine {
     const sessions = new StateBackend(d.store, d.lock)
     // Handles live in the sessions' store and lock, under their own keys.
     this.handles = new StateHandles(sessions, registry.handleKinds)
-    const handles = new HandleCalls(this.handles)
     const capabilities = serverCapabilities(registry)
     const gc = new GcPolicy({ gcProbability: opts.gcProbability, gcDivisor: opts.gcDivisor })
     const maybeGc = (log: FastifyBaseLogger): void => { gc.maybeRun(d.store, log) }
+    // New sessions and new handles both may trigger the store's GC (a stateless wire mints only handles).
+    const handles = new HandleCalls(this.handles, { anonymous: opts.authenticate === undefined, minted: () => { maybeGc(logger) } })
     this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles })
     this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)

@@ -34,19 +34,38 @@ function unavailable (message: string): McpError {
   return new McpError(ErrorCode.ServerError, message, undefined, 503)
 }
 
+/** How {@link HandleCalls} serves. */
+export interface HandleCallsOptions {
+  /**
+   * Whether handles may be minted without a principal (only when no authentication is
+   * configured: an anonymous handle is usable by every anonymous caller that has its id).
+   */
+  anonymous: boolean
+  /** Called after each handle minted: the store's GC policy may collect expired state now. */
+  minted: () => void
+}
+
 /** @internal See the module doc. */
 export class HandleCalls implements StateRunner {
   readonly #handles: StateHandles
+  readonly #options: HandleCallsOptions
 
-  constructor (handles: StateHandles) {
+  constructor (handles: StateHandles, options: HandleCallsOptions) {
     this.#handles = handles
+    this.#options = options
   }
 
   /** `ctx.handles` for a principal (a bound function: contexts take it as it is). */
   readonly minter = (principal: McpPrincipal | null): HandleMinter => {
     const handles = this.#handles
+    const { anonymous, minted } = this.#options
     return {
-      create: async (kind, data) => await handles.create(kind, principal, data as Record<string, JsonValue> | undefined),
+      create: async (kind, data) => {
+        if (principal === null && !anonymous) throw new TypeError('a state handle needs a principal when authentication is configured')
+        const id = await handles.create(kind, principal, data as Record<string, JsonValue> | undefined)
+        minted()
+        return id
+      },
       end: async (kind, id) => await handles.end(kind, id, principal)
     }
   }

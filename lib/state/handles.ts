@@ -61,6 +61,12 @@ export function kindProblem (name: unknown, options: HandleKindOptions | undefin
 /** The owner recorded for a principal (anonymous: `null`). */
 const ownerOf = (principal: HandlePrincipal): string | null => principal?.id ?? null
 
+/** Whether an open scope is a handle of `kind` owned by `principal` (`undefined`: anyone's). */
+function belongs (scope: StateScope, kind: string, principal: HandlePrincipal | undefined): boolean {
+  const handle = scope.handle
+  return handle.getProtocol(HANDLE_KEYS.kind) === kind && (principal === undefined || handle.getProtocol(HANDLE_KEYS.owner) === ownerOf(principal))
+}
+
 /** State handles on one state backend (see the module doc). */
 export class StateHandles {
   readonly #backend: StateBackend
@@ -110,10 +116,13 @@ export class StateHandles {
   async open (kindName: string, id: unknown, principal: HandlePrincipal, options: ScopeOptions): Promise<StateScope | null> {
     const kind = this.#kinds.get(kindName)
     if (kind === undefined || typeof id !== 'string' || !HANDLE_ID.test(id)) return null
+    // Without the one-call Redis path, a look first: someone else's handle is then never queued
+    // for, nor given a lock file. (On that path the lease is taken and the state read in one call;
+    // a foreign caller's lease is released at once and leaves no key.)
+    if (options.lock && this.#backend.lock !== null && this.#backend.fast === null && await this.#peek(kindName, id, principal) === null) return null
     const scope = await this.#backend.open(handleKey(kind.name, id), options)
     if (scope === null) return null
-    const handle = scope.handle
-    if (handle.getProtocol(HANDLE_KEYS.kind) !== kind.name || handle.getProtocol(HANDLE_KEYS.owner) !== ownerOf(principal)) {
+    if (!belongs(scope, kind.name, principal)) {
       await scope.close()
       return null
     }
@@ -147,9 +156,7 @@ export class StateHandles {
     const kind = this.#kinds.get(kindName)
     if (kind === undefined || typeof id !== 'string' || !HANDLE_ID.test(id)) return null
     const scope = await this.#backend.open(handleKey(kind.name, id), { lock: false })
-    if (scope === null || scope.handle.getProtocol(HANDLE_KEYS.kind) !== kind.name) return null
-    if (principal !== undefined && scope.handle.getProtocol(HANDLE_KEYS.owner) !== ownerOf(principal)) return null
-    return scope
+    return scope !== null && belongs(scope, kind.name, principal) ? scope : null
   }
 
   #known (name: string): HandleKind {

@@ -111,7 +111,8 @@ t.test('2026-07-28: no session; a tool that needs one says so, state goes on a h
   t.match(r.content[0], { text: /needs a session/ })
   const basket = (await client.callTool('basket_create')).structuredContent?.basket as string
   await client.callTool('basket_add', { basket, item: 'pear' })
-  t.same((await client.callTool('basket_add', { basket, item: 'fig' })).structuredContent, { items: ['pear', 'fig'] })
+  t.same((await client.callTool('basket_add', { basket, item: 'fig' })).structuredContent, { count: 2 })
+  t.same((await client.callTool('basket_get', { basket })).structuredContent, { items: ['pear', 'fig'] })
   t.equal(client.sessionId, null)
 })
 

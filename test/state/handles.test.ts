@@ -107,3 +107,22 @@ t.test('define refuses bad kinds and ttls; create refuses an unknown kind', asyn
   t.throws(() => handles.define('basket', { ttl: 0 }), TypeError)
   await t.rejects(handles.create('basket', null), TypeError)
 })
+
+t.test('gc() collects expired handles by their kind\'s TTL (file and memory stores); live ones stay', async t => {
+  const dir = await mkdtemp(join(tmpdir(), 'mcp-handles-gc-'))
+  t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
+  for (const store of [new FileSessionStore({ dir, ttl: 60_000 }), new MemorySessionStore({ ttl: 60_000 })]) {
+    const handles = new StateHandles(new StateBackend(store, null))
+    handles.define('short', { ttl: 300 })
+    handles.define('long', { ttl: 60_000 })
+    const short = await handles.create('short', ALICE)
+    const long = await handles.create('long', ALICE)
+    await sleep(450)
+    const collected = await store.gc?.()
+    t.ok(collected?.includes(handleKey('short', short)), `${store.constructor.name}: the expired handle was collected`)
+    t.notOk(collected?.includes(handleKey('long', long)), `${store.constructor.name}: the live one was not`)
+    t.equal(await store.exists(handleKey('short', short)), false)
+    t.ok(await handles.read('long', long), 'the live one is still readable')
+  }
+  t.same((await readdir(dir)).filter(f => f.includes('short')), [], 'no file left for the expired handle')
+})
