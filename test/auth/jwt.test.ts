@@ -8,7 +8,7 @@
 import t from 'tap'
 import { base64url, exportSPKI, SignJWT, UnsecuredJWT } from 'jose'
 import { createJwtVerifier, scopesOf, type JwtOutcome, type JwtVerifierOptions } from '../../lib/auth/jwt.js'
-import { makeKey, signToken, startAuthorizationServer, type SigningKey } from './authorization-server.js'
+import { makeKey, signToken, startAuthorizationServer } from './authorization-server.js'
 import { until } from '../helpers/time.js'
 
 const RESOURCE = 'https://mcp.example.com/mcp'
@@ -216,4 +216,3 @@ t.test('options are validated', async t => {
   t.throws(() => createJwtVerifier({ ...base, jwksCooldownMs: 1.5 }), /jwksCooldownMs/)
 })
 
-export type { SigningKey }
