@@ -60,8 +60,8 @@ export type AccessDecision =
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/
 
 /**
- * Validates the access fields of a definition; returns the rule (`undefined` when it declares
- * none). Throws an `Error` whose message says what is wrong (the registry wraps it in
+ * Validates the access fields of a definition; returns the rule (`undefined` when it constrains
+ * nothing, so `undefined` always means open to all). Throws an `Error` whose message says what is wrong (the registry wraps it in
  * `FST_ERR_MCP_INVALID_DEFINITION`).
  */
 export function accessRuleOf (def: { scopes?: unknown, visible?: unknown }): AccessRule | undefined {
@@ -74,7 +74,8 @@ export function accessRuleOf (def: { scopes?: unknown, visible?: unknown }): Acc
   const rule: { scopes?: readonly string[], visible?: AccessRule['visible'] } = {}
   if (scopes !== undefined && scopes.length > 0) rule.scopes = Object.freeze([...new Set(scopes as string[])])
   if (visible !== undefined) rule.visible = visible as AccessRule['visible']
-  return Object.freeze(rule)
+  // A rule that constrains nothing (`scopes: []`) is none: `undefined` always means "open to all".
+  return rule.scopes === undefined && rule.visible === undefined ? undefined : Object.freeze(rule)
 }
 
 /** The scopes a principal holds: its `scopes` array (a principal from `auth`, or one a custom `authenticate` gave scopes). */

@@ -24,7 +24,7 @@ t.test('accessRuleOf validates and normalizes', async t => {
   t.same(rule?.scopes, ['a', 'b'], 'duplicates dropped')
   t.equal(rule?.visible, adminsOnly)
   t.ok(Object.isFrozen(rule))
-  t.equal(accessRuleOf({ scopes: [] })?.scopes, undefined, 'no scopes: nothing required')
+  t.equal(accessRuleOf({ scopes: [] }), undefined, 'no scopes and no predicate: no rule (open to all)')
   t.throws(() => accessRuleOf({ scopes: 'a' }), /scopes must be an array/)
   t.throws(() => accessRuleOf({ scopes: ['a b'] }), /scope tokens/)
   t.throws(() => accessRuleOf({ scopes: ['a"b'] }), /scope tokens/)
