@@ -36,7 +36,7 @@ export class ToolLimitError extends McpError {
   readonly limit: RefusalKind
   readonly retryAfterMs: number
   /** Headers of the HTTP answer when this error is the only message: `Retry-After`. */
-  readonly headers: Record<string, string>
+  declare readonly headers: Record<string, string>
   declare readonly status: number
   declare readonly data: ToolLimitErrorData
 
