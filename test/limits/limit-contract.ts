@@ -158,7 +158,7 @@ export function runLimitBackendContract<B extends LimitBackend> (t: Test, name: 
     t.test("a holder that neither releases nor renews loses its slot after the lease's lifetime", async t => {
       const b = await create(t)
       const key = newKey()
-      const leaseMs = 300
+      const leaseMs = 600
       const s = spec({ concurrency: 1, leaseMs })
       const before = performance.now()
       const crashed = newCall()
@@ -179,19 +179,63 @@ export function runLimitBackendContract<B extends LimitBackend> (t: Test, name: 
       await b.release(key, next)
     })
 
+    /** Renews `callId` every quarter of `leaseMs` until the returned stop() (a live holder). */
+    function keepAlive (b: LimitBackend, key: string, callId: string, leaseMs: number): () => void {
+      const timer = setInterval(() => { b.renew(key, callId, leaseMs).catch(() => {}) }, leaseMs / 4)
+      return () => { clearInterval(timer) }
+    }
+
+    t.test("a crashed holder's slot comes back even while other calls of its key stay live", async t => {
+      // The busy tool: the lease set itself never expires, the crashed lease must.
+      const b = await create(t)
+      const key = newKey()
+      // Renewed every quarter: a live lease survives event-loop stalls of up to 3/4 of it.
+      const leaseMs = 600
+      const s = spec({ concurrency: 2, leaseMs })
+      const [crashed, live] = [newCall(), newCall()]
+      t.match(await b.acquire(key, s, crashed), { ok: true })
+      t.match(await b.acquire(key, s, live), { ok: true })
+      const stop = keepAlive(b, key, live, leaseMs)
+      t.teardown(stop)
+      t.match(await b.acquire(key, s, newCall()), { ok: false, limit: 'concurrency' })
+      const next = newCall()
+      await until(async () => (await b.acquire(key, s, next)).ok, { timeout: leaseMs + 5000, every: 20, what: 'the crashed slot' })
+      t.match(await b.acquire(key, s, newCall()), { ok: false, limit: 'concurrency' }, 'the live holder kept its slot')
+      stop()
+      await b.release(key, live)
+      await b.release(key, next)
+    })
+
+    t.test('a lease that ran out is not revived by a late renewal', async t => {
+      const b = await create(t)
+      const key = newKey()
+      const leaseMs = 600
+      const s = spec({ concurrency: 2, leaseMs })
+      const [late, live] = [newCall(), newCall()]
+      t.match(await b.acquire(key, s, late), { ok: true })
+      t.match(await b.acquire(key, s, live), { ok: true })
+      const stop = keepAlive(b, key, live, leaseMs) // keeps the key itself alive
+      t.teardown(stop)
+      await sleep(leaseMs + 200) // `late` ran out (nothing checked the key meanwhile)
+      t.equal(await b.renew(key, late, leaseMs), false, 'too late: gone')
+      t.match(await b.acquire(key, s, newCall()), { ok: true }, 'its slot is free')
+      t.match(await b.acquire(key, s, newCall()), { ok: false, limit: 'concurrency' }, 'and only its slot')
+      stop()
+    })
+
     t.test('renewal keeps a lease past its lifetime; a released lease cannot be renewed', async t => {
       const b = await create(t)
       const key = newKey()
-      const leaseMs = 300
+      const leaseMs = 600 // renewed every quarter: survives stalls of up to 3/4 of it
       const s = spec({ concurrency: 1, leaseMs })
       const holder = newCall()
       t.match(await b.acquire(key, s, holder), { ok: true })
       const started = performance.now()
-      while (performance.now() - started < 4 * leaseMs) {
+      while (performance.now() - started < 3 * leaseMs) {
         await sleep(leaseMs / 4)
         t.equal(await b.renew(key, holder, leaseMs), true)
       }
-      t.match(await b.acquire(key, s, newCall()), { ok: false, limit: 'concurrency' }, 'still held after 4 lifetimes')
+      t.match(await b.acquire(key, s, newCall()), { ok: false, limit: 'concurrency' }, 'still held after 3 lifetimes')
       await b.release(key, holder)
       t.equal(await b.renew(key, holder, leaseMs), false, 'released: gone')
       t.match(await b.acquire(key, s, newCall()), { ok: true }, 'not re-created by the renewal')

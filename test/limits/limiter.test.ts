@@ -146,7 +146,8 @@ t.test('a rate refusal: 429, Retry-After in whole seconds, -32000 with data the 
   t.match(err.message, /^Rate limit of tool "search" exceeded; retry after \d+ ms$/)
   // THE error mapping answers it under the request's id with its status (headers: INTEGRATION.md).
   const reply = errorReply(err, 7, { status: 200, log: { error: () => t.fail('not a server error') } })
-  t.same(reply, { status: 429, body: { jsonrpc: '2.0', id: 7, error: { code: -32000, message: err.message, data: err.data } } })
+  t.match(reply, { status: 429, body: { jsonrpc: '2.0', id: 7, error: { code: -32000, message: err.message, data: err.data } } })
+  t.same(reply.body.error, { code: -32000, message: err.message, data: err.data })
   t.equal(retryAfterSeconds(1), '1')
   t.equal(retryAfterSeconds(1000), '1')
   t.equal(retryAfterSeconds(1001), '2')
@@ -199,14 +200,15 @@ t.test('the definition\'s own limits are honoured (and a changed definition is s
 
 t.test('held leases are renewed while the call runs, and no more once released', async t => {
   const backend = new FakeBackend()
-  const { limiter } = limiterWith({ default: { concurrency: 1 }, leaseMs: 90 }, backend)
+  // Renewed every 100 ms: the lease survives event-loop stalls of up to 200 ms.
+  const { limiter } = limiterWith({ default: { concurrency: 1 }, leaseMs: 300 }, backend)
   const long = await limiter.acquire({ tool: 'slow', ...alice })
-  await sleep(600) // more than 6 lease lifetimes
+  await sleep(1200) // 4 lease lifetimes
   t.match(await refusal(limiter.acquire({ tool: 'slow', ...alice })), { limit: 'concurrency' }, 'the running call keeps its slot')
   t.ok(backend.count('renew') >= 3, `renewed (${backend.count('renew')} times)`)
   long.release()
   const renewals = backend.count('renew')
-  await sleep(200)
+  await sleep(400)
   t.equal(backend.count('renew'), renewals, 'no renewal once released (the timer stops with the last permit)')
   ;(await limiter.acquire({ tool: 'slow', ...alice })).release()
 })
