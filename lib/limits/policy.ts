@@ -91,7 +91,9 @@ function isObject (v: unknown): v is Record<string, unknown> {
 }
 
 function int (v: unknown, name: string, min: number, fail: Fail, max = Number.MAX_SAFE_INTEGER): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) fail(name, `must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`)
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    fail(name, `must be an integer ${max === Number.MAX_SAFE_INTEGER ? `≥ ${min}` : `from ${min} to ${max}`}, got ${JSON.stringify(v)}`)
+  }
   return v
 }
 
