@@ -22,7 +22,7 @@ import { ToolLimitError } from './errors.js'
 import { MemoryLimitBackend } from './memory-backend.js'
 import { limitSubject, toolPolicy, type ResolvedToolLimits, type ToolLimit, type ToolPolicy } from './policy.js'
 import { RedisLimitBackend } from './redis-backend.js'
-import type { RedisClient } from '../redis/scripts.js'
+import type { RedisLimitClient } from './redis-scripts.js'
 
 /** Where the limiter reports outages (a Fastify/pino logger fits). */
 export interface LimiterLog {
@@ -210,7 +210,7 @@ async function bounded (work: Promise<unknown>, ms: number): Promise<void> {
 /** What {@link buildToolLimiter} needs besides the option. */
 export interface BuildToolLimiterOptions {
   /** The plugin's Redis client (its `redis` option, or the client made from its URL). */
-  redis?: RedisClient
+  redis?: RedisLimitClient
   /** The plugin's `redisPrefix`; limit keys live under `<prefix>rl:`. */
   prefix?: string
   log: LimiterLog

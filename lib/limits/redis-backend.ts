@@ -15,20 +15,20 @@
  * Pass a URL or options and the backend creates a fail-fast client (no offline queue, see
  * `LOCK_CLIENT_OPTIONS`) that `close()` closes; an injected client is never closed.
  */
-import type { RedisOptions } from 'ioredis'
-import { createLockClient, isRedisClient } from '../redis/client.js'
+import { createLockClient } from '../redis/client.js'
 import { DEFAULT_KEY_PREFIX, assertKeyPrefix } from '../redis/keys.js'
-import type { RedisClient } from '../redis/scripts.js'
+import type { RedisConnectionOptions } from '../redis/scripts.js'
 import { ALLOWED, type LimitBackend, type LimitDecision, type LimitSpec } from './backend.js'
-import { defineLimitScripts } from './redis-scripts.js'
+import { defineLimitScripts, type LimitScripts, type RedisLimitClient } from './redis-scripts.js'
 
 /** Options of {@link RedisLimitBackend}. */
 export interface RedisLimitBackendOptions {
   /**
-   * An ioredis client (standalone, Sentinel or Cluster), never closed by the backend; or a URL or
-   * ioredis options, from which it creates a fail-fast client that `close()` closes.
+   * An ioredis (5 or 6) client (standalone, Sentinel or Cluster), never closed by the backend; or
+   * a URL or ioredis options, from which it creates a fail-fast client (of the app's ioredis) that
+   * `close()` closes.
    */
-  redis: RedisClient | string | RedisOptions
+  redis: RedisLimitClient | string | RedisConnectionOptions
   /** Key prefix (default `'mcp:'`); no braces. */
   prefix?: string
   /** Milliseconds a check may take before it counts as a backend failure (default 1,000; 0 = unbounded). */
@@ -50,11 +50,17 @@ export class LimitBackendTimeoutError extends Error {
 
 const CLOSE_TIMEOUT = 1000
 
+/** Whether the `redis` option is a client (rather than a URL or connection options). */
+function isLimitClient (value: RedisLimitBackendOptions['redis']): value is RedisLimitClient {
+  return typeof value === 'object' && value !== null &&
+    typeof (value as Partial<RedisLimitClient>).defineCommand === 'function' && typeof (value as Partial<RedisLimitClient>).zrem === 'function'
+}
+
 /** Buckets and leases in Redis (see the module doc). */
 export class RedisLimitBackend implements LimitBackend {
   readonly prefix: string
   readonly timeout: number
-  readonly #client: RedisClient
+  readonly #client: RedisLimitClient & LimitScripts
   readonly #ownsClient: boolean
 
   /** @throws {TypeError} for a prefix with braces; {RangeError} for a negative timeout. */
@@ -65,20 +71,21 @@ export class RedisLimitBackend implements LimitBackend {
     const timeout = options.timeout ?? 1000
     if (!Number.isInteger(timeout) || timeout < 0) throw new RangeError('timeout must be an integer greater than or equal to 0.')
     this.timeout = timeout
-    if (isRedisClient(options.redis)) {
-      this.#client = options.redis
+    let client: RedisLimitClient
+    if (isLimitClient(options.redis)) {
+      client = options.redis
       this.#ownsClient = false
     } else {
-      this.#client = createLockClient(options.redis)
+      client = createLockClient(options.redis)
       this.#ownsClient = true
       // The limiter reports outages (once each); ioredis would print every failed reconnect.
-      this.#client.on('error', () => {})
+      client.on('error', () => {})
     }
-    defineLimitScripts(this.#client)
+    this.#client = defineLimitScripts(client)
   }
 
   /** The ioredis client in use. */
-  get client (): RedisClient { return this.#client }
+  get client (): RedisLimitClient { return this.#client }
 
   async acquire (key: string, spec: LimitSpec, callId: string): Promise<LimitDecision> {
     const { bucket, leases } = limitKeys(this.prefix, key)

@@ -13,8 +13,28 @@
  * Lua's doubles (below 2^53 until the year 2255) and are written with `%.0f` (Lua's own number
  * formatting keeps 14 digits only).
  */
-import type { ClientContext, Result } from 'ioredis'
-import type { RedisClient } from '../redis/scripts.js'
+
+/**
+ * What the limit backend calls on a Redis client (structural: an ioredis 5 or 6 client or
+ * Cluster, whichever copy of ioredis made it; the plugin's `RedisClientLike` is one).
+ */
+export interface RedisLimitClient {
+  /** ioredis' connection status (`'ready'` when connected, `'end'` once closed). */
+  readonly status: string
+  defineCommand (name: string, definition: { lua: string, numberOfKeys?: number, readOnly?: boolean }): void
+  zrem (key: string, ...members: string[]): Promise<number>
+  on (event: string, listener: (...args: any[]) => void): unknown
+  off (event: string, listener: (...args: any[]) => void): unknown
+  quit (): Promise<unknown>
+  disconnect (): void
+}
+
+/** The scripts {@link defineLimitScripts} adds to a client. */
+export interface LimitScripts {
+  mcpLimitAcquire (bucket: string, leases: string, intervalUs: number, burst: number, concurrency: number,
+    leaseMs: number, callId: string): Promise<[1] | [0, 'rate' | 'concurrency', number]>
+  mcpLimitRenew (leases: string, callId: string, leaseMs: number): Promise<0 | 1>
+}
 
 /**
  * One check: refuses on an empty bucket or a full cap, else takes a token and a lease. Returns
@@ -90,18 +110,14 @@ const SCRIPTS = {
   mcpLimitRenew: { numberOfKeys: 1, lua: LIMIT_RENEW }
 } as const
 
-declare module 'ioredis' {
-  interface RedisCommander<Context extends ClientContext = { type: 'default' }> {
-    mcpLimitAcquire (bucket: string, leases: string, intervalUs: number, burst: number, concurrency: number,
-      leaseMs: number, callId: string): Result<[1] | [0, 'rate' | 'concurrency', number], Context>
-    mcpLimitRenew (leases: string, callId: string, leaseMs: number): Result<0 | 1, Context>
+/**
+ * Registers the scripts on a client, once (a client shared with another backend keeps them).
+ * Returns the same client, typed with its scripts.
+ */
+export function defineLimitScripts<C extends RedisLimitClient> (client: C): C & LimitScripts {
+  const scripted = client as C & Partial<LimitScripts>
+  if (typeof scripted.mcpLimitAcquire !== 'function') {
+    for (const [name, definition] of Object.entries(SCRIPTS)) client.defineCommand(name, definition)
   }
-}
-
-/** Registers the scripts on a client, once (a client shared with another backend keeps them). */
-export function defineLimitScripts (client: RedisClient): void {
-  if (typeof client.mcpLimitAcquire === 'function') return
-  for (const [name, definition] of Object.entries(SCRIPTS)) {
-    client.defineCommand(name, definition)
-  }
+  return client as C & LimitScripts
 }

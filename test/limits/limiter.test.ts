@@ -286,7 +286,7 @@ t.test('buildToolLimiter: the given backend, else Redis with the plugin\'s clien
   // The client is not connected (and has no offline queue): the check goes to Redis and fails open.
   ;(await b.acquire({ tool: 'x', ...alice })).release()
   t.match(log.lines, [{ level: 'warn', obj: { err: { message: /Stream isn't writeable/ } } }], 'the check went to Redis')
-  t.equal(typeof client.mcpLimitAcquire, 'function', 'the scripts are defined on the plugin\'s client')
+  t.equal(typeof (client as unknown as Record<string, unknown>).mcpLimitAcquire, 'function', 'the scripts are defined on the plugin\'s client')
   await b.close()
   t.not(client.status, 'end', 'an injected client is never closed')
   const c = buildToolLimiter(resolveToolLimits({ default: { concurrency: 1 } }), { log })
