@@ -92,15 +92,14 @@ const DESCRIPTIONS: Record<AuthFailureReason, string> = {
  */
 export class AuthError extends McpError {
   declare readonly status: 400 | 401 | 403 | 503
-  readonly headers: Record<string, string>
+  declare readonly headers: Record<string, string>
   readonly reason: AuthFailureReason
 
   constructor (status: 400 | 401 | 403 | 503, reason: AuthFailureReason, code: number, message: string,
     data: Record<string, unknown> | undefined, headers: Record<string, string>, options?: { cause?: unknown }) {
-    super(code, message, data, status)
+    super(code, message, data, status, headers)
     this.name = 'AuthError'
     this.reason = reason
-    this.headers = headers
     if (options?.cause !== undefined) this.cause = options.cause
   }
 }

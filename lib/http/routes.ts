@@ -81,8 +81,9 @@ function answerError (err: unknown, id: RequestId | null, request: FastifyReques
   }
   if (err instanceof HttpRefusal) { sendError(reply, err.status, errorResponse(err.id, err.code, err.message, err.data), err.headers); return }
   if (err instanceof McpError || typeof err !== 'object' || err === null) {
-    const { status, body } = errorReply(err, id, { status: 500, log: request.log })
-    sendError(reply, status, body)
+    // An McpError's own headers go with it: an AuthError's challenge, a ToolLimitError's Retry-After.
+    const { status, body, headers } = errorReply(err, id, { status: 500, log: request.log })
+    sendError(reply, status, body, headers)
     return
   }
   const e = err as HookError

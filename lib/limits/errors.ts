@@ -43,11 +43,10 @@ export class ToolLimitError extends McpError {
   constructor (tool: string, limit: RefusalKind, retryAfterMs: number) {
     const wait = Math.max(0, Math.ceil(retryAfterMs))
     super(ErrorCode.ServerError, MESSAGES[limit](tool, wait), { limit, retryAfterMs: wait, tool } satisfies ToolLimitErrorData,
-      limit === 'unavailable' ? 503 : 429)
+      limit === 'unavailable' ? 503 : 429, { 'retry-after': retryAfterSeconds(wait) })
     this.name = 'ToolLimitError'
     this.limit = limit
     this.retryAfterMs = wait
-    this.headers = { 'retry-after': retryAfterSeconds(wait) }
   }
 }
 

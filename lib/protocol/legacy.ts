@@ -62,6 +62,8 @@ interface PostRun {
   principal: McpPrincipal | null
   /** The HTTP status of a single request's answer (an error may name one, e.g. 503). */
   status: number
+  /** Headers a single request's error names (e.g. `Retry-After` on a 429). */
+  headers?: Record<string, string>
 }
 
 /** @internal The legacy engine. */
@@ -183,7 +185,7 @@ export class LegacyWire {
       return
     }
     const status = body.batch ? 200 : body.messages[0].kind === 'invalid' ? 400 : run.status
-    channel.finish(responses, !body.batch, status)
+    channel.finish(responses, !body.batch, status, body.batch ? undefined : run.headers)
   }
 
   /** Runs the messages of a POST in order; resolves the responses to send. */
@@ -243,6 +245,7 @@ export class LegacyWire {
       if (abort.aborted) return this.#abortedResponse(run, msg.id, abort)
       const reply = errorReply(err, msg.id, { status: 200, log: request.log, msg: 'MCP handler failed', what: { method: msg.method } })
       run.status = reply.status
+      run.headers = reply.headers
       return reply.body
     } finally {
       ctx.finished = true

@@ -31,8 +31,8 @@ export interface ModernDeps {
   logger: FastifyBaseLogger
 }
 
-/** A response and the HTTP status for it. */
-interface Answer { body: unknown, status: number }
+/** A response, the HTTP status for it, and the headers an error names (`Retry-After`). */
+interface Answer { body: unknown, status: number, headers?: Record<string, string> }
 
 /** One request being run, with what its run needs. */
 interface ModernRequest {
@@ -113,7 +113,7 @@ export class ModernWire {
       const caps = meta[META_CAPS] as Record<string, unknown>
       const response = await this.#run({ exchange, msg, caps, logLevel: logLevel as LogLevel | undefined, principal, channel, abort })
       if (abort.aborted) return
-      channel.finish([response.body], true, response.status)
+      channel.finish([response.body], true, response.status, response.headers)
     } finally {
       abort.unwatch()
     }
