@@ -11,6 +11,7 @@ import type { EventLog } from './bus/event-log.js'
 import type { RedisClientLike } from './redis/scripts.js'
 import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 import type { CacheOptions } from './features/cache-hints.js'
+import { resolveAuth, type AuthOptions, type ResolvedAuth } from './auth/resource-server.js'
 
 /** Identity of this server (`serverInfo`). */
 export interface Implementation {
@@ -65,9 +66,20 @@ export interface McpPluginOptions {
   allowedHosts?: string[]
   /** Authenticates a request: a principal, or `null` when anonymous. */
   authenticate?: (request: FastifyRequest) => McpPrincipal | null | Promise<McpPrincipal | null>
-  /** Reject anonymous requests with 401 when `authenticate` returns null. Default true when `authenticate` is set. */
+  /**
+   * The endpoint as an OAuth 2.0 protected resource (MCP authorization): bearer tokens verified
+   * against the authorization server's JWKS (`jwt`) or by `verify`, Protected Resource Metadata
+   * served at the RFC 9728 well-known URIs, `resource_metadata` in every challenge. Exclusive with
+   * `authenticate` and `wwwAuthenticate`.
+   */
+  auth?: AuthOptions
+  /**
+   * Reject anonymous requests with 401 when `authenticate` returns null (with `auth`: a request
+   * without a token). Default true when `authenticate` or `auth` is set. A request with an invalid
+   * token is refused either way.
+   */
   requireAuth?: boolean
-  /** `WWW-Authenticate` value sent with 401. Default `Bearer`. */
+  /** `WWW-Authenticate` value sent with 401 (not with `auth`, which builds its own). Default `Bearer`. */
   wwwAuthenticate?: string
   /** Largest accepted body in bytes (413 beyond). Default 4 MiB. */
   bodyLimit?: number
@@ -151,6 +163,8 @@ export interface ResolvedOptions {
   /** The check of a request a trusted proxy forwarded (its `request.host`); `null` when `allowedHosts` is not set. */
   forwardedHosts: ((host: string) => boolean) | null
   authenticate: McpPluginOptions['authenticate']
+  /** The resolved `auth` option, or `null`. */
+  auth: ResolvedAuth | null
   requireAuth: boolean
   wwwAuthenticate: string
   bodyLimit: number
@@ -285,11 +299,25 @@ function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: 
   return { gcProbability, gcDivisor }
 }
 
-function checkAuth (opts: McpPluginOptions): Pick<ResolvedOptions, 'authenticate' | 'requireAuth' | 'wwwAuthenticate'> {
+/**
+ * `authenticate` or `auth`, never both: with both it would be unclear which one a 401 came from
+ * and which principal a session is bound to (a custom token check is `auth.verify`; other
+ * schemes, cookies, mTLS, stay `authenticate`). `auth` builds the challenge (with
+ * `resource_metadata`), so `wwwAuthenticate` goes with `authenticate` only. The resolved
+ * `authenticate` and `wwwAuthenticate` are `auth`'s, so the routes run either the same way.
+ */
+function checkAuth (opts: McpPluginOptions): Pick<ResolvedOptions, 'authenticate' | 'auth' | 'requireAuth' | 'wwwAuthenticate'> {
   if (opts.authenticate !== undefined && typeof opts.authenticate !== 'function') fail('authenticate', 'must be a function')
   if (opts.requireAuth !== undefined && typeof opts.requireAuth !== 'boolean') fail('requireAuth', 'must be a boolean')
   if (opts.wwwAuthenticate !== undefined && typeof opts.wwwAuthenticate !== 'string') fail('wwwAuthenticate', 'must be a string')
+  if (opts.auth !== undefined) {
+    if (opts.authenticate !== undefined) fail('auth', 'cannot be combined with authenticate (use auth.verify for your own token check)')
+    if (opts.wwwAuthenticate !== undefined) fail('wwwAuthenticate', 'is built by auth (with resource_metadata); remove it')
+    const auth = resolveAuth(opts.auth, fail)
+    return { auth, authenticate: auth.authenticate, requireAuth: opts.requireAuth ?? true, wwwAuthenticate: auth.challenge }
+  }
   return {
+    auth: null,
     authenticate: opts.authenticate,
     requireAuth: opts.requireAuth ?? opts.authenticate !== undefined,
     wwwAuthenticate: opts.wwwAuthenticate ?? 'Bearer'

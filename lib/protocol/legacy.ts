@@ -273,7 +273,7 @@ export class LegacyWire {
     if (entry !== undefined) {
       needCapability(caps, entry.capability, msg.method)
       return await entry.handler({
-        registry: this.#d.registry, params, ctx: entry.context ? ctx : null, pageSize: this.#d.opts.pageSize, log,
+        registry: this.#d.registry, params, ctx: entry.context ? ctx : null, principal: ctx.principal, pageSize: this.#d.opts.pageSize, log,
         resourceNotFound: (uri) => new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri })
       })
     }

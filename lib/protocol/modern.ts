@@ -10,6 +10,7 @@ import { InputRequiredSignal, LOG_LEVELS, type LogLevel, type McpPrincipal } fro
 import type { CacheHint } from '../features/cache-hints.js'
 import { METHODS, methodNotFound, needCapability, type CacheKind, type MethodEntry } from '../features/method-table.js'
 import type { Registry } from '../features/registry.js'
+import { isVisible } from '../auth/access.js'
 import { ErrorCode, McpError, errorReply, type RequestId } from '../jsonrpc/errors.js'
 import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
@@ -94,7 +95,11 @@ export class ModernWire {
     }
     if (m.kind !== 'request') return
     const msg = m.message
-    const meta = checkRequestEnvelope(request, msg, (name) => this.#d.registry.tools.get(name)?.descriptor.inputSchema as Record<string, unknown> | undefined)
+    // A tool hidden from this principal has no parameter headers to check: it is unknown.
+    const meta = checkRequestEnvelope(request, msg, (name) => {
+      const tool = this.#d.registry.tools.get(name)
+      return tool !== undefined && isVisible(tool.access, principal) ? tool.descriptor.inputSchema as Record<string, unknown> : undefined
+    })
     const logLevel = meta[META_LOG]
     if (logLevel !== undefined && !LOG_LEVELS.includes(logLevel as LogLevel)) {
       throw new McpError(ErrorCode.InvalidParams, `Invalid params: ${META_LOG} must be one of ${LOG_LEVELS.join(', ')}`, undefined, 400)
@@ -159,7 +164,9 @@ export class ModernWire {
       : null
     let result: Record<string, unknown>
     try {
-      result = await entry.handler({ registry, params, ctx, pageSize: opts.pageSize, log: request.log, resourceNotFound, isProtocolError: isClientCapabilityError })
+      result = await entry.handler({
+        registry, params, ctx, principal: r.principal, pageSize: opts.pageSize, log: request.log, resourceNotFound, isProtocolError: isClientCapabilityError
+      })
     } catch (err) {
       if (!(err instanceof InputRequiredSignal) || ctx?.asked !== true) throw err
       result = {}
