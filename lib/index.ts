@@ -103,6 +103,10 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
     // A fail-fast lock client refuses commands until connected: wait for it, but do not keep the
     // app from starting when the backend is down (requests then get a 503 until it is back).
     await backends.lock?.ready?.().catch((err: unknown) => fastify.log.error({ err }, 'session lock backend not reachable at start-up'))
+    // Likewise the limit backend (the plugin's Redis client), when anything is limited: until it
+    // answers, calls would run under `onBackendError` (and log an outage at every start).
+    const limited = opts.backends.limits !== null || [...registry.tools.values()].some(tool => tool.limits !== undefined && tool.limits !== false)
+    if (limited) await backends.limiter.ready().catch((err: unknown) => fastify.log.error({ err }, 'tool limit backend not reachable at start-up'))
   })
   fastify.addHook('preClose', async () => { await engine.close(opts.retryInterval) })
   fastify.addHook('onClose', async () => { await backends.close() })
@@ -121,6 +125,12 @@ export { Registry } from './features/registry.js'
 export { McpError, ErrorCode } from './jsonrpc/errors.js'
 export { AuthError, hasScopes, principalScopes, DEFAULT_ALGORITHMS } from './auth/index.js'
 export type { AuthOptions, AuthPrincipal, AccessFields, AccessRule, ProtectedResourceMetadata, VerifyToken, JwtVerifierOptions } from './auth/index.js'
+export type { ToolLimitsOptions, ToolLimit, RateLimit, BackendFailurePolicy } from './limits/policy.js'
+export type { LimitBackend, LimitSpec, LimitDecision, LimitKind } from './limits/backend.js'
+export { ToolLimitError, type ToolLimitErrorData, type RefusalKind } from './limits/errors.js'
+export { MemoryLimitBackend, type MemoryLimitBackendOptions } from './limits/memory-backend.js'
+export { RedisLimitBackend, type RedisLimitBackendOptions } from './limits/redis-backend.js'
+export type { RedisLimitClient } from './limits/redis-scripts.js'
 export * from './errors.js'
 export { InternalToolError } from './tool-error.js'
 export { injectClient, type InjectClient, type InjectClientOptions, type InjectNotification, type InjectRequestOptions, type InjectToolResult } from './testing/inject-client.js'

@@ -12,6 +12,7 @@ import type { RedisClientLike } from './redis/scripts.js'
 import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 import type { CacheOptions } from './features/cache-hints.js'
 import { resolveAuth, type AuthOptions, type ResolvedAuth } from './auth/resource-server.js'
+import { resolveToolLimits, type ResolvedToolLimits, type ToolLimitsOptions } from './limits/policy.js'
 
 /** Identity of this server (`serverInfo`). */
 export interface Implementation {
@@ -136,6 +137,11 @@ export interface McpPluginOptions {
   bus?: Bus
   /** The event log for resumable streams (default: in-process, bounded). */
   eventLog?: EventLog
+  /**
+   * Rate and concurrency limits of tool calls per tool and caller (the principal, or the address
+   * when anonymous); shared by every instance through `redis` when given. Default: none.
+   */
+  limits?: ToolLimitsOptions
 }
 
 /** The backends the options name (validated; `undefined` where the plugin makes its own). */
@@ -147,6 +153,8 @@ export interface ResolvedBackends {
   bus: Bus | undefined
   eventLog: EventLog | undefined
   eventLogOptions: { maxEvents: number, ttl: number }
+  /** The validated `limits` option, or null without one. */
+  limits: ResolvedToolLimits | null
 }
 
 export interface ResolvedOptions {
@@ -258,7 +266,8 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
     eventLogOptions: {
       maxEvents: nonNegativeInt(elo, 'maxEvents', 1000, 1, 'eventLogOptions.maxEvents'),
       ttl: nonNegativeInt(elo, 'ttl', 300_000, 1, 'eventLogOptions.ttl')
-    }
+    },
+    limits: opts.limits === undefined ? null : resolveToolLimits(opts.limits, fail)
   }
 }
 

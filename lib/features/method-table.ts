@@ -9,6 +9,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { McpContext, McpPrincipal } from '../context.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
+import type { ToolLimiter } from '../limits/limiter.js'
 import { callTool, complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from './methods.js'
 import type { Registry } from './registry.js'
 
@@ -35,6 +36,8 @@ export interface MethodCall {
    * rather than a tool failure (an `isError` result the model sees). `McpError`s always are.
    */
   isProtocolError?: (err: unknown) => boolean
+  /** The tool call limits checked before a tool's handler runs (`limits` option), or none. */
+  limiter?: ToolLimiter | null
 }
 
 /** A row of the table. */
@@ -53,7 +56,7 @@ const ctxOf = (call: MethodCall): McpContext => call.ctx as McpContext
 /** The table (see the module doc). */
 export const METHODS: ReadonlyMap<string, MethodEntry> = new Map<string, MethodEntry>([
   ['tools/list', { capability: 'tools', context: false, cache: 'tools', handler: (c) => listTools(c.registry, c.params, c.pageSize, c.principal) }],
-  ['tools/call', { capability: 'tools', context: true, handler: async (c) => await callTool(c.registry, c.params, ctxOf(c), c.log, c.isProtocolError) }],
+  ['tools/call', { capability: 'tools', context: true, handler: async (c) => await callTool(c.registry, c.params, ctxOf(c), c.log, c.isProtocolError, c.limiter) }],
   ['resources/list', { capability: 'resources', context: false, cache: 'resources', handler: (c) => listResources(c.registry, c.params, c.pageSize, c.principal) }],
   ['resources/templates/list', { capability: 'resources', context: false, cache: 'templates', handler: (c) => listResourceTemplates(c.registry, c.params, c.pageSize, c.principal) }],
   ['resources/read', { capability: 'resources', context: true, cache: 'read', handler: async (c) => await readResource(c.registry, c.params, ctxOf(c), c.resourceNotFound) }],

@@ -9,6 +9,7 @@ import { insufficientScope } from '../auth/bearer.js'
 import { InputRequiredSignal, type McpContext, type McpPrincipal } from '../context.js'
 import { FST_ERR_MCP_CAPABILITY } from '../errors.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
+import type { ToolLimiter } from '../limits/limiter.js'
 import { paginate } from './pagination.js'
 import type { CallToolResult, ContentBlock, PromptMessage, Registry, ResourceContents, ResourceReturn, ToolEntry, ToolReturn } from './registry.js'
 
@@ -70,12 +71,14 @@ function errorResult (text: string): Record<string, unknown> {
 /**
  * `tools/call`. Unknown tool, or one hidden from the principal → -32602 (the same answer). A tool
  * whose scopes the principal lacks → 403 (a backstop: the route's gate refuses it first, with its
- * challenge). Invalid arguments and handler failures are tool results with `isError: true` (2025-11-25,
+ * challenge). Then the tool's limits (`limiter`: a `ToolLimitError`, 429 or 503): every
+ * invocation counts, whatever its arguments, and holds its slot until its result is built.
+ * Invalid arguments and handler failures are tool results with `isError: true` (2025-11-25,
  * SEP-1303), so the model can see and correct them; `McpError`s and what `isProtocolError` picks
  * (the era's protocol errors) are rethrown.
  */
 export async function callTool (registry: Registry, params: Params, ctx: McpContext, log: FastifyBaseLogger,
-  isProtocolError?: (err: unknown) => boolean): Promise<Record<string, unknown>> {
+  isProtocolError?: (err: unknown) => boolean, limiter?: ToolLimiter | null): Promise<Record<string, unknown>> {
   if (typeof params.name !== 'string') throw invalid('name must be a string')
   const name = params.name
   const tool = registry.tools.get(name)
@@ -84,10 +87,17 @@ export async function callTool (registry: Registry, params: Params, ctx: McpCont
   if (!decision.allowed) throw insufficientScope(decision.required, undefined)
   const args = params.arguments ?? {}
   if (typeof args !== 'object' || args === null || Array.isArray(args)) throw invalid('arguments must be an object')
-  return await runTool(tool, name, args, ctx, log, isProtocolError)
+  // Most tools have no limits: no await for them.
+  if (limiter == null || limiter.policy(name, tool.limits) === null) return await runTool(tool, name, args, ctx, log, isProtocolError)
+  const permit = await limiter.acquire({ tool: name, principal: ctx.principal, ip: ctx.request.ip, limits: tool.limits })
+  try {
+    return await runTool(tool, name, args, ctx, log, isProtocolError)
+  } finally {
+    permit.release()
+  }
 }
 
-/** A tool call past the lookup: validation, the handler, the result. */
+/** A tool call past the lookup and the limits: validation, the handler, the result. */
 async function runTool (tool: ToolEntry, name: string, args: object, ctx: McpContext, log: FastifyBaseLogger,
   isProtocolError?: (err: unknown) => boolean): Promise<Record<string, unknown>> {
   let input = tool.validateInput(args)

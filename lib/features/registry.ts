@@ -8,13 +8,15 @@
  * registration order: every reader (the lists, the calls, the capabilities, the 2026-07-28 header
  * checks) sees a disabled entry as absent without knowing about `enabled`.
  *
- * Definitions may also say who sees and may use them (`scopes`, `visible`: `auth/access.ts`),
- * validated with the rest of the definition (by `update()` too); they never reach a descriptor.
+ * Definitions may also say who sees and may use them (`scopes`, `visible`: `auth/access.ts`) and,
+ * for tools, how often a caller may call them (`limits`: `limits/policy.ts`). Both are validated
+ * with the rest of the definition (by `update()` too) and never reach a descriptor.
  */
 import { EventEmitter } from 'node:events'
 import { accessRuleOf, dependsOnPrincipal, type AccessFields, type AccessRule, type AccessTarget } from '../auth/access.js'
 import type { McpContext } from '../context.js'
 import { FST_ERR_MCP_INVALID_DEFINITION } from '../errors.js'
+import { checkToolLimit, type ToolLimit } from '../limits/policy.js'
 import { compileSchema, type ToolArgs, type ToolSchema, type ToolStructured, type Validator } from './schema.js'
 import { compileTemplate, matchTemplate } from './uri-template.js'
 
@@ -62,6 +64,12 @@ export interface ToolDefinition<I extends ToolSchema | undefined = undefined, O 
   annotations?: ToolAnnotations
   icons?: Icon[]
   _meta?: Record<string, unknown>
+  /**
+   * Rate and concurrency limits of this tool per caller, over the `limits.default` option (the
+   * option's `limits.tools` entry wins over these, field by field); `false` exempts it. Not sent
+   * to clients.
+   */
+  limits?: ToolLimit | false
 }
 
 export type { ToolArgs, ToolSchema, ToolStructured, SchemaStatic, FromJsonSchema, StandardSchemaV1, StandardSchemaV1Props, StandardJsonSchemaConverter, StandardResult } from './schema.js'
@@ -168,6 +176,8 @@ export interface ToolEntry {
   handler: (args: Record<string, unknown>, ctx: McpContext) => ToolReturn | Promise<ToolReturn>
   /** Who sees and may call it (`undefined`: everyone). */
   access: AccessRule | undefined
+  /** The definition's own limits (validated), if any. */
+  limits: ToolLimit | false | undefined
 }
 /** @internal */
 export interface ResourceEntry { descriptor: Record<string, unknown>, cache: ResourceDefinition['cache'], handler: ResourceHandler, access: AccessRule | undefined }
@@ -268,7 +278,10 @@ function buildTool (def: ToolDefinition<ToolSchema | undefined, ToolSchema | und
   if (input.json.type !== 'object') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" input must be an object schema`)
   checkHeaderParams(def.name, input.json)
   const access = accessOf('tool', def.name, def)
-  // Field by field: access rules are the server's, never sent.
+  const limits = def.limits === undefined || def.limits === false
+    ? def.limits
+    : checkToolLimit(def.limits, `"${def.name}" limits`, (name, why) => { throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `${name} ${why}`) })
+  // Field by field: access rules and limits are the server's, never sent.
   const descriptor = strip({
     name: def.name,
     title: def.title,
@@ -279,7 +292,7 @@ function buildTool (def: ToolDefinition<ToolSchema | undefined, ToolSchema | und
     icons: def.icons,
     _meta: def._meta
   })
-  return { descriptor, validateInput: input.validate, validateOutput: output?.validate ?? null, handler: handler as ToolEntry['handler'], access }
+  return { descriptor, validateInput: input.validate, validateOutput: output?.validate ?? null, handler: handler as ToolEntry['handler'], access, limits }
 }
 
 function buildResource (def: ResourceDefinition, handler: ResourceHandler): ResourceEntry {

@@ -53,6 +53,8 @@ export interface LimitBackend {
   release (key: string, callId: string): Promise<void>
   /** Stops timers; closes what the backend made (never an injected client). */
   close? (): Promise<void>
+  /** Resolves once the backend can answer (a Redis connection is up), rejects after `timeout` ms. */
+  ready? (timeout?: number): Promise<void>
 }
 
 /** The decision that allows a call. */

@@ -105,6 +105,14 @@ export class ToolLimiter {
     this.#ownsBackend = options.ownsBackend ?? false
   }
 
+  /**
+   * Resolves once the backend can answer (rejects after `timeout` ms when it cannot), so that the
+   * first calls after start-up are checked rather than run under `onBackendError`.
+   */
+  async ready (timeout?: number): Promise<void> {
+    await this.#backend.ready?.(timeout)
+  }
+
   /** Calls of this process holding a lease right now. */
   get held (): number { return this.#held.size }
 

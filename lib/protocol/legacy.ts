@@ -12,6 +12,7 @@ import { LOG_LEVELS, type McpPrincipal } from '../context.js'
 import { METHODS, methodNotFound, needCapability } from '../features/method-table.js'
 import type { Registry } from '../features/registry.js'
 import { ErrorCode, McpError, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
+import type { ToolLimiter } from '../limits/limiter.js'
 import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
 import { K } from '../sessions/session-handle.js'
@@ -41,6 +42,8 @@ export interface LegacyDeps {
   logger: FastifyBaseLogger
   capabilities: () => Record<string, unknown>
   maybeGc: (log: FastifyBaseLogger) => void
+  /** The tool call limits (the `limits` option and the definitions' own). */
+  limiter: ToolLimiter
 }
 
 /** The requests of one POST, registered as in flight before it waits for the session. */
@@ -274,7 +277,8 @@ export class LegacyWire {
       needCapability(caps, entry.capability, msg.method)
       return await entry.handler({
         registry: this.#d.registry, params, ctx: entry.context ? ctx : null, principal: ctx.principal, pageSize: this.#d.opts.pageSize, log,
-        resourceNotFound: (uri) => new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri })
+        resourceNotFound: (uri) => new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri }),
+        limiter: this.#d.limiter
       })
     }
     switch (msg.method) {

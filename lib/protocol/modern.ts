@@ -12,6 +12,7 @@ import { METHODS, methodNotFound, needCapability, type CacheKind, type MethodEnt
 import type { Registry } from '../features/registry.js'
 import { isVisible } from '../auth/access.js'
 import { ErrorCode, McpError, errorReply, type RequestId } from '../jsonrpc/errors.js'
+import type { ToolLimiter } from '../limits/limiter.js'
 import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
 import { isClientCapabilityError } from './base-context.js'
@@ -30,6 +31,8 @@ export interface ModernDeps {
   capabilities: () => Record<string, unknown>
   cache: (what: CacheKind, uri?: string) => CacheHint
   logger: FastifyBaseLogger
+  /** The tool call limits (the `limits` option and the definitions' own). */
+  limiter: ToolLimiter
 }
 
 /** A response, the HTTP status for it, and the headers an error names (`Retry-After`). */
@@ -165,7 +168,7 @@ export class ModernWire {
     let result: Record<string, unknown>
     try {
       result = await entry.handler({
-        registry, params, ctx, principal: r.principal, pageSize: opts.pageSize, log: request.log, resourceNotFound, isProtocolError: isClientCapabilityError
+        registry, params, ctx, principal: r.principal, pageSize: opts.pageSize, log: request.log, resourceNotFound, isProtocolError: isClientCapabilityError, limiter: this.#d.limiter
       })
     } catch (err) {
       if (!(err instanceof InputRequiredSignal) || ctx?.asked !== true) throw err
