@@ -9,6 +9,8 @@ import { MemoryBus, type Bus } from './bus/bus.js'
 import { MemoryEventLog, type EventLog } from './bus/event-log.js'
 import { RedisBus } from './bus/redis-bus.js'
 import { RedisEventLog } from './bus/redis-event-log.js'
+import { buildToolLimiter, type ToolLimiter } from './limits/limiter.js'
+import { resolveToolLimits } from './limits/policy.js'
 import type { SessionLock } from './locks/session-lock.js'
 import type { ResolvedBackends } from './options.js'
 import { createRedisClient } from './redis/client.js'
@@ -20,12 +22,20 @@ import type { SessionStore } from './sessions/session-store.js'
 const CLOSE_TIMEOUT = 5000
 const QUIT_TIMEOUT = 1000
 
+/** The limits without a `limits` option: none but those of the definitions. */
+const NO_LIMITS = resolveToolLimits({})
+
 /** The plugin's backends, ready to use. */
 export interface Backends {
   store: SessionStore
   lock: SessionLock | null
   bus: Bus
   eventLog: EventLog
+  /**
+   * The tool call limits: the `limits` option's, and those of tool definitions (which apply
+   * without the option too).
+   */
+  limiter: ToolLimiter
   /** Closes what the plugin made (see the module doc). Bounded; never throws. */
   close: () => Promise<void>
 }
@@ -42,13 +52,20 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
   const bus = b.bus ?? (redis !== undefined ? new RedisBus({ redis, prefix, log }) : new MemoryBus())
   const eventLog = b.eventLog ??
     (redis !== undefined ? new RedisEventLog({ redis, prefix, ...b.eventLogOptions }) : new MemoryEventLog(b.eventLogOptions))
+  // Limits on Redis share the plugin's client (keys under `<redisPrefix>rl:`), so every instance
+  // counts the same calls; without Redis, in this process's memory. A `limits.backend` of the
+  // app's own is never closed here. Built without the option too: a tool definition's own
+  // `limits` must not be ignored silently (the backend is only used by limited tools).
+  const limiter = buildToolLimiter(b.limits ?? NO_LIMITS, { redis, prefix, log })
   return {
     store,
     lock: b.lock,
     bus,
     eventLog,
+    limiter,
     close: async () => {
-      const steps: Array<Promise<unknown> | undefined> = []
+      // The limiter first: it releases the leases it holds, on the client closed below.
+      const steps: Array<Promise<unknown> | undefined> = [limiter.close()]
       if (b.store === undefined) steps.push(store.close?.())
       if (b.bus === undefined) steps.push(bus.close())
       await bounded(Promise.allSettled(steps), CLOSE_TIMEOUT)

@@ -10,11 +10,14 @@
  */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import { registerProtectedResourceMetadata } from './auth/metadata.js'
+import type { ResolvedAuth } from './auth/resource-server.js'
 import { buildBackends } from './backends.js'
 import { McpDecorator } from './decorator.js'
 import { mcpRoutes } from './http/routes.js'
 import { MemoryBus } from './bus/bus.js'
 import { MemoryEventLog } from './bus/event-log.js'
+import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 import { MemorySessionLock } from './locks/memory-lock.js'
 import { resolveOptions, type McpPluginOptions, type ResolvedBackends } from './options.js'
 import { McpEngine } from './protocol/engine.js'
@@ -33,6 +36,25 @@ function sharedDeployment (b: ResolvedBackends): boolean {
     (b.lock !== null && !(b.lock instanceof MemorySessionLock)) ||
     (b.bus !== undefined && !(b.bus instanceof MemoryBus)) ||
     (b.eventLog !== undefined && !(b.eventLog instanceof MemoryEventLog))
+}
+
+/**
+ * Serves the Protected Resource Metadata of `auth` (RFC 9728). Its well-known URIs are absolute
+ * paths on the host, formed from `auth.resource`: `https://host/api/mcp` has its document at
+ * `/.well-known/oauth-protected-resource/api/mcp` (and at the root form), never under the
+ * endpoint's prefix (`/api/.well-known/…`, where no client looks). The plugin's own `prefix` only
+ * prefixes the endpoint, so these routes go on the instance the plugin is registered on; that
+ * instance's context prefix would be prepended to them, so a context with a prefix is refused
+ * (register at the root and move that prefix into the plugin's `prefix`, which is the same
+ * endpoint).
+ */
+function serveMetadata (fastify: FastifyInstance, auth: ResolvedAuth, registry: McpDecorator): void {
+  if (fastify.prefix !== '') {
+    throw new FST_ERR_MCP_INVALID_OPTION('auth', `needs the plugin registered outside any route prefix: the context prefix "${fastify.prefix}" ` +
+      `would move the Protected Resource Metadata away from ${auth.metadataPaths[0]}, where RFC 9728 puts it; register the plugin ` +
+      `at the app's root and give the whole path in its own prefix option (prefix: "${fastify.prefix}/…")`)
+  }
+  registerProtectedResourceMetadata(fastify, { paths: auth.metadataPaths, document: () => auth.document(registry.declaredScopes()) })
 }
 
 async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): Promise<void> {
@@ -55,15 +77,36 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   fastify.decorate('mcp', registry)
   fastify.decorateRequest('mcpSession', null)
   fastify.decorateRequest('mcpPrincipal', null)
+  if (opts.auth !== null) serveMetadata(fastify, opts.auth, registry)
+  let endpoint: string | undefined
   // The plugin is not encapsulated (fastify-plugin: `app.mcp` must reach the app), so Fastify
   // does not apply a `prefix` given to it: the routes, an encapsulated child, take it instead.
-  await fastify.register(mcpRoutes, { opts, engine, prefix: opts.prefix, onEndpoint: (url) => { recordEndpoint(registry, url) } })
+  await fastify.register(mcpRoutes, {
+    opts,
+    engine,
+    access: registry,
+    prefix: opts.prefix,
+    onEndpoint: (url) => { endpoint ??= url; recordEndpoint(registry, url) }
+  })
+  const resourcePath = opts.auth === null ? undefined : new URL(opts.auth.resource).pathname
+  if (resourcePath !== undefined && endpoint !== undefined && resourcePath !== endpoint) {
+    // Right only behind a proxy that maps one path onto the other (the metadata is served for the public one).
+    fastify.log.warn({ resource: opts.auth?.resource, endpoint }, 'fastify-mcp-http: auth.resource names another path than the endpoint\'s; ' +
+      'clients check that the metadata\'s resource is the URL they use')
+  }
 
   fastify.addHook('onReady', async () => {
     registry.start()
+    if (opts.authenticate === undefined && registry.declaredScopes().length > 0) {
+      fastify.log.warn('fastify-mcp-http: definitions declare scopes but neither auth nor authenticate is set; calls to them get a 401 no client can satisfy')
+    }
     // A fail-fast lock client refuses commands until connected: wait for it, but do not keep the
     // app from starting when the backend is down (requests then get a 503 until it is back).
     await backends.lock?.ready?.().catch((err: unknown) => fastify.log.error({ err }, 'session lock backend not reachable at start-up'))
+    // Likewise the limit backend (the plugin's Redis client), when anything is limited: until it
+    // answers, calls would run under `onBackendError` (and log an outage at every start).
+    const limited = opts.backends.limits !== null || [...registry.tools.values()].some(tool => tool.limits !== undefined && tool.limits !== false)
+    if (limited) await backends.limiter.ready().catch((err: unknown) => fastify.log.error({ err }, 'tool limit backend not reachable at start-up'))
   })
   fastify.addHook('preClose', async () => { await engine.close(opts.retryInterval) })
   fastify.addHook('onClose', async () => { await backends.close() })
@@ -80,6 +123,14 @@ export type * from './context.js'
 export type * from './features/registry.js'
 export { Registry } from './features/registry.js'
 export { McpError, ErrorCode } from './jsonrpc/errors.js'
+export { AuthError, hasScopes, principalScopes, DEFAULT_ALGORITHMS } from './auth/index.js'
+export type { AuthOptions, AuthPrincipal, AccessFields, AccessRule, ProtectedResourceMetadata, VerifyToken, JwtVerifierOptions } from './auth/index.js'
+export type { ToolLimitsOptions, ToolLimit, RateLimit, BackendFailurePolicy } from './limits/policy.js'
+export type { LimitBackend, LimitSpec, LimitDecision, LimitKind } from './limits/backend.js'
+export { ToolLimitError, type ToolLimitErrorData, type RefusalKind } from './limits/errors.js'
+export { MemoryLimitBackend, type MemoryLimitBackendOptions } from './limits/memory-backend.js'
+export { RedisLimitBackend, type RedisLimitBackendOptions } from './limits/redis-backend.js'
+export type { RedisLimitClient } from './limits/redis-scripts.js'
 export * from './errors.js'
 export { InternalToolError } from './tool-error.js'
 export { injectClient, type InjectClient, type InjectClientOptions, type InjectNotification, type InjectRequestOptions, type InjectToolResult } from './testing/inject-client.js'

@@ -11,6 +11,8 @@ import type { EventLog } from './bus/event-log.js'
 import type { RedisClientLike } from './redis/scripts.js'
 import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 import type { CacheOptions } from './features/cache-hints.js'
+import { resolveAuth, type AuthOptions, type ResolvedAuth } from './auth/resource-server.js'
+import { resolveToolLimits, type ResolvedToolLimits, type ToolLimitsOptions } from './limits/policy.js'
 
 /** Identity of this server (`serverInfo`). */
 export interface Implementation {
@@ -65,9 +67,20 @@ export interface McpPluginOptions {
   allowedHosts?: string[]
   /** Authenticates a request: a principal, or `null` when anonymous. */
   authenticate?: (request: FastifyRequest) => McpPrincipal | null | Promise<McpPrincipal | null>
-  /** Reject anonymous requests with 401 when `authenticate` returns null. Default true when `authenticate` is set. */
+  /**
+   * The endpoint as an OAuth 2.0 protected resource (MCP authorization): bearer tokens verified
+   * against the authorization server's JWKS (`jwt`) or by `verify`, Protected Resource Metadata
+   * served at the RFC 9728 well-known URIs, `resource_metadata` in every challenge. Exclusive with
+   * `authenticate` and `wwwAuthenticate`.
+   */
+  auth?: AuthOptions
+  /**
+   * Reject anonymous requests with 401 when `authenticate` returns null (with `auth`: a request
+   * without a token). Default true when `authenticate` or `auth` is set. A request with an invalid
+   * token is refused either way.
+   */
   requireAuth?: boolean
-  /** `WWW-Authenticate` value sent with 401. Default `Bearer`. */
+  /** `WWW-Authenticate` value sent with 401 (not with `auth`, which builds its own). Default `Bearer`. */
   wwwAuthenticate?: string
   /** Largest accepted body in bytes (413 beyond). Default 4 MiB. */
   bodyLimit?: number
@@ -124,6 +137,11 @@ export interface McpPluginOptions {
   bus?: Bus
   /** The event log for resumable streams (default: in-process, bounded). */
   eventLog?: EventLog
+  /**
+   * Rate and concurrency limits of tool calls per tool and caller (the principal, or the address
+   * when anonymous); shared by every instance through `redis` when given. Default: none.
+   */
+  limits?: ToolLimitsOptions
 }
 
 /** The backends the options name (validated; `undefined` where the plugin makes its own). */
@@ -135,6 +153,8 @@ export interface ResolvedBackends {
   bus: Bus | undefined
   eventLog: EventLog | undefined
   eventLogOptions: { maxEvents: number, ttl: number }
+  /** The validated `limits` option, or null without one. */
+  limits: ResolvedToolLimits | null
 }
 
 export interface ResolvedOptions {
@@ -151,6 +171,8 @@ export interface ResolvedOptions {
   /** The check of a request a trusted proxy forwarded (its `request.host`); `null` when `allowedHosts` is not set. */
   forwardedHosts: ((host: string) => boolean) | null
   authenticate: McpPluginOptions['authenticate']
+  /** The resolved `auth` option, or `null`. */
+  auth: ResolvedAuth | null
   requireAuth: boolean
   wwwAuthenticate: string
   bodyLimit: number
@@ -244,7 +266,8 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
     eventLogOptions: {
       maxEvents: nonNegativeInt(elo, 'maxEvents', 1000, 1, 'eventLogOptions.maxEvents'),
       ttl: nonNegativeInt(elo, 'ttl', 300_000, 1, 'eventLogOptions.ttl')
-    }
+    },
+    limits: opts.limits === undefined ? null : resolveToolLimits(opts.limits, fail)
   }
 }
 
@@ -285,11 +308,25 @@ function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: 
   return { gcProbability, gcDivisor }
 }
 
-function checkAuth (opts: McpPluginOptions): Pick<ResolvedOptions, 'authenticate' | 'requireAuth' | 'wwwAuthenticate'> {
+/**
+ * `authenticate` or `auth`, never both: with both it would be unclear which one a 401 came from
+ * and which principal a session is bound to (a custom token check is `auth.verify`; other
+ * schemes, cookies, mTLS, stay `authenticate`). `auth` builds the challenge (with
+ * `resource_metadata`), so `wwwAuthenticate` goes with `authenticate` only. The resolved
+ * `authenticate` and `wwwAuthenticate` are `auth`'s, so the routes run either the same way.
+ */
+function checkAuth (opts: McpPluginOptions): Pick<ResolvedOptions, 'authenticate' | 'auth' | 'requireAuth' | 'wwwAuthenticate'> {
   if (opts.authenticate !== undefined && typeof opts.authenticate !== 'function') fail('authenticate', 'must be a function')
   if (opts.requireAuth !== undefined && typeof opts.requireAuth !== 'boolean') fail('requireAuth', 'must be a boolean')
   if (opts.wwwAuthenticate !== undefined && typeof opts.wwwAuthenticate !== 'string') fail('wwwAuthenticate', 'must be a string')
+  if (opts.auth !== undefined) {
+    if (opts.authenticate !== undefined) fail('auth', 'cannot be combined with authenticate (use auth.verify for your own token check)')
+    if (opts.wwwAuthenticate !== undefined) fail('wwwAuthenticate', 'is built by auth (with resource_metadata); remove it')
+    const auth = resolveAuth(opts.auth, fail)
+    return { auth, authenticate: auth.authenticate, requireAuth: opts.requireAuth ?? true, wwwAuthenticate: auth.challenge }
+  }
   return {
+    auth: null,
     authenticate: opts.authenticate,
     requireAuth: opts.requireAuth ?? opts.authenticate !== undefined,
     wwwAuthenticate: opts.wwwAuthenticate ?? 'Bearer'

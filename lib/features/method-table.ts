@@ -7,8 +7,9 @@
  * with their wire: they are about the connection, not the registry.
  */
 import type { FastifyBaseLogger } from 'fastify'
-import type { McpContext } from '../context.js'
+import type { McpContext, McpPrincipal } from '../context.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
+import type { ToolLimiter } from '../limits/limiter.js'
 import { callTool, complete, type StateRunner, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from './methods.js'
 import type { Registry } from './registry.js'
 
@@ -24,6 +25,8 @@ export interface MethodCall {
   params: Record<string, unknown>
   /** The handler context (methods with `context: true`). */
   ctx: McpContext | null
+  /** Who asks (lists and completions leave out what `visible` hides from them). */
+  principal: McpPrincipal | null
   pageSize: number
   log: FastifyBaseLogger
   /** What `resources/read` of an unknown URI answers (the code differs by era). */
@@ -33,6 +36,8 @@ export interface MethodCall {
    * rather than a tool failure (an `isError` result the model sees). `McpError`s always are.
    */
   isProtocolError?: (err: unknown) => boolean
+  /** The tool call limits checked before a tool's handler runs (`limits` option), or none. */
+  limiter?: ToolLimiter | null
   /** Runs the tool calls that declare a state handle. */
   state?: StateRunner
 }
@@ -52,14 +57,14 @@ const ctxOf = (call: MethodCall): McpContext => call.ctx as McpContext
 
 /** The table (see the module doc). */
 export const METHODS: ReadonlyMap<string, MethodEntry> = new Map<string, MethodEntry>([
-  ['tools/list', { capability: 'tools', context: false, cache: 'tools', handler: (c) => listTools(c.registry, c.params, c.pageSize) }],
-  ['tools/call', { capability: 'tools', context: true, handler: async (c) => await callTool(c.registry, c.params, ctxOf(c), c.log, { isProtocolError: c.isProtocolError, state: c.state }) }],
-  ['resources/list', { capability: 'resources', context: false, cache: 'resources', handler: (c) => listResources(c.registry, c.params, c.pageSize) }],
-  ['resources/templates/list', { capability: 'resources', context: false, cache: 'templates', handler: (c) => listResourceTemplates(c.registry, c.params, c.pageSize) }],
+  ['tools/list', { capability: 'tools', context: false, cache: 'tools', handler: (c) => listTools(c.registry, c.params, c.pageSize, c.principal) }],
+  ['tools/call', { capability: 'tools', context: true, handler: async (c) => await callTool(c.registry, c.params, ctxOf(c), c.log, { isProtocolError: c.isProtocolError, limiter: c.limiter, state: c.state }) }],
+  ['resources/list', { capability: 'resources', context: false, cache: 'resources', handler: (c) => listResources(c.registry, c.params, c.pageSize, c.principal) }],
+  ['resources/templates/list', { capability: 'resources', context: false, cache: 'templates', handler: (c) => listResourceTemplates(c.registry, c.params, c.pageSize, c.principal) }],
   ['resources/read', { capability: 'resources', context: true, cache: 'read', handler: async (c) => await readResource(c.registry, c.params, ctxOf(c), c.resourceNotFound) }],
-  ['prompts/list', { capability: 'prompts', context: false, cache: 'prompts', handler: (c) => listPrompts(c.registry, c.params, c.pageSize) }],
+  ['prompts/list', { capability: 'prompts', context: false, cache: 'prompts', handler: (c) => listPrompts(c.registry, c.params, c.pageSize, c.principal) }],
   ['prompts/get', { capability: 'prompts', context: true, handler: async (c) => await getPrompt(c.registry, c.params, ctxOf(c)) }],
-  ['completion/complete', { capability: 'completions', context: false, handler: async (c) => await complete(c.registry, c.params) }]
+  ['completion/complete', { capability: 'completions', context: false, handler: async (c) => await complete(c.registry, c.params, c.principal) }]
 ])
 
 /**

@@ -4,11 +4,14 @@
  * result object, or throws an `McpError`.
  */
 import type { FastifyBaseLogger } from 'fastify'
-import { InputRequiredSignal, type McpContext } from '../context.js'
+import { decideAccess, isVisible, visibleTo } from '../auth/access.js'
+import { insufficientScope } from '../auth/bearer.js'
+import { InputRequiredSignal, type McpContext, type McpPrincipal } from '../context.js'
 import { FST_ERR_MCP_CAPABILITY } from '../errors.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
+import type { ToolLimiter } from '../limits/limiter.js'
 import { paginate } from './pagination.js'
-import type { CallToolResult, ToolEntry, ContentBlock, PromptMessage, Registry, ResourceContents, ResourceReturn, ToolReturn } from './registry.js'
+import type { CallToolResult, ContentBlock, PromptMessage, Registry, ResourceContents, ResourceReturn, ToolEntry, ToolReturn } from './registry.js'
 
 type Params = Record<string, unknown>
 
@@ -23,23 +26,29 @@ function invalid (message: string, data?: unknown): McpError {
   return new McpError(ErrorCode.InvalidParams, `Invalid params: ${message}`, data)
 }
 
-export function listTools (registry: Registry, params: Params, pageSize: number): Record<string, unknown> {
-  const { page, nextCursor } = paginate('tools', [...registry.tools.values()], params.cursor, pageSize)
+/*
+ * The lists hold what `principal` may see (a definition's `visible`); a cursor is an offset into
+ * that list, so a principal whose view changes between pages may skip or repeat an entry, as with
+ * any change of the list between pages.
+ */
+
+export function listTools (registry: Registry, params: Params, pageSize: number, principal: McpPrincipal | null): Record<string, unknown> {
+  const { page, nextCursor } = paginate('tools', visibleTo(registry.tools.values(), principal, t => t.access), params.cursor, pageSize)
   return withCursor({ tools: page.map(t => t.descriptor) }, nextCursor)
 }
 
-export function listResources (registry: Registry, params: Params, pageSize: number): Record<string, unknown> {
-  const { page, nextCursor } = paginate('resources', [...registry.resources.values()], params.cursor, pageSize)
+export function listResources (registry: Registry, params: Params, pageSize: number, principal: McpPrincipal | null): Record<string, unknown> {
+  const { page, nextCursor } = paginate('resources', visibleTo(registry.resources.values(), principal, r => r.access), params.cursor, pageSize)
   return withCursor({ resources: page.map(r => r.descriptor) }, nextCursor)
 }
 
-export function listResourceTemplates (registry: Registry, params: Params, pageSize: number): Record<string, unknown> {
-  const { page, nextCursor } = paginate('templates', [...registry.templates.values()], params.cursor, pageSize)
+export function listResourceTemplates (registry: Registry, params: Params, pageSize: number, principal: McpPrincipal | null): Record<string, unknown> {
+  const { page, nextCursor } = paginate('templates', visibleTo(registry.templates.values(), principal, r => r.access), params.cursor, pageSize)
   return withCursor({ resourceTemplates: page.map(r => r.descriptor) }, nextCursor)
 }
 
-export function listPrompts (registry: Registry, params: Params, pageSize: number): Record<string, unknown> {
-  const { page, nextCursor } = paginate('prompts', [...registry.prompts.values()], params.cursor, pageSize)
+export function listPrompts (registry: Registry, params: Params, pageSize: number, principal: McpPrincipal | null): Record<string, unknown> {
+  const { page, nextCursor } = paginate('prompts', visibleTo(registry.prompts.values(), principal, p => p.access), params.cursor, pageSize)
   return withCursor({ prompts: page.map(p => p.descriptor) }, nextCursor)
 }
 
@@ -60,30 +69,33 @@ function errorResult (text: string): Record<string, unknown> {
 }
 
 /**
- * `tools/call`. Unknown tool → -32602. Invalid arguments and handler failures are tool results
- * with `isError: true` (2025-11-25, SEP-1303), so the model can see and correct them; `McpError`s
- * and what `isProtocolError` picks (the era's protocol errors) are rethrown.
+ * `tools/call`. Unknown tool, or one hidden from the principal → -32602 (the same answer). A tool
+ * whose scopes the principal lacks → 403 (a backstop: the route's gate refuses it first, with its
+ * challenge). Then the tool's limits (`limiter`: a `ToolLimitError`, 429 or 503): every
+ * invocation counts, whatever its arguments, and holds its slot until its result is built.
+ * Invalid arguments and handler failures are tool results with `isError: true` (2025-11-25,
+ * SEP-1303), so the model can see and correct them; `McpError`s and what `isProtocolError` picks
+ * (the era's protocol errors) are rethrown.
  */
 export async function callTool (registry: Registry, params: Params, ctx: McpContext, log: FastifyBaseLogger,
   options: CallToolOptions = {}): Promise<Record<string, unknown>> {
   if (typeof params.name !== 'string') throw invalid('name must be a string')
-  const tool = registry.tools.get(params.name)
-  if (tool === undefined) throw invalid(`unknown tool "${params.name}"`)
+  const name = params.name
+  const tool = registry.tools.get(name)
+  const decision = decideAccess(tool?.access, ctx.principal)
+  if (tool === undefined || !decision.visible) throw invalid(`unknown tool "${name}"`)
+  if (!decision.allowed) throw insufficientScope(decision.required, undefined)
   const args = params.arguments ?? {}
   if (typeof args !== 'object' || args === null || Array.isArray(args)) throw invalid('arguments must be an object')
-  let input = tool.validateInput(args)
-  if (input instanceof Promise) input = await input
-  if (!input.ok) return errorResult(`Invalid arguments for tool "${params.name}": ${input.problem}`)
-  if (tool.needsSession && ctx.session === null) {
-    return errorResult(`Tool "${params.name}" needs a session: connect with the MCP handshake (initialize, protocol 2025-11-25 or earlier).`)
+  // Most tools have no limits: no await for them.
+  const limiter = options.limiter
+  if (limiter == null || limiter.policy(name, tool.limits) === null) return await checkedCall(tool, name, args, ctx, log, options)
+  const permit = await limiter.acquire({ tool: name, principal: ctx.principal, ip: ctx.request.ip, limits: tool.limits })
+  try {
+    return await checkedCall(tool, name, args, ctx, log, options)
+  } finally {
+    permit.release()
   }
-  const run = async (): Promise<Record<string, unknown>> => await runTool(params.name as string, tool, input.value as Record<string, unknown>, ctx, log, options)
-  if (tool.handle === null) return await run()
-  if (options.state === undefined) throw new Error(`tool "${params.name}" declares a handle, but no state runner serves this call`)
-  const { kind, argument } = tool.handle
-  const out = await options.state.withHandle(kind, (input.value as Record<string, unknown>)[argument], ctx, run)
-  // One text for unknown, expired, ended and someone else's handles: no oracle.
-  return out ?? errorResult(`Unknown or expired ${kind} handle.`)
 }
 
 /**
@@ -103,21 +115,41 @@ export interface StateRunner {
 export interface CallToolOptions {
   /** Whether a handler's error is a protocol error of the era (rethrown), not a tool failure. */
   isProtocolError?: (err: unknown) => boolean
+  /** The tool call limits checked before a tool's handler runs (`limits` option), or none. */
+  limiter?: ToolLimiter | null
   /** Runs the calls of tools that declare a state handle. */
   state?: StateRunner
 }
 
-/** Runs a tool's handler and checks what it returns (see {@link callTool}). */
-async function runTool (name: string, tool: ToolEntry, args: Record<string, unknown>, ctx: McpContext, log: FastifyBaseLogger,
+/**
+ * A tool call past the lookup and the limits: validation, what the tool needs (a session, a
+ * state handle: the same text for every handle it may not use, so there is no oracle), the run.
+ */
+async function checkedCall (tool: ToolEntry, name: string, args: object, ctx: McpContext, log: FastifyBaseLogger,
   options: CallToolOptions): Promise<Record<string, unknown>> {
-  const isProtocolError = options.isProtocolError
-  const params = { name }
+  let input = tool.validateInput(args)
+  if (input instanceof Promise) input = await input
+  if (!input.ok) return errorResult(`Invalid arguments for tool "${name}": ${input.problem}`)
+  if (tool.needsSession && ctx.session === null) {
+    return errorResult(`Tool "${name}" needs a session: connect with the MCP handshake (initialize, protocol 2025-11-25 or earlier).`)
+  }
+  const value = input.value as Record<string, unknown>
+  const run = async (): Promise<Record<string, unknown>> => await runTool(tool, name, value, ctx, log, options.isProtocolError)
+  if (tool.handle === null) return await run()
+  if (options.state === undefined) throw new Error(`tool "${name}" declares a handle, but no state runner serves this call`)
+  const out = await options.state.withHandle(tool.handle.kind, value[tool.handle.argument], ctx, run)
+  return out ?? errorResult(`Unknown or expired ${tool.handle.kind} handle.`)
+}
+
+/** Runs a tool's handler and checks what it returns. */
+async function runTool (tool: ToolEntry, name: string, args: Record<string, unknown>, ctx: McpContext, log: FastifyBaseLogger,
+  isProtocolError?: (err: unknown) => boolean): Promise<Record<string, unknown>> {
   let result: CallToolResult
   try {
     result = toolResult(await tool.handler(args, ctx))
   } catch (err) {
     if (err instanceof McpError || err instanceof InputRequiredSignal || isProtocolError?.(err) === true || ctx.signal.aborted) throw err
-    toolFailed(log, params.name, err)
+    toolFailed(log, name, err)
     // The message reaches the model, unless the error says it is not to be exposed (InternalToolError, http-errors' 5xx).
     const shown = err instanceof Error && err.message !== '' && (err as { expose?: unknown }).expose !== false
     return errorResult(shown ? err.message : 'Tool execution failed')
@@ -125,13 +157,13 @@ async function runTool (name: string, tool: ToolEntry, args: Record<string, unkn
   let structured = result.structuredContent
   if (tool.validateOutput !== null && result.isError !== true) {
     if (structured === undefined) {
-      toolFailed(log, params.name, new Error(`tool "${params.name}" declares an outputSchema but returned no structuredContent`))
+      toolFailed(log, name, new Error(`tool "${name}" declares an outputSchema but returned no structuredContent`))
       return errorResult('Tool returned no structured content')
     }
     let output = tool.validateOutput(structured)
     if (output instanceof Promise) output = await output
     if (!output.ok) {
-      toolFailed(log, params.name, new Error(`tool "${params.name}" returned structuredContent that does not match its outputSchema: ${output.problem}`))
+      toolFailed(log, name, new Error(`tool "${name}" returned structuredContent that does not match its outputSchema: ${output.problem}`))
       return errorResult('Tool returned structured content that does not match its output schema')
     }
     // What the output schema parsed (a Standard Schema may strip or transform; Ajv leaves it as is).
@@ -153,19 +185,23 @@ function toContents (uri: string, value: ResourceReturn): ResourceContents[] {
   return list.map(c => ({ ...c, uri: c.uri ?? uri }))
 }
 
-/** `resources/read`. Unknown URI → `notFound(uri)`. */
+/** `resources/read`. Unknown URI, or one hidden from the principal → `notFound(uri)`; lacking its scopes → 403. */
 export async function readResource (registry: Registry, params: Params, ctx: McpContext, notFound: (uri: string) => McpError): Promise<Record<string, unknown>> {
   if (typeof params.uri !== 'string') throw invalid('uri must be a string')
   const found = registry.findResource(params.uri)
-  if (found === null) throw notFound(params.uri)
+  const decision = decideAccess(found?.access, ctx.principal)
+  if (found === null || !decision.visible) throw notFound(params.uri)
+  if (!decision.allowed) throw insufficientScope(decision.required, undefined)
   return { contents: toContents(params.uri, await found.handler(ctx)) }
 }
 
-/** `prompts/get`. Unknown prompt or missing required arguments → -32602. */
+/** `prompts/get`. Unknown prompt (or hidden from the principal) or missing required arguments → -32602; lacking its scopes → 403. */
 export async function getPrompt (registry: Registry, params: Params, ctx: McpContext): Promise<Record<string, unknown>> {
   if (typeof params.name !== 'string') throw invalid('name must be a string')
   const prompt = registry.prompts.get(params.name)
-  if (prompt === undefined) throw invalid(`unknown prompt "${params.name}"`)
+  const decision = decideAccess(prompt?.access, ctx.principal)
+  if (prompt === undefined || !decision.visible) throw invalid(`unknown prompt "${params.name}"`)
+  if (!decision.allowed) throw insufficientScope(decision.required, undefined)
   const args = params.arguments ?? {}
   if (typeof args !== 'object' || args === null || Array.isArray(args)) throw invalid('arguments must be an object')
   const a = args as Record<string, unknown>
@@ -179,8 +215,8 @@ export async function getPrompt (registry: Registry, params: Params, ctx: McpCon
   return result as unknown as Record<string, unknown>
 }
 
-/** `completion/complete` for prompt arguments and template variables; at most 100 values. */
-export async function complete (registry: Registry, params: Params): Promise<Record<string, unknown>> {
+/** `completion/complete` for prompt arguments and template variables; at most 100 values. A prompt or template hidden from the principal is unknown. */
+export async function complete (registry: Registry, params: Params, principal: McpPrincipal | null): Promise<Record<string, unknown>> {
   const ref = params.ref as Record<string, unknown> | undefined
   const argument = params.argument as Record<string, unknown> | undefined
   if (typeof ref !== 'object' || ref === null) throw invalid('ref must be an object')
@@ -190,11 +226,11 @@ export async function complete (registry: Registry, params: Params): Promise<Rec
   let completer
   if (ref.type === 'ref/prompt') {
     const prompt = registry.prompts.get(String(ref.name))
-    if (prompt === undefined) throw invalid(`unknown prompt "${String(ref.name)}"`)
+    if (prompt === undefined || !isVisible(prompt.access, principal)) throw invalid(`unknown prompt "${String(ref.name)}"`)
     completer = prompt.def.complete?.[argument.name]
   } else if (ref.type === 'ref/resource') {
     const template = registry.templates.get(String(ref.uri))
-    if (template === undefined) throw invalid(`unknown resource template "${String(ref.uri)}"`)
+    if (template === undefined || !isVisible(template.access, principal)) throw invalid(`unknown resource template "${String(ref.uri)}"`)
     completer = template.complete[argument.name]
   } else {
     throw invalid('ref.type must be "ref/prompt" or "ref/resource"')

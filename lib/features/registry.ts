@@ -7,10 +7,16 @@
  * The public maps (`tools`, `resources`, `templates`, `prompts`) hold what is enabled, in
  * registration order: every reader (the lists, the calls, the capabilities, the 2026-07-28 header
  * checks) sees a disabled entry as absent without knowing about `enabled`.
+ *
+ * Definitions may also say who sees and may use them (`scopes`, `visible`: `auth/access.ts`) and,
+ * for tools, how often a caller may call them (`limits`: `limits/policy.ts`). Both are validated
+ * with the rest of the definition (by `update()` too) and never reach a descriptor.
  */
 import { EventEmitter } from 'node:events'
+import { accessRuleOf, dependsOnPrincipal, type AccessFields, type AccessRule, type AccessTarget } from '../auth/access.js'
 import type { McpContext } from '../context.js'
 import { FST_ERR_MCP_INVALID_DEFINITION } from '../errors.js'
+import { checkToolLimit, type ToolLimit } from '../limits/policy.js'
 import { kindProblem, type HandleKind } from '../state/handles.js'
 import { toolState, type ToolHandleOption } from './tool-state.js'
 import { compileSchema, type ToolArgs, type ToolSchema, type ToolStructured, type Validator } from './schema.js'
@@ -48,7 +54,7 @@ export type ResourceContents =
  * What `fastify.mcp.tool()` takes. `input` / `output` are a Standard Schema (zod ≥ 4.2, …), a
  * TypeBox schema or a plain JSON Schema object (see `schema.ts`); the handler's types follow them.
  */
-export interface ToolDefinition<I extends ToolSchema | undefined = undefined, O extends ToolSchema | undefined = undefined> {
+export interface ToolDefinition<I extends ToolSchema | undefined = undefined, O extends ToolSchema | undefined = undefined> extends AccessFields {
   /** 1–64 chars of `[A-Za-z0-9_./-]`. */
   name: string
   title?: string
@@ -67,6 +73,12 @@ export interface ToolDefinition<I extends ToolSchema | undefined = undefined, O 
   handle?: ToolHandleOption<Extract<keyof ToolArgs<I>, string>>
   /** `'required'`: the tool needs a handshake-era session; on the 2026-07-28 wire it answers so (`isError`). */
   session?: 'required'
+  /**
+   * Rate and concurrency limits of this tool per caller, over the `limits.default` option (the
+   * option's `limits.tools` entry wins over these, field by field); `false` exempts it. Not sent
+   * to clients.
+   */
+  limits?: ToolLimit | false
 }
 
 export type { ToolArgs, ToolSchema, ToolStructured, SchemaStatic, FromJsonSchema, StandardSchemaV1, StandardSchemaV1Props, StandardJsonSchemaConverter, StandardResult } from './schema.js'
@@ -116,7 +128,7 @@ export interface ToolHandle<I extends ToolSchema | undefined = undefined, O exte
 /** Completes a prompt argument or template variable: values for the partial `value`. */
 export type Completer = (value: string, context: { arguments: Record<string, string> }) => string[] | Promise<string[]>
 
-export interface ResourceDefinition {
+export interface ResourceDefinition extends AccessFields {
   uri: string
   /** Cache hint of `resources/read` for this resource (2026-07-28). */
   cache?: { ttlMs?: number, cacheScope?: 'public' | 'private' }
@@ -130,7 +142,7 @@ export interface ResourceDefinition {
   _meta?: Record<string, unknown>
 }
 
-export interface ResourceTemplateDefinition {
+export interface ResourceTemplateDefinition extends AccessFields {
   uriTemplate: string
   name: string
   title?: string
@@ -150,7 +162,7 @@ export type TemplateHandler = (uri: string, variables: Record<string, string>, c
 
 export interface PromptArgument { name: string, title?: string, description?: string, required?: boolean }
 
-export interface PromptDefinition {
+export interface PromptDefinition extends AccessFields {
   name: string
   title?: string
   description: string
@@ -175,18 +187,23 @@ export interface ToolEntry {
   handle: { argument: string, kind: string } | null
   /** The tool needs a handshake-era session. */
   needsSession: boolean
+  /** Who sees and may call it (`undefined`: everyone). */
+  access: AccessRule | undefined
+  /** The definition's own limits (validated), if any. */
+  limits: ToolLimit | false | undefined
 }
 /** @internal */
-export interface ResourceEntry { descriptor: Record<string, unknown>, cache: ResourceDefinition['cache'], handler: ResourceHandler }
+export interface ResourceEntry { descriptor: Record<string, unknown>, cache: ResourceDefinition['cache'], handler: ResourceHandler, access: AccessRule | undefined }
 /** @internal */
 export interface TemplateEntry {
   descriptor: Record<string, unknown>
   compiled: ReturnType<typeof compileTemplate>
   complete: Record<string, Completer>
   handler: TemplateHandler
+  access: AccessRule | undefined
 }
 /** @internal */
-export interface PromptEntry { descriptor: Record<string, unknown>, def: PromptDefinition, handler: PromptHandler }
+export interface PromptEntry { descriptor: Record<string, unknown>, def: PromptDefinition, handler: PromptHandler, access: AccessRule | undefined }
 
 /** A registered resource (see {@link ToolHandle}; `notifications/resources/list_changed`). */
 export interface ResourceHandle {
@@ -224,6 +241,11 @@ export interface PromptHandle {
 export type ListKind = 'tools' | 'resources' | 'prompts'
 
 const TOOL_NAME = /^[A-Za-z0-9_./-]{1,64}$/
+
+/** The access rule of a definition (`scopes`, `visible`), or FST_ERR_MCP_INVALID_DEFINITION. */
+function accessOf (what: string, name: string, def: AccessFields): AccessRule | undefined {
+  try { return accessRuleOf(def) } catch (err) { throw new FST_ERR_MCP_INVALID_DEFINITION(what, `"${name}": ${(err as Error).message}`) }
+}
 
 function strip<T extends Record<string, unknown>> (o: T): T {
   for (const k of Object.keys(o)) if (o[k] === undefined) delete o[k]
@@ -269,6 +291,11 @@ function buildTool (def: ToolDefinition<ToolSchema | undefined, ToolSchema | und
   if (input.json.type !== 'object') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${def.name}" input must be an object schema`)
   checkHeaderParams(def.name, input.json)
   const state = toolState(def.name, def as Parameters<typeof toolState>[1], input.json, kinds)
+  const access = accessOf('tool', def.name, def)
+  const limits = def.limits === undefined || def.limits === false
+    ? def.limits
+    : checkToolLimit(def.limits, `"${def.name}" limits`, (name, why) => { throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `${name} ${why}`) })
+  // Field by field: access rules and limits are the server's, never sent.
   const descriptor = strip({
     name: def.name,
     title: def.title,
@@ -284,6 +311,8 @@ function buildTool (def: ToolDefinition<ToolSchema | undefined, ToolSchema | und
     validateInput: input.validate,
     validateOutput: output?.validate ?? null,
     handler: handler as ToolEntry['handler'],
+    access,
+    limits,
     handle: state.handle,
     needsSession: state.needsSession
   }
@@ -294,8 +323,10 @@ function buildResource (def: ResourceDefinition, handler: ResourceHandler): Reso
   if (typeof def.name !== 'string' || def.name === '') throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `"${def.uri}" needs a name`)
   if (typeof def.description !== 'string') throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `"${def.uri}" needs a description`)
   if (typeof handler !== 'function') throw new FST_ERR_MCP_INVALID_DEFINITION('resource', `"${def.uri}" needs a handler function`)
-  const { cache, ...rest } = def
-  return { descriptor: strip({ ...rest }), cache, handler }
+  const access = accessOf('resource', def.uri, def)
+  // The descriptor is the rest of the definition: what is not for clients is taken out.
+  const { cache, scopes: _s, visible: _v, ...rest } = def
+  return { descriptor: strip({ ...rest }), cache, handler, access }
 }
 
 function buildTemplate (def: ResourceTemplateDefinition, handler: TemplateHandler): TemplateEntry {
@@ -307,8 +338,9 @@ function buildTemplate (def: ResourceTemplateDefinition, handler: TemplateHandle
   try { compiled = compileTemplate(def.uriTemplate) } catch (err) {
     throw new FST_ERR_MCP_INVALID_DEFINITION('resource template', `"${def.uriTemplate}": ${(err as Error).message}`)
   }
-  const { complete, ...rest } = def
-  return { descriptor: strip({ ...rest }), compiled, complete: complete ?? {}, handler }
+  const access = accessOf('resource template', def.uriTemplate, def)
+  const { complete, scopes: _s, visible: _v, ...rest } = def
+  return { descriptor: strip({ ...rest }), compiled, complete: complete ?? {}, handler, access }
 }
 
 function buildPrompt (def: PromptDefinition, handler: PromptHandler): PromptEntry {
@@ -318,8 +350,9 @@ function buildPrompt (def: PromptDefinition, handler: PromptHandler): PromptEntr
   for (const a of def.arguments ?? []) {
     if (typeof a?.name !== 'string' || a.name === '') throw new FST_ERR_MCP_INVALID_DEFINITION('prompt', `"${def.name}" has an argument without a name`)
   }
-  const { complete: _c, ...rest } = def
-  return { descriptor: strip({ ...rest }), def, handler }
+  const access = accessOf('prompt', def.name, def)
+  const { complete: _c, scopes: _s, visible: _v, ...rest } = def
+  return { descriptor: strip({ ...rest }), def, handler, access }
 }
 
 /** One registration: its definition and handler (what `update()` merges into), and what readers see. */
@@ -555,14 +588,45 @@ export class Registry extends EventEmitter<{ changed: [ListKind], resourceUpdate
     this.emit('resourceUpdated', uri)
   }
 
-  /** @internal Finds the handler for a URI: a fixed resource, else the first matching template. */
-  findResource (uri: string): { handler: (ctx: McpContext) => ResourceReturn | Promise<ResourceReturn> } | null {
+  /** @internal Finds the handler (and access rule) for a URI: a fixed resource, else the first matching template. */
+  findResource (uri: string): { access: AccessRule | undefined, handler: (ctx: McpContext) => ResourceReturn | Promise<ResourceReturn> } | null {
     const fixed = this.resources.get(uri)
-    if (fixed !== undefined) return { handler: (ctx) => fixed.handler(uri, ctx) }
+    if (fixed !== undefined) return { access: fixed.access, handler: (ctx) => fixed.handler(uri, ctx) }
     for (const t of this.templates.values()) {
       const vars = matchTemplate(t.compiled, uri)
-      if (vars !== null) return { handler: (ctx) => t.handler(uri, vars, ctx) }
+      if (vars !== null) return { access: t.access, handler: (ctx) => t.handler(uri, vars, ctx) }
     }
     return null
+  }
+
+  /** @internal The access rule of what a request addresses (the route's scope gate asks). */
+  accessRule (target: AccessTarget): AccessRule | undefined {
+    switch (target.kind) {
+      case 'tool': return this.tools.get(target.name)?.access
+      case 'prompt': return this.prompts.get(target.name)?.access
+      case 'template': return this.templates.get(target.uriTemplate)?.access
+      case 'resource': {
+        const fixed = this.resources.get(target.uri)
+        if (fixed !== undefined) return fixed.access
+        for (const t of this.templates.values()) if (matchTemplate(t.compiled, target.uri) !== null) return t.access
+        return undefined
+      }
+    }
+  }
+
+  /** @internal Whether a list's content depends on the principal (an enabled entry has `visible`). */
+  listDependsOnPrincipal (kind: 'tools' | 'resources' | 'templates' | 'prompts'): boolean {
+    const entries: Map<string, { access: AccessRule | undefined }> =
+      kind === 'tools' ? this.tools : kind === 'resources' ? this.resources : kind === 'templates' ? this.templates : this.prompts
+    for (const e of entries.values()) if (dependsOnPrincipal(e.access)) return true
+    return false
+  }
+
+  /** @internal Every scope the enabled definitions declare (the metadata's `scopes_supported`). */
+  declaredScopes (): string[] {
+    const out = new Set<string>()
+    const all: Array<Map<string, { access: AccessRule | undefined }>> = [this.tools, this.resources, this.templates, this.prompts]
+    for (const m of all) for (const e of m.values()) for (const s of e.access?.scopes ?? []) out.add(s)
+    return [...out]
   }
 }

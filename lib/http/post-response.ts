@@ -59,7 +59,7 @@ export class PostResponse implements ResponseChannel {
     this.#openSse().disconnect(retryMs)
   }
 
-  finish (responses: unknown[], single: boolean, status = 200): void {
+  finish (responses: unknown[], single: boolean, status = 200, headers?: Record<string, string>): void {
     if (this.#done) return
     this.#done = true
     const stream = this.#stream
@@ -70,6 +70,8 @@ export class PostResponse implements ResponseChannel {
     }
     const reply = this.#reply
     if (this.#opts.headers !== undefined) reply.headers(this.#opts.headers)
+    // An error's own headers only when it answers the POST alone; once SSE, headers went long ago.
+    if (headers !== undefined && single) reply.headers(headers)
     if (responses.length === 0) {
       reply.code(202).send()
       return

@@ -4,9 +4,16 @@
  * runs the transport checks (Origin/Host 403, Content-Type 415, Accept 406, body size 413),
  * authenticates, parses the JSON-RPC body, and hands the exchange to the engine; every error
  * becomes a JSON-RPC error body with the right status (never a 500 with a stack).
+ *
+ * The POST also runs the scope gate (`auth/access.ts`): a request for a tool, resource or prompt
+ * whose scopes the principal lacks is refused here, before the engine, so that the refusal can be
+ * an HTTP 403 with its `WWW-Authenticate` challenge (once a handler runs, the answer may already
+ * be an SSE stream). GET and DELETE address no definition: only authentication applies to them.
  */
 import { STATUS_CODES } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { authorizeMessages, type AccessRuleSource } from '../auth/access.js'
+import type { ResolvedAuth } from '../auth/resource-server.js'
 import type { McpPrincipal } from '../context.js'
 import { ErrorCode, McpError, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
 import { parseBody, type ParsedBody } from '../jsonrpc/messages.js'
@@ -20,6 +27,8 @@ import { HttpRefusal } from './refusal.js'
 export interface RoutesOptions {
   opts: ResolvedOptions
   engine: McpEngine
+  /** Where the scope gate finds the access rule of a tool, resource or prompt (the registry). */
+  access: AccessRuleSource
   /** Told the endpoint's full URL (prefixes included) once the POST route is added. */
   onEndpoint?: (url: string) => void
 }
@@ -81,8 +90,9 @@ function answerError (err: unknown, id: RequestId | null, request: FastifyReques
   }
   if (err instanceof HttpRefusal) { sendError(reply, err.status, errorResponse(err.id, err.code, err.message, err.data), err.headers); return }
   if (err instanceof McpError || typeof err !== 'object' || err === null) {
-    const { status, body } = errorReply(err, id, { status: 500, log: request.log })
-    sendError(reply, status, body)
+    // An McpError's own headers go with it: an AuthError's challenge, a ToolLimitError's Retry-After.
+    const { status, body, headers } = errorReply(err, id, { status: 500, log: request.log })
+    sendError(reply, status, body, headers)
     return
   }
   const e = err as HookError
@@ -149,7 +159,7 @@ function authenticator (opts: ResolvedOptions): (request: FastifyRequest) => Pro
 }
 
 /** Registers the routes (see the module doc). */
-export async function mcpRoutes (child: FastifyInstance, { opts, engine, onEndpoint }: RoutesOptions): Promise<void> {
+export async function mcpRoutes (child: FastifyInstance, { opts, engine, access, onEndpoint }: RoutesOptions): Promise<void> {
   if (onEndpoint !== undefined) child.addHook('onRoute', (route) => { if (route.method === 'POST') onEndpoint(route.url) })
   child.removeAllContentTypeParsers()
   // The body is read as text and parsed by parseBody (JSON-RPC errors for bad JSON). JSON is
@@ -161,6 +171,9 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine, onEndpo
   child.setErrorHandler((err: unknown, request, reply) => { answerError(err, null, request, reply, opts) })
 
   const authenticate = authenticator(opts)
+  // With `auth` the challenge names the metadata and `auth.requiredScopes`; with a custom
+  // `authenticate` (a principal with `scopes`), or none, it is a plain Bearer challenge.
+  const gate: ResolvedAuth['authorize'] = opts.auth?.authorize ?? ((messages, principal, source) => { authorizeMessages(messages, principal, source) })
 
   child.post(opts.path, async (request, reply) => {
     checkOrigin(request, reply, opts)
@@ -177,6 +190,8 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine, onEndpo
       return reply
     }
     try {
+      // A single request's refusal carries its id; a batch's names the scopes of all its requests.
+      gate(parsed.messages.flatMap(m => m.kind === 'request' ? [m.message] : []), principal, access)
       await engine.post(new HttpExchange(request, reply, sseOnly), parsed, principal)
     } catch (err) {
       answerError(err, parsed.batch ? null : id, request, reply, opts)

@@ -48,12 +48,18 @@ export class McpError extends Error {
   readonly data: unknown
   /** HTTP status for the response when this is the only message (defaults by code). */
   readonly status: number | undefined
-  constructor (code: number, message: string, data?: unknown, status?: number) {
+  /**
+   * HTTP headers of the response when this is the only message and it is answered as JSON
+   * (`Retry-After`, `WWW-Authenticate`); inside a batch or an SSE stream there is no place for them.
+   */
+  readonly headers: Record<string, string> | undefined
+  constructor (code: number, message: string, data?: unknown, status?: number, headers?: Record<string, string>) {
     super(message)
     this.name = 'McpError'
     this.code = code
     this.data = data
     this.status = status
+    this.headers = headers
   }
 
   toJSON (): JsonRpcErrorObject {
@@ -72,6 +78,8 @@ export function errorResponse (id: RequestId | null, code: number, message: stri
 export interface ErrorReply {
   status: number
   body: JsonRpcErrorResponse
+  /** Headers the error names (sent only when it answers the POST alone, as JSON). */
+  headers?: Record<string, string>
 }
 
 /** The logger the mapping reports the server's own failures to (a Fastify/pino logger fits). */
@@ -97,7 +105,9 @@ export interface ErrorContext {
  */
 export function errorReply (err: unknown, id: RequestId | null, ctx: ErrorContext): ErrorReply {
   if (err instanceof McpError) {
-    return { status: err.status ?? ctx.status, body: errorResponse(id, err.code, err.message, err.data) }
+    const reply: ErrorReply = { status: err.status ?? ctx.status, body: errorResponse(id, err.code, err.message, err.data) }
+    if (err.headers !== undefined) reply.headers = err.headers
+    return reply
   }
   ctx.log.error({ err, ...ctx.what }, ctx.msg ?? 'MCP request failed')
   return { status: ctx.status, body: errorResponse(id, ErrorCode.InternalError, 'Internal error') }

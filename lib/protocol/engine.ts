@@ -13,6 +13,7 @@ import { cacheHints } from '../features/cache-hints.js'
 import { serverCapabilities } from '../features/capabilities.js'
 import type { Registry } from '../features/registry.js'
 import type { ParsedBody } from '../jsonrpc/messages.js'
+import type { ToolLimiter } from '../limits/limiter.js'
 import type { SessionLock } from '../locks/session-lock.js'
 import type { ResolvedOptions } from '../options.js'
 import { GcPolicy } from '../sessions/gc.js'
@@ -36,6 +37,8 @@ export interface EngineDeps {
   bus: Bus
   eventLog: EventLog
   logger: FastifyBaseLogger
+  /** The tool call limits (the `limits` option and the definitions' own). */
+  limiter: ToolLimiter
 }
 
 /** What this instance holds right now, for operators and tests (all counts; 0 when idle). */
@@ -71,11 +74,11 @@ export class McpEngine {
     const maybeGc = (log: FastifyBaseLogger): void => { gc.maybeRun(d.store, log) }
     // New sessions and new handles both may trigger the store's GC (a stateless wire mints only handles).
     const handles = new HandleCalls(this.handles, { anonymous: opts.authenticate === undefined, minted: () => { maybeGc(logger) } })
-    this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles })
+    this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter })
     this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
     const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
-    this.#modern = new ModernWire({ opts, registry, sealer, capabilities, cache, logger, handles })
+    this.#modern = new ModernWire({ opts, registry, sealer, capabilities, cache, logger, handles, limiter: d.limiter })
     this.#subscription = d.bus.subscribe(BROADCAST_CHANNEL, (m) => { this.#onBroadcast(m) })
     // An instance started while the bus is down keeps running (and logs); it must not crash.
     this.#subscription.catch((err: unknown) => logger.error({ err }, 'broadcast subscription failed'))

@@ -38,9 +38,10 @@ export interface ResponseChannel {
   disconnect (retryMs: number): void
   /**
    * Sends the responses and ends the POST: one object when `single`, else an array (a batch);
-   * with none (notifications only, or all cancelled) the answer is 202.
+   * with none (notifications only, or all cancelled) the answer is 202. `headers` (an error's
+   * `Retry-After`, `WWW-Authenticate`) are sent only with a single response answered as JSON.
    */
-  finish (responses: unknown[], single: boolean, status?: number): void
+  finish (responses: unknown[], single: boolean, status?: number, headers?: Record<string, string>): void
 }
 
 /** One HTTP exchange, as a wire sees it. */

@@ -91,7 +91,9 @@ export class HandleCalls implements StateRunner {
       await this.#end(ctx, scope, 'abandon')
       throw err
     }
-    const closed = await this.#end(ctx, scope, ctx.repeats ? 'abandon' : 'close')
+    // A run that will be repeated (input_required), or whose client is not told its result
+    // (cancelled, its session ended), keeps nothing.
+    const closed = await this.#end(ctx, scope, ctx.repeats || ctx.signal.aborted ? 'abandon' : 'close')
     if (closed.status === 'gone') return null
     const refusal = unkept(closed, scope)
     if (refusal !== null) throw refusal

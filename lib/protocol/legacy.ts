@@ -12,6 +12,7 @@ import { LOG_LEVELS, type McpPrincipal } from '../context.js'
 import { METHODS, methodNotFound, needCapability } from '../features/method-table.js'
 import type { Registry } from '../features/registry.js'
 import { ErrorCode, McpError, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
+import type { ToolLimiter } from '../limits/limiter.js'
 import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
 import { K } from '../sessions/session-handle.js'
@@ -44,6 +45,8 @@ export interface LegacyDeps {
   maybeGc: (log: FastifyBaseLogger) => void
   /** Tool calls on state handles, and `ctx.handles`. */
   handles: HandleCalls
+  /** The tool call limits (the `limits` option and the definitions' own). */
+  limiter: ToolLimiter
 }
 
 /** The requests of one POST, registered as in flight before it waits for the session. */
@@ -65,6 +68,8 @@ interface PostRun {
   principal: McpPrincipal | null
   /** The HTTP status of a single request's answer (an error may name one, e.g. 503). */
   status: number
+  /** Headers a single request's error names (e.g. `Retry-After` on a 429). */
+  headers?: Record<string, string>
 }
 
 /** @internal The legacy engine. */
@@ -186,7 +191,7 @@ export class LegacyWire {
       return
     }
     const status = body.batch ? 200 : body.messages[0].kind === 'invalid' ? 400 : run.status
-    channel.finish(responses, !body.batch, status)
+    channel.finish(responses, !body.batch, status, body.batch ? undefined : run.headers)
   }
 
   /** Runs the messages of a POST in order; resolves the responses to send. */
@@ -247,6 +252,7 @@ export class LegacyWire {
       if (abort.aborted) return this.#abortedResponse(run, msg.id, abort)
       const reply = errorReply(err, msg.id, { status: 200, log: request.log, msg: 'MCP handler failed', what: { method: msg.method } })
       run.status = reply.status
+      run.headers = reply.headers
       return reply.body
     } finally {
       ctx.finished = true
@@ -274,8 +280,10 @@ export class LegacyWire {
     if (entry !== undefined) {
       needCapability(caps, entry.capability, msg.method)
       return await entry.handler({
-        registry: this.#d.registry, params, ctx: entry.context ? ctx : null, pageSize: this.#d.opts.pageSize, log, state: this.#d.handles,
-        resourceNotFound: (uri) => new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri })
+        registry: this.#d.registry, params, ctx: entry.context ? ctx : null, principal: ctx.principal, pageSize: this.#d.opts.pageSize, log,
+        resourceNotFound: (uri) => new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri }),
+        limiter: this.#d.limiter,
+        state: this.#d.handles
       })
     }
     switch (msg.method) {

@@ -10,7 +10,9 @@ import { InputRequiredSignal, LOG_LEVELS, type LogLevel, type McpPrincipal } fro
 import type { CacheHint } from '../features/cache-hints.js'
 import { METHODS, methodNotFound, needCapability, type CacheKind, type MethodEntry } from '../features/method-table.js'
 import type { Registry } from '../features/registry.js'
+import { isVisible } from '../auth/access.js'
 import { ErrorCode, McpError, errorReply, type RequestId } from '../jsonrpc/errors.js'
+import type { ToolLimiter } from '../limits/limiter.js'
 import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
 import { isClientCapabilityError } from './base-context.js'
@@ -32,10 +34,12 @@ export interface ModernDeps {
   logger: FastifyBaseLogger
   /** Tool calls on state handles, and `ctx.handles`. */
   handles: HandleCalls
+  /** The tool call limits (the `limits` option and the definitions' own). */
+  limiter: ToolLimiter
 }
 
-/** A response and the HTTP status for it. */
-interface Answer { body: unknown, status: number }
+/** A response, the HTTP status for it, and the headers an error names (`Retry-After`). */
+interface Answer { body: unknown, status: number, headers?: Record<string, string> }
 
 /** One request being run, with what its run needs. */
 interface ModernRequest {
@@ -97,7 +101,11 @@ export class ModernWire {
     }
     if (m.kind !== 'request') return
     const msg = m.message
-    const meta = checkRequestEnvelope(request, msg, (name) => this.#d.registry.tools.get(name)?.descriptor.inputSchema as Record<string, unknown> | undefined)
+    // A tool hidden from this principal has no parameter headers to check: it is unknown.
+    const meta = checkRequestEnvelope(request, msg, (name) => {
+      const tool = this.#d.registry.tools.get(name)
+      return tool !== undefined && isVisible(tool.access, principal) ? tool.descriptor.inputSchema as Record<string, unknown> : undefined
+    })
     const logLevel = meta[META_LOG]
     if (logLevel !== undefined && !LOG_LEVELS.includes(logLevel as LogLevel)) {
       throw new McpError(ErrorCode.InvalidParams, `Invalid params: ${META_LOG} must be one of ${LOG_LEVELS.join(', ')}`, undefined, 400)
@@ -116,7 +124,7 @@ export class ModernWire {
       const caps = meta[META_CAPS] as Record<string, unknown>
       const response = await this.#run({ exchange, msg, caps, logLevel: logLevel as LogLevel | undefined, principal, channel, abort })
       if (abort.aborted) return
-      channel.finish([response.body], true, response.status)
+      channel.finish([response.body], true, response.status, response.headers)
     } finally {
       abort.unwatch()
     }
@@ -162,7 +170,10 @@ export class ModernWire {
       : null
     let result: Record<string, unknown>
     try {
-      result = await entry.handler({ registry, params, ctx, pageSize: opts.pageSize, log: request.log, resourceNotFound, isProtocolError: isClientCapabilityError, state: this.#d.handles })
+      result = await entry.handler({
+        registry, params, ctx, principal: r.principal, pageSize: opts.pageSize, log: request.log, resourceNotFound, isProtocolError: isClientCapabilityError,
+        limiter: this.#d.limiter, state: this.#d.handles
+      })
     } catch (err) {
       if (!(err instanceof InputRequiredSignal) || ctx?.asked !== true) throw err
       result = {}

@@ -30,6 +30,7 @@ export interface RedisClientLike {
   getdel (key: string): Promise<string | null>
   del (...keys: string[]): Promise<number>
   exists (...keys: string[]): Promise<number>
+  zrem (key: string, ...members: string[]): Promise<number>
   xrange (key: string, start: string, end: string): Promise<Array<[id: string, fields: string[]]>>
   publish (channel: string, message: string): Promise<unknown>
   spublish (channel: string, message: string): Promise<unknown>

@@ -27,7 +27,7 @@ function started (): { r: Registry, events: ListKind[] } {
   return { r, events }
 }
 
-const toolNames = (r: Registry): string[] => (listTools(r, {}, 100).tools as Array<{ name: string }>).map(x => x.name)
+const toolNames = (r: Registry): string[] => (listTools(r, {}, 100, null).tools as Array<{ name: string }>).map(x => x.name)
 
 t.test('a tool handle: disable, enable, update, remove', async t => {
   const { r, events } = started()
@@ -57,7 +57,7 @@ t.test('a tool handle: disable, enable, update, remove', async t => {
   t.same(events, ['tools', 'tools'])
 
   handle.update({ description: 'Echoes loudly', handler: async ({ text }) => text.toUpperCase() })
-  t.equal((listTools(r, {}, 100).tools as Array<Record<string, unknown>>)[1].description, 'Echoes loudly')
+  t.equal((listTools(r, {}, 100, null).tools as Array<Record<string, unknown>>)[1].description, 'Echoes loudly')
   t.same(await callTool(r, { name: 'echo', arguments: { text: 'hi' } }, ctx, log), { content: [{ type: 'text', text: 'HI' }] })
   t.same(events, ['tools', 'tools', 'tools'], 'update announced')
 
@@ -135,18 +135,18 @@ t.test('resources, templates and prompts have handles too', async t => {
   events.length = 0
 
   res.disable()
-  t.same(listResources(r, {}, 10).resources, [])
+  t.same(listResources(r, {}, 10, null).resources, [])
   await t.rejects(readResource(r, { uri: 'test://a' }, ctx, notFound), { code: -32002 }, 'a disabled resource is not found')
   tpl.disable()
-  t.same(listResourceTemplates(r, {}, 10).resourceTemplates, [])
+  t.same(listResourceTemplates(r, {}, 10, null).resourceTemplates, [])
   await t.rejects(readResource(r, { uri: 'test://items/1' }, ctx, notFound), { code: -32002 }, 'nor read through a disabled template')
   prompt.disable()
-  t.same(listPrompts(r, {}, 10).prompts, [])
+  t.same(listPrompts(r, {}, 10, null).prompts, [])
   await t.rejects(getPrompt(r, { name: 'greet' }, ctx), { code: -32602, message: 'Invalid params: unknown prompt "greet"' })
   t.same(events, ['resources', 'resources', 'prompts'])
 
   res.update({ enabled: true, uri: 'test://b', description: 'B' })
-  t.same(listResources(r, {}, 10).resources, [{ uri: 'test://b', name: 'a', description: 'B' }])
+  t.same(listResources(r, {}, 10, null).resources, [{ uri: 'test://b', name: 'a', description: 'B' }])
   t.same(await readResource(r, { uri: 'test://b' }, ctx, notFound), { contents: [{ uri: 'test://b', text: 'a' }] })
   t.throws(() => res.update({ uri: 'not a uri' }), /must be an absolute URI/)
   tpl.enable()

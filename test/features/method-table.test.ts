@@ -53,6 +53,7 @@ function call (r: Registry, params: Record<string, unknown>, extra: Partial<Meth
     registry: r,
     params,
     ctx: fakeContext(),
+    principal: null,
     pageSize: 50,
     log: fakeLog(),
     resourceNotFound: (uri) => new McpError(-32002, `not found: ${uri}`),

@@ -48,7 +48,7 @@ t.test('zod input: advertised as its JSON Schema, validated, parsed value handed
     void notANumber
     return `${args.title} x${seats} on ${when.toISOString().slice(0, 10)}`
   })
-  const schema = listTools(r, {}, 10).tools as Array<Record<string, any>>
+  const schema = listTools(r, {}, 10, null).tools as Array<Record<string, any>>
   t.match(schema[0].inputSchema, {
     type: 'object',
     properties: { title: { type: 'string', minLength: 1 }, seats: { type: 'integer', default: 1 }, when: { type: 'string' } }
@@ -91,7 +91,7 @@ t.test('zod output: structuredContent checked and typed; what zod parsed is sent
   r.tool({ name: 'typed_missing', description: 'Types only', output: z.object({ total: z.number() }) },
     // @ts-expect-error a tool with output returns structuredContent (or an isError result)
     async () => 'just text')
-  const listed = listTools(r, {}, 10).tools as Array<Record<string, any>>
+  const listed = listTools(r, {}, 10, null).tools as Array<Record<string, any>>
   t.same(listed[0].outputSchema, {
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     type: 'object',
@@ -132,7 +132,7 @@ t.test('any Standard Schema with a JSON Schema converter; async validators are a
   }
   const r = new Registry()
   r.tool({ name: 'half', description: 'Halves an even number', input: even }, async ({ n }) => String(n / 2))
-  t.same((listTools(r, {}, 10).tools as Array<Record<string, any>>)[0].inputSchema,
+  t.same((listTools(r, {}, 10, null).tools as Array<Record<string, any>>)[0].inputSchema,
     { type: 'object', properties: { n: { type: 'integer', multipleOf: 2 } }, required: ['n'] })
   t.equal(text(await callIt(r, 'half', { n: 8 })), '4')
   const odd = await callIt(r, 'half', { n: 7 })

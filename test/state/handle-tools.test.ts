@@ -18,7 +18,9 @@ import mcp, {
 } from '../../lib/index.js'
 import { registerBasketTools } from '../../examples/demo-tools.js'
 import { tokensAuth } from '../../examples/server.js'
+import { serve } from '../helpers/http-client.js'
 import { sleep, until } from '../helpers/time.js'
+import { modernHeaders, rpc } from '../helpers/wire.js'
 
 const ERAS = ['2025-11-25', '2026-07-28'] as const
 const UNKNOWN = 'Unknown or expired basket handle.'
@@ -294,4 +296,29 @@ t.test('2026-07-28: minting runs the store\'s GC policy, which collects expired 
   await newBasket(c)
   await until(async () => !(await readdir(dir)).includes(`~brief~${brief}.json`), { timeout: 2000, what: 'gc to collect the expired handle' })
   t.pass('the expired handle\'s file was collected')
+})
+
+t.test('2026-07-28: a call whose client went away keeps nothing, even when its handler ignored the signal', async t => {
+  let finished = false
+  const app = await build(t, {}, (app) => {
+    app.mcp.tool({ name: 'basket_stubborn', description: 'd', input: Type.Object({ basket: Type.String() }), handle: { argument: 'basket', kind: 'basket' } },
+      async (_a, ctx) => {
+        ctx.handle?.set('items', ['stubborn'])
+        await sleep(300) // not ctx.signal: it runs to the end
+        finished = true
+        return 'done'
+      })
+  })
+  const { url } = await serve(t, app)
+  const basket = await app.mcp.handles.create('basket', { principal: { id: 'alice' }, data: { items: [] } })
+  const gone = new AbortController()
+  const body = rpc('tools/call', { name: 'basket_stubborn', arguments: { basket } })
+  const call = fetch(url, { method: 'POST', headers: { ...modernHeaders(body), authorization: 'Bearer alice-token' }, body: JSON.stringify(body), signal: gone.signal })
+    .then(async (res) => await res.text()).catch(() => 'aborted')
+  await sleep(100)
+  gone.abort()
+  t.equal(await call, 'aborted')
+  await until(() => finished, { what: 'the handler to finish' })
+  await sleep(50)
+  t.same(await app.mcp.handles.read('basket', basket), { items: [] }, 'nobody was told it was added, and it was not')
 })
