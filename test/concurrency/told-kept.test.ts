@@ -360,7 +360,7 @@ t.test('when the lock cannot be taken back: the documented error, the answer log
   const final = await reader.waitForMessage(m => m.result !== undefined || m.error !== undefined, 5000)
   t.equal(final.result?.isError, true, 'the handler got an error')
   t.match(final.result?.content?.[0]?.text, /Session lock unavailable/, 'FST_ERR_MCP_SESSION_BUSY')
-  const logged = s.logs.find(l => l.level === 40 && /could not take the session back/.test(l.msg))
+  const logged = s.logs.find(l => l.level === 40 && /could not take the session or handle back/.test(l.msg))
   t.ok(logged, 'logged as a warning')
   t.match(String(logged?.answer), /Zed/, 'with the client\'s answer in it')
   t.equal((await b).last?.result?.structuredContent?.counter, 1)
