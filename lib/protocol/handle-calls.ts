@@ -13,12 +13,11 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { HandleMinter, McpContext, McpPrincipal } from '../context.js'
 import type { StateRunner } from '../features/methods.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
-import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
 import type { JsonValue } from '../sessions/session-store.js'
-import { SessionDataError } from '../sessions/session-store.js'
 import type { StateHandles } from '../state/handles.js'
 import type { CloseResult, StateScope } from '../state/state-scope.js'
 import type { BaseContext } from './base-context.js'
+import { openFailure } from './open-failure.js'
 
 /** The refusals of a handle call, by what happened (all 503: the client may retry). */
 export const handleRefusal = {
@@ -80,7 +79,7 @@ export class HandleCalls implements StateRunner {
     } catch (err) {
       // Given up while queued: the wire answers for the request (cancelled, or its session ended).
       if (ctx.signal.aborted) throw ctx.signal.reason
-      throw openFailed(err, log, kind)
+      throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind })
     }
     if (scope === null) return null
     ctx.useHandle(scope)
@@ -114,25 +113,6 @@ function unkept (closed: CloseResult, scope: StateScope): McpError | null {
   if (closed.status === 'failed') return handleRefusal.storeDown()
   if (closed.status === 'fenced' || closed.status === 'lost' || scope.lost) return handleRefusal.lost()
   return null
-}
-
-/** Maps a failure to open a handle to its 503, and logs it. */
-function openFailed (err: unknown, log: FastifyBaseLogger, kind: string): McpError {
-  if (err instanceof McpError) return err
-  if (err instanceof SessionLockTimeoutError) {
-    log.warn({ handleKind: kind }, 'handle busy: lock wait timed out')
-    return handleRefusal.busy()
-  }
-  if (err instanceof SessionLockError) {
-    log.error({ err, handleKind: kind }, 'state lock unavailable')
-    return handleRefusal.lockDown()
-  }
-  if (err instanceof SessionDataError) {
-    log.error({ err, handleKind: kind }, 'handle data cannot be read')
-    return handleRefusal.unreadable()
-  }
-  log.error({ err, handleKind: kind }, 'state store unavailable')
-  return handleRefusal.storeDown()
 }
 
 /**

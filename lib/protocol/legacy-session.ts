@@ -7,11 +7,10 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import type { McpPrincipal } from '../context.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
-import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
 import { K } from '../sessions/session-handle.js'
-import { SessionDataError } from '../sessions/session-store.js'
 import { isValidSessionId } from '../sessions/session-id.js'
 import type { CloseResult, StateBackend, StateScope } from '../state/state-scope.js'
+import { openFailure } from './open-failure.js'
 import type { RequestAbort } from './request-abort.js'
 import { isLegacyVersion } from './versions.js'
 
@@ -52,21 +51,7 @@ export function checkVersionHeader (request: FastifyRequest): void {
 
 /** Maps a store or lock failure to the 503 the client should retry after (never a 404), and logs it. */
 export function unavailable (err: unknown, log: FastifyBaseLogger, sid: string): McpError {
-  if (err instanceof McpError) return err
-  if (err instanceof SessionLockTimeoutError) {
-    log.warn({ sessionId: sid }, 'session busy: lock wait timed out')
-    return refuse.busy()
-  }
-  if (err instanceof SessionLockError) {
-    log.error({ err, sessionId: sid }, 'session lock unavailable')
-    return refuse.lockDown()
-  }
-  if (err instanceof SessionDataError) {
-    log.error({ err, sessionId: sid }, 'session data cannot be read')
-    return refuse.unreadable()
-  }
-  log.error({ err, sessionId: sid }, 'session store unavailable')
-  return refuse.storeDown()
+  return openFailure(err, log, refuse, 'session', { sessionId: sid })
 }
 
 /** Logs a bus failure and maps it to its 503 (a bus down is never a 500). */

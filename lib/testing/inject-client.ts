@@ -18,94 +18,14 @@
  * A JSON-RPC error answer rejects with an {@link McpError} carrying the code, the data and the
  * HTTP status; a tool failure is a result with `isError: true`, as the model would see it.
  */
-import type { Readable } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
-import type { ElicitResult, FormElicitParams, LogLevel, Root, SamplingParams, SamplingResult, UrlElicitParams } from '../context.js'
+import type { FormElicitParams, SamplingParams, UrlElicitParams } from '../context.js'
 import { ErrorCode, McpError, type RequestId } from '../jsonrpc/errors.js'
 import { META_CAPS, META_CLIENT, META_LOG, META_VERSION, MODERN_VERSIONS } from '../protocol/meta.js'
+import { answerError, readAnswer, type Answer } from './inject-answer.js'
+import type { InjectClient, InjectClientOptions, InjectNotification, InjectRequestOptions, InjectToolResult } from './inject-types.js'
 
-/** A notification the server sent on a request's stream (progress, log messages). */
-export interface InjectNotification {
-  method: string
-  params: Record<string, any>
-}
-
-/** Options of {@link injectClient}. */
-export interface InjectClientOptions {
-  /**
-   * The revision to speak: `2025-11-25` (default), `2025-06-18` or `2025-03-26` open a
-   * handshake-era session; `2026-07-28` speaks the stateless wire.
-   */
-  protocolVersion?: string
-  /**
-   * The endpoint's URL path. Default: where the plugin registered on `app` serves it (prefixes
-   * included); needed when `app` is not the instance the plugin was registered on or its parent.
-   */
-  path?: string
-  /** Headers sent with every request (e.g. `authorization`). */
-  headers?: Record<string, string>
-  /** The client's name and version. Default `{ name: 'inject-client', version: '1.0.0' }`. */
-  clientInfo?: { name: string, version: string, [key: string]: unknown }
-  /** The client's capabilities. Default: what the handlers below give (elicitation, sampling, roots). */
-  capabilities?: Record<string, unknown>
-  /** Answers elicitation requests (`ctx.elicit`). */
-  elicit?: (params: FormElicitParams | UrlElicitParams) => ElicitResult | Promise<ElicitResult>
-  /** Answers sampling requests (`ctx.sample`). */
-  sample?: (params: SamplingParams) => SamplingResult | Promise<SamplingResult>
-  /** The client's roots (`ctx.roots`). */
-  roots?: Root[] | (() => Root[] | Promise<Root[]>)
-  /** Asks for `notifications/message` from this level up (`logging/setLevel`, or `_meta` on 2026-07-28). */
-  logLevel?: LogLevel
-  /** Called with every notification a request's stream carries (also kept in `notifications`). */
-  onNotification?: (notification: InjectNotification) => void
-  /** Rounds of `input_required` a 2026-07-28 request may take. Default 10. */
-  maxRounds?: number
-}
-
-/** A `tools/call` result as a test reads it (every server result is one of these). */
-export interface InjectToolResult {
-  content: Array<{ type: string, text?: string, [key: string]: unknown }>
-  structuredContent?: Record<string, any>
-  isError?: boolean
-  [key: string]: unknown
-}
-
-/** Options of one request. */
-export interface InjectRequestOptions {
-  /** Sent as `_meta.progressToken`: the handler's `ctx.progress` then sends notifications. */
-  progressToken?: string | number
-  /** Headers for this request only. */
-  headers?: Record<string, string>
-}
-
-/** The client {@link injectClient} returns. */
-export interface InjectClient {
-  /** The handshake-era session id (after `initialize`), else `null`. */
-  readonly sessionId: string | null
-  /** The revision spoken (negotiated, on the handshake era). */
-  readonly protocolVersion: string
-  /** Every notification received on request streams, in order. */
-  readonly notifications: InjectNotification[]
-  /**
-   * `initialize` + `notifications/initialized` (handshake era) or `server/discover` (2026-07-28);
-   * the result. Runs by itself before the first request.
-   */
-  initialize (): Promise<Record<string, any>>
-  /** Sends a request; resolves its result, rejects with an {@link McpError} for an error answer. */
-  request (method: string, params?: Record<string, unknown>, options?: InjectRequestOptions): Promise<Record<string, any>>
-  /** Sends a notification (202 expected). */
-  notify (method: string, params?: Record<string, unknown>): Promise<void>
-  /** `tools/call`: the tool's result (`isError: true` when the tool failed). */
-  callTool (name: string, args?: Record<string, unknown>, options?: InjectRequestOptions): Promise<InjectToolResult>
-  /** `tools/list`, every page. */
-  listTools (): Promise<Array<Record<string, any>>>
-  /** `resources/read`. */
-  readResource (uri: string, options?: InjectRequestOptions): Promise<Record<string, any>>
-  /** `prompts/get`. */
-  getPrompt (name: string, args?: Record<string, string>, options?: InjectRequestOptions): Promise<Record<string, any>>
-  /** Ends the handshake-era session (DELETE); nothing to do on 2026-07-28. */
-  close (): Promise<void>
-}
+export type * from './inject-types.js'
 
 /** Where each registration of the plugin serves its endpoint, by its `app.mcp`. */
 const endpoints = new WeakMap<object, string>()
@@ -127,19 +47,6 @@ const PLAIN_HEADER = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/
 
 function headerValue (value: string): string {
   return PLAIN_HEADER.test(value) ? value : `=?base64?${Buffer.from(value, 'utf8').toString('base64')}?=`
-}
-
-interface Answer {
-  status: number
-  headers: Record<string, unknown>
-  /** Whether the answer is an SSE stream. */
-  sse: boolean
-  /** The whole body as text (a JSON answer). */
-  text: () => Promise<string>
-  /** The JSON-RPC messages of the answer (a JSON body, or the SSE stream's), in order. */
-  messages: AsyncIterable<Record<string, any>>
-  /** The id of the last SSE event read (for resumption). */
-  lastEventId: () => string | undefined
 }
 
 class Client implements InjectClient {
@@ -426,60 +333,4 @@ class Client implements InjectClient {
     }
     throw new McpError(ErrorCode.MethodNotFound, `injectClient: no handler for ${method}`)
   }
-}
-
-function answerError (status: number, body: string): Error {
-  try {
-    const msg = JSON.parse(body)
-    if (typeof msg?.error?.code === 'number') return new McpError(msg.error.code, msg.error.message, msg.error.data, status)
-  } catch {}
-  return new McpError(ErrorCode.InternalError, `HTTP ${status}${body === '' ? '' : `: ${body}`}`, undefined, status)
-}
-
-/** The messages of an answer: a JSON body, or an SSE stream read as it arrives. */
-function readAnswer (status: number, headers: Record<string, unknown>, stream: Readable): Answer {
-  const sse = String(headers['content-type'] ?? '').startsWith('text/event-stream')
-  let lastEventId: string | undefined
-  let whole: Promise<string> | null = null
-  const text = async (): Promise<string> => {
-    whole ??= (async () => {
-      const decoder = new TextDecoder()
-      let t = ''
-      for await (const chunk of stream) t += decoder.decode(chunk as Buffer, { stream: true })
-      return t + decoder.decode()
-    })()
-    return await whole
-  }
-  async function * messages (): AsyncGenerator<Record<string, any>> {
-    if (!sse) {
-      const body = await text()
-      if (body === '') return
-      const parsed = JSON.parse(body) as unknown
-      if (Array.isArray(parsed)) yield * parsed as Array<Record<string, any>>
-      else yield parsed as Record<string, any>
-      return
-    }
-    const decoder = new TextDecoder()
-    let buffer = ''
-    for await (const chunk of stream) {
-      buffer += decoder.decode(chunk as Buffer, { stream: true }).replace(/\r\n?/g, '\n')
-      let end: number
-      while ((end = buffer.indexOf('\n\n')) !== -1) {
-        const block = buffer.slice(0, end)
-        buffer = buffer.slice(end + 2)
-        const data: string[] = []
-        for (const line of block.split('\n')) {
-          const colon = line.indexOf(':')
-          if (colon === 0) continue // a comment (keep-alive)
-          const field = colon === -1 ? line : line.slice(0, colon)
-          const value = colon === -1 ? '' : line.slice(colon + (line[colon + 1] === ' ' ? 2 : 1))
-          if (field === 'id') lastEventId = value
-          else if (field === 'data') data.push(value)
-        }
-        const text = data.join('\n')
-        if (text !== '') yield JSON.parse(text) as Record<string, any>
-      }
-    }
-  }
-  return { status, headers, sse, text, messages: messages(), lastEventId: () => lastEventId }
 }

@@ -11,44 +11,14 @@
  * the test runner's NODE_OPTIONS removed so no loader of ours helps the consumer.
  */
 import t, { type Test } from 'tap'
-import { execFile } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative, resolve, sep } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { mustRun, ROOT, versionOf } from '../helpers/npm.js'
 
 // Packing builds dist/ (a few seconds of tsc) and installing takes a few more with a warm cache.
 t.setTimeout(240_000)
-
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
-/** Version of a package in the repo's node_modules: the consumer installs the same (cached) one. */
-const versionOf = async (name: string): Promise<string> =>
-  (JSON.parse(await readFile(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version
-
-/** Environment for npm and node children: none of the test runner's or the parent npm's settings. */
-function childEnv (): NodeJS.ProcessEnv {
-  const env = { ...process.env }
-  for (const key of Object.keys(env)) {
-    if (key === 'NODE_OPTIONS' || key === 'NODE_V8_COVERAGE' || key.startsWith('_TAPJS_') || key.startsWith('TAP_') ||
-      /^npm_(package_|lifecycle_|command$|config_local_prefix$|config_prefix$)/i.test(key)) delete env[key]
-  }
-  return env
-}
-
-interface Run { stdout: string, stderr: string }
-
-/** Runs a command; rejects with everything it printed when it exits non-zero. */
-async function run (cmd: string, args: string[], cwd: string, timeout = 180_000): Promise<Run> {
-  return await new Promise((resolve, reject) => {
-    execFile(cmd, args, { cwd, env: childEnv(), timeout, maxBuffer: 64 * 1024 * 1024, shell: process.platform === 'win32' },
-      (err, stdout, stderr) => {
-        if (err !== null) {
-          reject(new Error(`${cmd} ${args.join(' ')} (in ${cwd}) failed: ${err.message}\n--- stdout\n${stdout}\n--- stderr\n${stderr}`))
-        } else resolve({ stdout, stderr })
-      })
-  })
-}
 
 async function filesUnder (dir: string): Promise<string[]> {
   const out: string[] = []
@@ -132,7 +102,7 @@ function checkReport (t: Test, report: Report): void {
 }
 
 async function runConsumer (file: string): Promise<Report> {
-  const { stdout } = await run(process.execPath, [file], app, 60_000)
+  const { stdout } = await mustRun(process.execPath, [file], app, 60_000)
   const last = stdout.trim().split('\n').pop() ?? ''
   return JSON.parse(last) as Report
 }
@@ -143,11 +113,11 @@ let listing: string[] = []
 t.test('npm pack builds dist/ and packs only what a user needs', async t => {
   const dest = join(work, 'tarball')
   await mkdir(dest)
-  await run('npm', ['pack', '--pack-destination', dest], ROOT)
+  await mustRun('npm', ['pack', '--pack-destination', dest], ROOT)
   const made = (await readdir(dest)).filter(f => f.endsWith('.tgz'))
   t.equal(made.length, 1, `one tarball: ${made.join(', ')}`)
   tarball = join(dest, made[0] as string)
-  listing = (await run('tar', ['-tzf', tarball], work)).stdout.split('\n').filter(Boolean)
+  listing = (await mustRun('tar', ['-tzf', tarball], work)).stdout.split('\n').filter(Boolean)
     .map(p => p.replace(/^package\//, '')).sort()
 
   for (const needed of ['package.json', 'README.md', 'LICENSE', 'dist/index.js', 'dist/index.d.ts']) {
@@ -169,7 +139,7 @@ t.test('a fresh project installs the tarball next to fastify', async t => {
   t.ok(tarball, 'packed')
   await mkdir(app)
   await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module' }, null, 2))
-  await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', tarball,
+  await mustRun('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', tarball,
     ...await Promise.all(['fastify', '@sinclair/typebox', 'ioredis', '@types/node'].map(async name => `${name}@${await versionOf(name)}`))], app)
   const files = await filesUnder(installed)
   t.ok(files.includes('dist/index.js'), 'installed with dist/')
@@ -228,7 +198,7 @@ t.test('(c) a consumer .ts type-checks under strict, skipLibCheck off', async t 
   }, null, 2))
   await writeFile(join(app, 'consumer.ts'), CONSUMER)
   const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
-  const listed = await run(process.execPath, [tsc, '-p', 'tsconfig.json', '--listFiles'], app).then(
+  const listed = await mustRun(process.execPath, [tsc, '-p', 'tsconfig.json', '--listFiles'], app).then(
     ({ stdout }) => stdout.split('\n').map(f => f.trim()).filter(Boolean),
     (err: Error) => {
       // The diagnostics without the list of files.
@@ -253,7 +223,7 @@ t.test('(d) the file-lock addon: loaded by FileSessionLock only, optional, and m
   await copyFile(join(ROOT, 'test', 'package', 'fixtures', 'addon-probe.mjs'), join(app, 'addon-probe.mjs'))
   const probe = async (): Promise<ProbeReport> => {
     const scratch = await mkdtemp(join(work, 'probe-'))
-    const { stdout } = await run(process.execPath, ['addon-probe.mjs', 'fastify-mcp-http', scratch], app, 60_000)
+    const { stdout } = await mustRun(process.execPath, ['addon-probe.mjs', 'fastify-mcp-http', scratch], app, 60_000)
     return JSON.parse(stdout.trim().split('\n').pop() ?? '') as ProbeReport
   }
 
@@ -266,7 +236,7 @@ t.test('(d) the file-lock addon: loaded by FileSessionLock only, optional, and m
 
   const lock = JSON.parse(await readFile(join(app, 'package-lock.json'), 'utf8')) as { packages: Record<string, { optional?: boolean }> }
   t.equal(lock.packages['node_modules/fs-native-extensions']?.optional, true, 'npm installed it as an optional dependency')
-  await run('npm', ['prune', '--omit=optional', '--no-audit', '--no-fund', '--loglevel=error'], app)
+  await mustRun('npm', ['prune', '--omit=optional', '--no-audit', '--no-fund', '--loglevel=error'], app)
   t.notOk(existsSync(join(app, 'node_modules', 'fs-native-extensions')), '--omit=optional leaves it out')
 
   const missing = await probe()

@@ -20,17 +20,14 @@
  * The packages come from the npm cache (or the registry, the first time).
  */
 import t, { type Test } from 'tap'
-import { execFile } from 'node:child_process'
 import { cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { dirname, join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { dirname, join } from 'node:path'
+import { mustRun, ROOT, run, TSC, versionOf } from '../helpers/npm.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 
 t.setTimeout(300_000)
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
 
 /**
  * TODO(lead): the Redis half of the matrix needs the structural option types in files this
@@ -39,35 +36,6 @@ const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
  * `todo` (reported, not failing); the patch sets this to false.
  */
 const REDIS_PENDING: string | false = false
-
-const versionOf = async (name: string): Promise<string> =>
-  (JSON.parse(await readFile(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version
-
-/** Environment for npm and node children: none of the test runner's or the parent npm's settings. */
-function childEnv (): NodeJS.ProcessEnv {
-  const env = { ...process.env }
-  for (const key of Object.keys(env)) {
-    if (key === 'NODE_OPTIONS' || key === 'NODE_V8_COVERAGE' || key.startsWith('_TAPJS_') || key.startsWith('TAP_') ||
-      /^npm_(package_|lifecycle_|command$|config_local_prefix$|config_prefix$)/i.test(key)) delete env[key]
-  }
-  return env
-}
-
-interface Run { code: number, stdout: string, stderr: string }
-
-async function run (cmd: string, args: string[], cwd: string, timeout = 180_000): Promise<Run> {
-  return await new Promise((resolve) => {
-    execFile(cmd, args, { cwd, env: childEnv(), timeout, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
-      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, stdout, stderr })
-    })
-  })
-}
-
-async function mustRun (cmd: string, args: string[], cwd: string): Promise<Run> {
-  const r = await run(cmd, args, cwd)
-  if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} (in ${cwd}) failed\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`)
-  return r
-}
 
 const work = await mkdtemp(join(tmpdir(), 'mcp-peers-'))
 t.teardown(() => rm(work, { recursive: true, force: true }))
