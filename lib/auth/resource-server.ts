@@ -106,8 +106,17 @@ function principalOk (p: unknown): p is McpPrincipal {
   return typeof p === 'object' && p !== null && typeof (p as McpPrincipal).id === 'string'
 }
 
-/** Validates the `auth` option (reporting through `fail`) and returns its resolved form. */
-export function resolveAuth (raw: AuthOptions, fail: FailOption): ResolvedAuth {
+/** What {@link checkAuth} takes from the `auth` option, checked. */
+interface CheckedAuth {
+  resource: string
+  authorizationServers: string[]
+  requiredScopes: string[]
+  scopesSupported: string[] | undefined
+  jwt: JwtVerifier | null
+}
+
+/** Checks every field of the `auth` option (reporting through `fail`) and builds the JWT verifier. */
+function checkAuth (raw: AuthOptions, fail: FailOption): CheckedAuth {
   if (typeof raw !== 'object' || raw === null) fail('auth', 'must be an object')
   for (const k of Object.keys(raw)) if (!KNOWN.has(k)) fail(`auth.${k}`, 'is not an auth option')
   const resourceUrl = httpsUrl(raw.resource, 'auth.resource', fail)
@@ -138,6 +147,42 @@ export function resolveAuth (raw: AuthOptions, fail: FailOption): ResolvedAuth {
       fail('auth.jwt', (err as Error).message)
     }
   }
+  return { resource, authorizationServers, requiredScopes, scopesSupported, jwt }
+}
+
+/**
+ * The principal a bearer token stands for: verified as a JWT against the JWKS, or by the user's
+ * `verify`. 401 (`invalid_token`) for a token refused, 503 when it cannot be checked right now.
+ */
+async function principalOfToken (token: string, request: FastifyRequest, jwt: JwtVerifier | null, verify: VerifyToken | undefined, md: string): Promise<McpPrincipal> {
+  if (jwt !== null) {
+    const out = await jwt(token)
+    if (!out.ok) {
+      if (out.reason === 'unavailable') {
+        request.log.error({ err: out.cause }, 'MCP auth: access tokens cannot be verified (JWKS unavailable)')
+        throw verificationUnavailable(out.cause)
+      }
+      request.log.debug({ reason: out.reason, err: out.cause }, 'MCP auth: access token refused')
+      throw invalidToken(out.reason, md, out.cause)
+    }
+    return out.principal
+  } else {
+    let p: McpPrincipal | null
+    try {
+      p = await (verify as VerifyToken)(token, request)
+    } catch (err) {
+      request.log.error({ err }, 'MCP auth: the verify function failed')
+      throw verificationUnavailable(err)
+    }
+    if (p === null) throw invalidToken('rejected', md)
+    if (!principalOk(p)) throw new TypeError('auth.verify must return { id: string, scopes?: string[] } or null')
+    return p
+  }
+}
+
+/** Validates the `auth` option (reporting through `fail`) and returns its resolved form. */
+export function resolveAuth (raw: AuthOptions, fail: FailOption): ResolvedAuth {
+  const { resource, authorizationServers, requiredScopes, scopesSupported, jwt } = checkAuth(raw, fail)
   const verify = raw.verify
   const location = metadataLocation(resource, raw.metadataAtRoot ?? true)
   const md = location.url
@@ -150,30 +195,7 @@ export function resolveAuth (raw: AuthOptions, fail: FailOption): ResolvedAuth {
       return null
     }
     if (bearer.kind === 'malformed') throw malformedHeader(md)
-    let principal: McpPrincipal
-    if (jwt !== null) {
-      const out = await jwt(bearer.token)
-      if (!out.ok) {
-        if (out.reason === 'unavailable') {
-          request.log.error({ err: out.cause }, 'MCP auth: access tokens cannot be verified (JWKS unavailable)')
-          throw verificationUnavailable(out.cause)
-        }
-        request.log.debug({ reason: out.reason, err: out.cause }, 'MCP auth: access token refused')
-        throw invalidToken(out.reason, md, out.cause)
-      }
-      principal = out.principal
-    } else {
-      let p: McpPrincipal | null
-      try {
-        p = await (verify as VerifyToken)(bearer.token, request)
-      } catch (err) {
-        request.log.error({ err }, 'MCP auth: the verify function failed')
-        throw verificationUnavailable(err)
-      }
-      if (p === null) throw invalidToken('rejected', md)
-      if (!principalOk(p)) throw new TypeError('auth.verify must return { id: string, scopes?: string[] } or null')
-      principal = p
-    }
+    const principal = await principalOfToken(bearer.token, request, jwt, verify, md)
     if (requiredScopes.length > 0) {
       const held = principalScopes(principal)
       if (!requiredScopes.every(s => held.has(s))) throw insufficientScope(requiredScopes, md)
