@@ -67,7 +67,18 @@ export interface ToolDefinition<I extends ToolSchema | undefined = undefined, O 
    * to clients.
    */
   limits?: ToolLimit | false
+  /**
+   * Whether a call may run as a task (the 2026-07-28 Tasks extension, `io.modelcontextprotocol/tasks`):
+   * `'forbidden'` (the default) always inline; `'optional'` as a task when the client declared the
+   * extension, inline otherwise; `'required'` only as a task (a client without the extension gets
+   * -32021; a handshake-era session -32601). The same handler runs either way. Advertised as
+   * `execution.taskSupport`. Not combinable with `handle` or `session`.
+   */
+  taskSupport?: TaskSupport
 }
+
+/** See {@link ToolDefinition.taskSupport}. */
+export type TaskSupport = 'forbidden' | 'optional' | 'required'
 
 export type { ToolArgs, ToolSchema, ToolStructured, SchemaStatic, FromJsonSchema, StandardSchemaV1, StandardSchemaV1Props, StandardJsonSchemaConverter, StandardResult } from './schema.js'
 
@@ -179,6 +190,8 @@ export interface ToolEntry {
   access: AccessRule | undefined
   /** The definition's own limits (validated), if any. */
   limits: ToolLimit | false | undefined
+  /** Whether calls may or must run as tasks (see {@link ToolDefinition.taskSupport}). */
+  taskSupport: TaskSupport
 }
 /** @internal */
 export interface ResourceEntry { descriptor: Record<string, unknown>, cache: ResourceDefinition['cache'], handler: ResourceHandler, access: AccessRule | undefined }
