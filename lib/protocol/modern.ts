@@ -148,7 +148,7 @@ export class ModernWire {
     const { msg } = r
     try {
       if (msg.method === 'server/discover') return this.#discover(msg.id)
-      if (TASK_METHODS.has(msg.method)) return this.#ok(msg.id, await this.#d.tasks.method(msg.method, msg.params ?? {}, r.caps, r.principal))
+      if (TASK_METHODS.has(msg.method)) return this.#ok(msg.id, await this.#d.tasks.method(msg.method, msg.params ?? {}, r.caps, r.principal, r.exchange.request.log))
       const entry = METHODS.get(msg.method)
       if (entry === undefined) throw methodNotFound(msg.method, 404)
       needCapability(this.#d.capabilities(), entry.capability, msg.method, 404)

@@ -128,9 +128,23 @@ export class TaskCalls implements TaskStarter {
     return createResult(run.id, record)
   }
 
-  /** `tasks/get`, `tasks/update`, `tasks/cancel` for the request's principal. */
-  async method (method: string, params: Record<string, unknown>, caps: Record<string, unknown>, principal: { id: string } | null): Promise<Record<string, unknown>> {
+  /**
+   * `tasks/get`, `tasks/update`, `tasks/cancel` for the request's principal. A backend that fails
+   * is a 503 (the task is as it was: nothing was written, or the write is retried by the client).
+   */
+  async method (method: string, params: Record<string, unknown>, caps: Record<string, unknown>, principal: { id: string } | null,
+    log: { warn: (obj: Record<string, unknown>, msg: string) => void }): Promise<Record<string, unknown>> {
     if (!declaresTasks(caps)) throw missingExtension(method)
+    try {
+      return await this.#method(method, params, principal)
+    } catch (err) {
+      if (err instanceof McpError) throw err
+      log.warn({ err, method }, 'task method failed: a backend is unavailable')
+      throw new McpError(ErrorCode.ServerError, 'Tasks are unavailable right now; retry later', undefined, 503)
+    }
+  }
+
+  async #method (method: string, params: Record<string, unknown>, principal: { id: string } | null): Promise<Record<string, unknown>> {
     const owner = ownerOf(principal)
     const id = params.taskId
     if (method === 'tasks/get') {

@@ -57,6 +57,12 @@ export class TaskLimitError extends McpError {
   }
 }
 
+/** 503: a backend failed while a task was being created; nothing of it is left to be seen. */
+function unavailable (err: unknown, warn: TaskServiceDeps['warn']): McpError {
+  warn({ err }, 'task not created: a backend failed')
+  return new McpError(ErrorCode.ServerError, 'Tasks cannot be created right now; retry later', undefined, 503)
+}
+
 /** See the module doc. */
 export class TaskService {
   readonly options: TaskOptions
@@ -77,7 +83,7 @@ export class TaskService {
     const id = mintTaskId()
     const slotKey = `tasks:${slot}`
     const spec = { intervalUs: 0, burst: 0, concurrency: options.maxPerPrincipal, leaseMs: SLOT_LEASE }
-    const decision = await slots.acquire(slotKey, spec, id)
+    const decision = await slots.acquire(slotKey, spec, id).catch((err: unknown) => { throw unavailable(err, this.#d.warn) })
     if (!decision.ok) throw new TaskLimitError(options.maxPerPrincipal, decision.retryAfterMs)
     let lease: SessionLease | null = null
     try {
@@ -99,7 +105,7 @@ export class TaskService {
     } catch (err) {
       await lease?.release().catch(() => {})
       await slots.release(slotKey, id).catch(() => {})
-      throw err
+      throw unavailable(err, this.#d.warn)
     }
   }
 
