@@ -273,6 +273,15 @@ export async function buildConformanceServer (): Promise<ReturnType<typeof Fasti
       })
       return r.action === 'accept' && r.content?.confirm === true ? `Deleted ${filename}` : `Kept ${filename}`
     })
+  m.tool({
+    name: 'test_tool_with_task',
+    description: 'Asks for a name (input_required rounds), then runs as a task',
+    taskSupport: 'required',
+    beforeTask: async (_a, ctx) => {
+      const r = await ctx.elicit('user_name', { message: 'What is your name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } })
+      ctx.state.name = String(r.content?.name ?? 'nobody')
+    }
+  }, async (_a, ctx) => `Hello, ${String(ctx.state.name)}! (from the task)`)
   m.tool({ name: 'multi_input', description: 'Asks two questions at once (a task)', taskSupport: 'optional' }, async (_a, ctx) => {
     const schema = { type: 'object', properties: { name: { type: 'string' }, confirm: { type: 'boolean' } } }
     const [a, b] = await Promise.all([

@@ -72,6 +72,7 @@ const RUNS = [
   ...[
     'tasks-lifecycle', 'tasks-capability-negotiation', 'tasks-wire-fields', 'tasks-request-state-removal',
     'tasks-mrtr-input', 'tasks-request-headers', 'tasks-dispatch-and-envelope', 'tasks-required-task-error',
+    'tasks-mrtr-composition',
   ].map((scenario) => ({ id: `2026-07-28:${scenario}`, scenario, specVersion: '2026-07-28', force: true, defaultEnabled: ENABLE_2026 })),
   // Only a SKIPPED check today ("pending subscriptions/listen rewrite" in the harness): run and
   // shown, passes when nothing fails.

@@ -93,8 +93,17 @@ export function buildTool (def: ToolDefinition<ToolSchema | undefined, ToolSchem
     limits,
     handle: state.handle,
     needsSession: state.needsSession,
-    taskSupport
+    taskSupport,
+    beforeTask: checkBeforeTask(def.name, def.beforeTask, taskSupport)
   }
+}
+
+/** `beforeTask`: a function, on a tool that may run as a task. */
+function checkBeforeTask (tool: string, value: unknown, support: TaskSupport): ToolEntry['beforeTask'] {
+  if (value === undefined) return null
+  if (typeof value !== 'function') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${tool}" beforeTask must be a function`)
+  if (support === 'forbidden') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${tool}" has beforeTask but never runs as a task (set taskSupport)`)
+  return value as ToolEntry['beforeTask']
 }
 
 const TASK_SUPPORT = new Set<unknown>(['forbidden', 'optional', 'required'])

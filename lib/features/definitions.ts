@@ -75,6 +75,13 @@ export interface ToolDefinition<I extends ToolSchema | undefined = undefined, O 
    * `execution.taskSupport`. Not combinable with `handle` or `session`.
    */
   taskSupport?: TaskSupport
+  /**
+   * Runs before the task is created (with `taskSupport`), inline in the request: what it asks with
+   * `ctx.elicit`/`sample`/`roots` goes back as ordinary `input_required` rounds, and what it puts in
+   * `ctx.state` is the task handler's `ctx.state`. Gather input first, then go async (SEP-2663's
+   * MRTR → task composition). Where the call runs inline it runs just before the handler.
+   */
+  beforeTask?: (args: ToolArgs<I>, ctx: McpContext) => void | Promise<void>
 }
 
 /** See {@link ToolDefinition.taskSupport}. */
@@ -192,6 +199,8 @@ export interface ToolEntry {
   limits: ToolLimit | false | undefined
   /** Whether calls may or must run as tasks (see {@link ToolDefinition.taskSupport}). */
   taskSupport: TaskSupport
+  /** See {@link ToolDefinition.beforeTask}. */
+  beforeTask: ((args: Record<string, unknown>, ctx: McpContext) => void | Promise<void>) | null
 }
 /** @internal */
 export interface ResourceEntry { descriptor: Record<string, unknown>, cache: ResourceDefinition['cache'], handler: ResourceHandler, access: AccessRule | undefined }

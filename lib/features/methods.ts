@@ -127,11 +127,12 @@ export interface CallToolOptions {
  * Runs a tool call as a task (the protocol layer provides it). Decides per call: `null` to run it
  * inline (the client did not declare the extension, and the tool allows that); otherwise it
  * creates the task, starts `work` with the task's own context after the answer, and resolves the
- * `CreateTaskResult`. Throws the era's error when the tool requires a task the client cannot take.
+ * `CreateTaskResult`; `before` (the tool's `beforeTask`) runs first, inline in the request. Throws
+ * the era's error when the tool requires a task the client cannot take.
  */
 export interface TaskStarter {
   start (tool: string, support: 'optional' | 'required', ctx: McpContext,
-    work: (ctx: McpContext) => Promise<Record<string, unknown>>): Promise<Record<string, unknown>> | null
+    work: (ctx: McpContext) => Promise<Record<string, unknown>>, before?: () => Promise<void>): Promise<Record<string, unknown>> | null
 }
 
 /**
@@ -150,8 +151,11 @@ async function checkedCall (tool: ToolEntry, name: string, args: object, ctx: Mc
   if (tool.taskSupport !== 'forbidden') {
     // Without a task starter (the handshake era) a tool that requires a task cannot be served.
     if (options.tasks === undefined && tool.taskSupport === 'required') throw new McpError(ErrorCode.MethodNotFound, `Tool "${name}" runs only as a task, which this protocol revision does not serve here`)
-    const started = options.tasks?.start(name, tool.taskSupport, ctx, async (c) => await runTool(tool, name, value, c, log, options.isProtocolError))
+    const before = tool.beforeTask === null ? undefined : async (): Promise<void> => { await tool.beforeTask?.(value, ctx) }
+    const started = options.tasks?.start(name, tool.taskSupport, ctx, async (c) => await runTool(tool, name, value, c, log, options.isProtocolError), before)
     if (started != null) return await started
+    // Inline: what would have run before the task runs before the handler.
+    if (before !== undefined) await before()
   }
   const run = async (): Promise<Record<string, unknown>> => await runTool(tool, name, value, ctx, log, options.isProtocolError)
   if (tool.handle === null) return await run()

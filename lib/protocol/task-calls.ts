@@ -56,6 +56,8 @@ class TaskContext extends BaseContext {
     super({ request: origin.request, principal: origin.principal, requestId: origin.requestId, meta: origin.meta, channel: CLOSED, abort, handles: () => origin.handles })
     this.finished = true
     this.clientCapabilities = origin.clientCapabilities
+    // What `beforeTask` gathered (a copy: the request's own context is done with it).
+    this.state = { ...origin.state }
     this.#run = run
     const signal = run.signal
     if (signal.aborted) abort.abort(signal.reason)
@@ -102,12 +104,14 @@ export class TaskCalls implements TaskStarter {
   }
 
   start (tool: string, support: 'optional' | 'required', ctx: McpContext,
-    work: (ctx: McpContext) => Promise<Record<string, unknown>>): Promise<Record<string, unknown>> | null {
+    work: (ctx: McpContext) => Promise<Record<string, unknown>>, before?: () => Promise<void>): Promise<Record<string, unknown>> | null {
     if (!declaresTasks(ctx.clientCapabilities)) {
       if (support === 'optional') return null
       throw missingExtension(`tool "${tool}" runs only as a task`)
     }
-    return this.#create(tool, ctx, work)
+    if (before === undefined) return this.#create(tool, ctx, work)
+    // Its input_required rounds end the request as usual; the task is made on the last one.
+    return before().then(async () => await this.#create(tool, ctx, work))
   }
 
   async #create (tool: string, ctx: McpContext, work: (ctx: McpContext) => Promise<Record<string, unknown>>): Promise<Record<string, unknown>> {

@@ -73,6 +73,15 @@ async function build (t: Test, backend: 'memory' | 'redis', extra: Partial<McpPl
     const [a, b] = await Promise.all([ctx.elicit('first', { message: '1?', requestedSchema: schema }), ctx.elicit('second', { message: '2?', requestedSchema: schema })])
     return `${String(a.content?.v).length}:${String(b.content?.v)}`
   })
+  m.tool({
+    name: 'named',
+    description: 'asks a name first, then a task',
+    taskSupport: 'optional',
+    beforeTask: async (_a, ctx) => {
+      const r = await ctx.elicit('who', { message: 'Name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } })
+      ctx.state.name = r.content?.name
+    }
+  }, async (_a, ctx) => `hello ${String(ctx.state.name)}`)
   await app.ready()
   return { app, probe }
 }
@@ -236,4 +245,21 @@ t.test('redis: Redis stopped: task calls and task methods answer 503, nothing cr
   }
   await until(async () => await alice.request('tools/call', { name: 'quick', arguments: {} }).then(r => r.resultType === 'task', () => false), { timeout: 10_000, what: 'tasks to work again' })
   t.pass('tasks work again')
+})
+
+t.test('beforeTask: its questions are input_required rounds, then the task is made and sees ctx.state; inline it runs first', async t => {
+  const { app } = await build(t, 'memory')
+  const rounds: string[] = []
+  const caps = { ...CAPS, elicitation: {} }
+  const alice = injectClient(app, { protocolVersion: '2026-07-28', headers: { authorization: 'Bearer a' }, capabilities: caps, elicit: (p) => { rounds.push(p.message); return { action: 'accept', content: { name: 'Ada' } } } })
+  const created = await alice.request('tools/call', { name: 'named', arguments: {} })
+  t.same(rounds, ['Name?'], 'one input_required round before the task')
+  t.equal(created.resultType, 'task')
+  t.notOk('requestState' in created, 'no requestState on the task')
+  const done = await status(alice, created.taskId, 'completed')
+  t.same(done.result.content, [{ type: 'text', text: 'hello Ada' }], 'the task saw what beforeTask kept in ctx.state')
+  const inline = injectClient(app, { protocolVersion: '2026-07-28', headers: { authorization: 'Bearer a' }, elicit: () => ({ action: 'accept', content: { name: 'Bo' } }) })
+  t.match(await inline.callTool('named'), { content: [{ text: 'hello Bo' }] }, 'inline: beforeTask, then the handler')
+  t.throws(() => app.mcp.tool({ name: 'x1', description: 'x', beforeTask: async () => {} }, async () => 'x'), /never runs as a task/)
+  t.throws(() => app.mcp.tool({ name: 'x2', description: 'x', taskSupport: 'optional', beforeTask: 'no' as never }, async () => 'x'), /must be a function/)
 })
