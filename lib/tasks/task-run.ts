@@ -16,6 +16,9 @@ import { K, isTerminal, taskKey } from './task-record.js'
 /** How often the runner re-reads its record (cancellation and answers also arrive by bus at once). */
 export const CHECK_INTERVAL = 2000
 
+/** The least time between two `statusMessage` writes. */
+const NOTE_INTERVAL = 1000
+
 /** Why a task's handler was aborted. */
 export class TaskAbortError extends Error {
   /** `cancelled`: the client cancelled it; `lost`: its lease or record is gone. */
@@ -65,6 +68,9 @@ export class TaskRun {
   #unsubscribe: Promise<(() => Promise<void>) | null> = Promise.resolve(null)
   #flushing = false
   #done = false
+  /** The progress message waiting to be written, and when the last one was. */
+  #note: string | null = null
+  #lastNote = 0
 
   constructor (id: string, deps: TaskRunDeps) {
     this.id = id
@@ -72,7 +78,7 @@ export class TaskRun {
     this.#d = deps
     const lease = deps.lease
     if (lease !== null) {
-      const lost = (): void => { this.#abort(new TaskAbortError('lost', 'the task lease was lost')) }
+      const lost = (): void => { if (!this.#done) this.#abort(new TaskAbortError('lost', 'the task lease was lost')) }
       if (lease.signal.aborted) lost()
       else lease.signal.addEventListener('abort', lost, { once: true })
     }
@@ -106,10 +112,23 @@ export class TaskRun {
     })
   }
 
-  /** Progress of the task, shown as `statusMessage` (best effort; a failing write is only logged). */
+  /**
+   * Progress of the task, shown as `statusMessage` (best effort): at most one write per
+   * {@link NOTE_INTERVAL}, the latest message winning, so a handler reporting often costs little.
+   */
   async note (message: string): Promise<void> {
     if (this.#done) return
-    await this.#queue(async () => { await this.#write({ [K.statusMessage]: message.slice(0, 1024) }) }).catch(() => {})
+    const first = this.#note === null
+    this.#note = message.slice(0, 1024)
+    if (!first) return
+    const wait = Math.max(0, this.#lastNote + NOTE_INTERVAL - Date.now())
+    setTimeout(() => {
+      const text = this.#note
+      this.#note = null
+      this.#lastNote = Date.now()
+      if (text === null || this.#done) return
+      void this.#queue(async () => { await this.#write({ [K.statusMessage]: text }) }).catch(() => {})
+    }, wait).unref()
   }
 
   /** Writes how the task ended (a cancellation mark wins), and lets go of the lease and the slot. */
@@ -122,7 +141,8 @@ export class TaskRun {
     try {
       await this.#queue(async () => {
         const record = await this.#d.store.load(this.key)
-        if (record === null) return
+        // Gone, or ended by someone else (marked failed while this runner was stalled): theirs stands.
+        if (record === null || isTerminal(record.data[K.status])) return
         const cancelled = record.data[K.cancel] !== undefined
         const now = Date.now()
         const set: Record<string, JsonValue> = { [K.lastUpdatedAt]: new Date(now).toISOString(), [K.expiresAt]: now + this.#d.ttlMs }
@@ -143,6 +163,8 @@ export class TaskRun {
 
   #abort (reason: TaskAbortError): void {
     if (this.#controller.signal.aborted) return
+    // Cancellation is the client's doing; anything else means this instance lost the task.
+    if (reason.kind === 'lost') this.#d.warn({ task: this.id, reason: reason.message }, 'task runner stops: it lost the task')
     this.#controller.abort(reason)
     for (const p of this.#pending.values()) p.reject(reason)
     this.#pending.clear()
@@ -208,6 +230,7 @@ export class TaskRun {
   async #write (set: Record<string, JsonValue>): Promise<void> {
     const record = await this.#d.store.load(this.key)
     if (record === null) { this.#abort(new TaskAbortError('lost', 'the task record is gone')); return }
+    if (isTerminal(record.data[K.status])) { this.#abort(new TaskAbortError('lost', 'the task was ended elsewhere')); return }
     await this.#save({ ...set, [K.lastUpdatedAt]: new Date().toISOString() }, [], record.version)
   }
 

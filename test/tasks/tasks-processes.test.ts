@@ -2,7 +2,9 @@
  * Tasks across spawned demo processes sharing one private redis-server (Redis store, Redis lock
  * with a 1 s lease, the Redis bus): created on A, polled on B, its input request answered on C,
  * cancelled on B while it runs on A; the same through a round-robin proxy; a runner SIGKILLed →
- * `failed` once its lease expired; results expire; another principal can neither read nor cancel.
+ * `failed` once its lease expired; a runner SIGSTOPped past its lease cannot undo that when it
+ * wakes; progress shows as `statusMessage`; results expire; another principal can neither read nor
+ * cancel.
  */
 import t from 'tap'
 import { Redis } from 'ioredis'
@@ -33,7 +35,7 @@ const env = {
   MCP_DEMO_TOKENS: 'alice-token:alice,bob-token:bob',
   MCP_TASK_TTL_MS: String(TASK_TTL)
 }
-const [A, B, C, D] = await startCluster(t, 4, env)
+const [A, B, C, D, E] = await startCluster(t, 5, env)
 const ALICE = 'alice-token'
 const BOB = 'bob-token'
 
@@ -62,6 +64,9 @@ const lockKey = (taskId: string): string => `mcp:{~task~${taskId}}:lock`
 
 t.test('created on A, polled on B, its question answered on C: completed with the answer', async t => {
   const taskId = await createOn(A!.url, { seconds: 2, ask: true })
+  let seen: Record<string, any> = {}
+  await until(async () => { seen = await ask(B!.url, ALICE, 'tasks/get', { taskId }); return typeof seen.statusMessage === 'string' }, { what: 'a statusMessage' })
+  t.match(seen.statusMessage, /^second \d of 2$/, 'progress shows as statusMessage, on B')
   const waiting = await statusOn(B!.url, taskId, 'input_required')
   t.equal(waiting.inputRequests.confirm.method, 'elicitation/create', 'the question, seen on B')
   t.match(await ask(C!.url, ALICE, 'tasks/update', { taskId, inputResponses: { confirm: { action: 'accept', content: { confirm: true } } } }), { resultType: 'complete' }, 'answered on C')
@@ -122,4 +127,30 @@ t.test('the runner SIGKILLed: the task turns failed once its lease expired, neve
   t.match(failed.error, { code: -32603, message: /stopped before the task ended/ })
   t.notOk('result' in failed)
   t.equal((await ask(A!.url, ALICE, 'tasks/get', { taskId })).status, 'failed', 'failed on every instance')
+})
+
+/** Resolves once the task's lease was renewed: its runner is inside the handler with a live lease. */
+async function leaseRenewed (taskId: string): Promise<void> {
+  let ttl = await redis.pttl(lockKey(taskId))
+  await until(async () => { const now = await redis.pttl(lockKey(taskId)); const renewed = now > ttl + 50; ttl = now; return renewed }, { timeout: 3000, what: 'the lease to be renewed' })
+}
+
+t.test('the runner SIGSTOPped past its lease: failed elsewhere; when it wakes it stops and cannot undo that', async t => {
+  const taskId = await createOn(E!.url, { seconds: 60 })
+  await statusOn(B!.url, taskId, 'working')
+  await leaseRenewed(taskId)
+  E!.signal('SIGSTOP')
+  let failed: Record<string, any>
+  try {
+    failed = await statusOn(C!.url, taskId, 'failed', 10_000)
+  } finally {
+    E!.signal('SIGCONT')
+  }
+  t.match(failed.error, { message: /stopped before the task ended/ })
+  await until(() => E!.logs.some(l => l.task === taskId && /task runner stops/.test(String(l.msg))), { timeout: 10_000, what: 'E to notice its lease is lost' })
+  // E's runner has stopped (its handler aborted, its end not written): the verdict stands.
+  await until(async () => await redis.exists(lockKey(taskId)) === 0, { timeout: 5000, what: 'no lease on the task' })
+  const after = await ask(E!.url, ALICE, 'tasks/get', { taskId })
+  t.equal(after.status, 'failed')
+  t.same(after.error, failed.error, 'the error is the one the other instance wrote')
 })
