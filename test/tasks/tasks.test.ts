@@ -1,6 +1,7 @@
 /**
  * Tasks (2026-07-28 extension `io.modelcontextprotocol/tasks`) in one process, on the memory
- * store and on a private redis-server (Redis store, Redis lock, slots on Redis): declaring
+ * store, the file store and lock, and a private redis-server (Redis store, Redis lock, slots on
+ * Redis): declaring
  * (`taskSupport`, advertised, decided per call; -32021 / -32601 where a task cannot be had), the
  * lifecycle (created and readable at once, the inlined result or error, cancellation reaching
  * `ctx.signal`, input requests answered through `tasks/update`, partial answers), and the bounds
@@ -10,7 +11,7 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
-import mcp, { ErrorCode, injectClient, McpError, RedisSessionLock, RedisSessionStore, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
+import mcp, { ErrorCode, FileSessionLock, FileSessionStore, injectClient, McpError, RedisSessionLock, RedisSessionStore, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
 import { tokensAuth } from '../../examples/server.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { until } from '../helpers/time.js'
@@ -38,7 +39,7 @@ interface Probe {
   aborts: unknown[]
 }
 
-async function build (t: Test, backend: 'memory' | 'redis', extra: Partial<McpPluginOptions> = {}): Promise<{ app: FastifyInstance, probe: Probe }> {
+async function build (t: Test, backend: 'memory' | 'redis' | 'file', extra: Partial<McpPluginOptions> = {}): Promise<{ app: FastifyInstance, probe: Probe }> {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
   const opts: McpPluginOptions = { requestStateSecret: 'tasks-test-secret-0123456789', authenticate: tokensAuth('a:alice,b:bob'), tasks: { ttl: TTL, pollInterval: 100 }, ...extra }
@@ -51,6 +52,11 @@ async function build (t: Test, backend: 'memory' | 'redis', extra: Partial<McpPl
     t.teardown(async () => { await lock.close(); redis.disconnect() })
     opts.sessions = { store: new RedisSessionStore({ redis }), lock }
     opts.redis = redisServer.url
+  } else if (backend === 'file') {
+    const dir = t.testdir()
+    const lock = new FileSessionLock({ dir })
+    t.teardown(() => lock.close?.())
+    opts.sessions = { store: new FileSessionStore({ dir }), lock }
   }
   await app.register(mcp, opts)
   let gate = deferred()
@@ -102,7 +108,7 @@ async function status (c: InjectClient, taskId: string, want: string): Promise<R
   return last
 }
 
-for (const backend of ['memory', 'redis'] as const) {
+for (const backend of ['memory', 'redis', 'file'] as const) {
   t.test(`${backend}: declaring`, async t => {
     const { app } = await build(t, backend)
     const alice = client(app, 'a')
