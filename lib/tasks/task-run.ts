@@ -107,7 +107,14 @@ export class TaskRun {
       this.#pending.set(key, { method, params, resolve, reject })
       if (!this.#flushing) {
         this.#flushing = true
-        setImmediate(() => { this.#flushing = false; void this.#queue(async () => { await this.#flush() }) })
+        setImmediate(() => {
+          this.#flushing = false
+          // A store that fails here fails the asks: the handler sees the error, the task ends failed.
+          this.#queue(async () => { await this.#flush() }).catch((err: unknown) => {
+            this.#d.warn({ err, task: this.id }, 'task input requests not written')
+            this.#abort(new TaskAbortError('lost', 'the input requests could not be written'))
+          })
+        })
       }
     })
   }
@@ -220,7 +227,8 @@ export class TaskRun {
     }
     if (answered.length === 0) return
     const left: Record<string, JsonValue> = {}
-    for (const key of this.#asked) left[key] = (data[K.inputRequests] as Record<string, JsonValue>)[key]
+    const requests = (data[K.inputRequests] ?? {}) as Record<string, JsonValue>
+    for (const key of this.#asked) left[key] = requests[key] ?? null
     const set: Record<string, JsonValue> = { [K.lastUpdatedAt]: new Date().toISOString() }
     if (this.#asked.size > 0) set[K.inputRequests] = left
     else set[K.status] = 'working'

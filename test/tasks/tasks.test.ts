@@ -11,7 +11,7 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
-import mcp, { ErrorCode, FileSessionLock, FileSessionStore, injectClient, McpError, RedisSessionLock, RedisSessionStore, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
+import mcp, { ErrorCode, FileSessionLock, FileSessionStore, injectClient, McpError, MemorySessionStore, RedisSessionLock, RedisSessionStore, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
 import { tokensAuth } from '../../examples/server.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { until } from '../helpers/time.js'
@@ -268,4 +268,22 @@ t.test('beforeTask: its questions are input_required rounds, then the task is ma
   t.match(await inline.callTool('named'), { content: [{ text: 'hello Bo' }] }, 'inline: beforeTask, then the handler')
   t.throws(() => app.mcp.tool({ name: 'x1', description: 'x', beforeTask: async () => {} }, async () => 'x'), /never runs as a task/)
   t.throws(() => app.mcp.tool({ name: 'x2', description: 'x', taskSupport: 'optional', beforeTask: 'no' as never }, async () => 'x'), /must be a function/)
+})
+
+t.test('the store refusing writes while a task asks: no crash, the handler is stopped, the task ends failed once writes work again', async t => {
+  const store = new MemorySessionStore()
+  let failSaves = false
+  const save = store.save.bind(store)
+  store.save = async (...args) => { if (failSaves) throw new Error('store refuses writes'); return await save(...args) }
+  const { app } = await build(t, 'memory', { sessions: { store } })
+  const alice = client(app, 'a')
+  failSaves = true
+  const taskId = await create(alice, 'ask_two')
+  // The runner stops once its asks cannot be written and lets go of its lease; a reader then finds
+  // the lease free and tries to mark the task failed, which the store refuses too: a 503.
+  await until(async () => await alice.request('tasks/get', { taskId }).then(() => false, (err: McpError) => err.code === -32000), { what: 'the runner to stop' })
+  failSaves = false
+  const failed = await status(alice, taskId, 'failed')
+  t.match(failed.error, { code: -32603 }, 'failed, with a JSON-RPC error')
+  t.notOk('inputRequests' in failed)
 })
