@@ -4,13 +4,23 @@
  */
 import Fastify from 'fastify'
 import { Type } from '@sinclair/typebox'
-import mcp from '../lib/index.js'
+import mcp, { ErrorCode, McpError } from '../lib/index.js'
 
 // 1×1 PNG and a tiny WAV, base64.
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=='
 const WAV = 'UklGRiQAAABXQVZFZm10IBAAAAABAAEARKwAAIhYAQACABAAZGF0YQAAAAA='
 
 const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(resolve, ms))
+
+/** A sleep that ends early, rejecting, when `signal` aborts (a cancelled task). */
+function abortableSleep (ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) { reject(signal.reason); return }
+    const timer = setTimeout(() => { signal.removeEventListener('abort', onAbort); resolve() }, ms)
+    const onAbort = (): void => { clearTimeout(timer); reject(signal.reason) }
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}
 
 export async function buildConformanceServer (): Promise<ReturnType<typeof Fastify>> {
   const app = Fastify({ logger: { level: process.env.LOG_LEVEL ?? 'warn' } })
@@ -234,6 +244,51 @@ export async function buildConformanceServer (): Promise<ReturnType<typeof Fasti
       requestedSchema: { type: 'object', properties: { context: { type: 'string' } }, required: ['context'] }
     })
     return [{ role: 'user', content: { type: 'text', text: `Context: ${String(r.content?.context ?? '')}` } }]
+  })
+
+  // The Tasks extension's fixtures (the tasks-* scenarios).
+  m.tool({ name: 'greet', description: 'Greets (never a task)', input: Type.Object({ name: Type.String() }) },
+    async ({ name }) => `Hello, ${name}!`)
+  m.tool({
+    name: 'slow_compute',
+    description: 'Sleeps `seconds` then answers; a task when the client takes tasks',
+    input: Type.Object({ seconds: Type.Number({ minimum: 0, maximum: 600 }), label: Type.Optional(Type.String()) }),
+    taskSupport: 'optional'
+  }, async ({ seconds, label }, ctx) => {
+    await abortableSleep(seconds * 1000, ctx.signal)
+    return `Computed ${label ?? 'result'} after ${seconds}s`
+  })
+  m.tool({ name: 'failing_job', description: 'Fails as a tool after about a second (a task only)', taskSupport: 'required' }, async (_a, ctx) => {
+    await abortableSleep(1000, ctx.signal)
+    return { content: [{ type: 'text', text: 'The job failed' }], isError: true }
+  })
+  m.tool({ name: 'protocol_error_job', description: 'Fails with a protocol error (a task)', taskSupport: 'optional' }, async () => {
+    throw new McpError(ErrorCode.InternalError, 'The job hit an internal error')
+  })
+  m.tool({ name: 'confirm_delete', description: 'Asks before deleting (a task)', input: Type.Object({ filename: Type.String() }), taskSupport: 'optional' },
+    async ({ filename }, ctx) => {
+      const r = await ctx.elicit('confirm', {
+        message: `Delete ${filename}?`,
+        requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] }
+      })
+      return r.action === 'accept' && r.content?.confirm === true ? `Deleted ${filename}` : `Kept ${filename}`
+    })
+  m.tool({
+    name: 'test_tool_with_task',
+    description: 'Asks for a name (input_required rounds), then runs as a task',
+    taskSupport: 'required',
+    beforeTask: async (_a, ctx) => {
+      const r = await ctx.elicit('user_name', { message: 'What is your name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } })
+      ctx.state.name = String(r.content?.name ?? 'nobody')
+    }
+  }, async (_a, ctx) => `Hello, ${String(ctx.state.name)}! (from the task)`)
+  m.tool({ name: 'multi_input', description: 'Asks two questions at once (a task)', taskSupport: 'optional' }, async (_a, ctx) => {
+    const schema = { type: 'object', properties: { name: { type: 'string' }, confirm: { type: 'boolean' } } }
+    const [a, b] = await Promise.all([
+      ctx.elicit('first', { message: 'First?', requestedSchema: schema }),
+      ctx.elicit('second', { message: 'Second?', requestedSchema: schema })
+    ])
+    return `Got ${String(a.content?.name)} and ${String(b.content?.name)}`
   })
 
   m.resource({ uri: 'test://static-text', name: 'static-text', description: 'A static text resource', mimeType: 'text/plain' },

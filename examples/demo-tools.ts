@@ -1,7 +1,8 @@
 /**
  * The demo's tools: basket_create/basket_add/basket_get/basket_end (shared state on a state handle,
  * on both wires), counter_add, counter_get (a per-session counter: handshake-era clients), ask_name
- * (elicitation on both wires), slow_count (progress and cancellation). No server here: importing
+ * (elicitation on both wires), slow_count (progress and cancellation), long_job (a task on 2026-07-28
+ * clients that take tasks: progress, a question midway, cancellation). No server here: importing
  * this module starts nothing.
  */
 import { Type } from '@sinclair/typebox'
@@ -21,6 +22,7 @@ const sleep = (ms: number, signal?: AbortSignal): Promise<void> => new Promise((
  */
 export function registerDemoTools (mcp: McpDecorator, opts: { admin?: boolean } = {}): void {
   registerBasketTools(mcp)
+  registerLongJob(mcp)
 
   mcp.tool({
     name: 'counter_add',
@@ -146,5 +148,40 @@ export function registerBasketTools (mcp: McpDecorator): void {
     input: Type.Object({ basket })
   }, async ({ basket: id }, ctx) => {
     return await ctx.handles.end('basket', id) ? 'Basket thrown away.' : { content: [{ type: 'text', text: 'Unknown or expired basket handle.' }], isError: true }
+  })
+}
+
+/**
+ * `long_job`: works `seconds` seconds, one step a second, reporting progress (a task's
+ * `statusMessage`); `failAt` fails it (a tool error) at that second; `ask` asks for a confirmation
+ * midway (a task turns `input_required` until `tasks/update` answers). A task for 2026-07-28
+ * clients that declare the Tasks extension, an ordinary (long) call for the others.
+ */
+export function registerLongJob (mcp: McpDecorator): void {
+  mcp.tool({
+    name: 'long_job',
+    description: 'Works `seconds` seconds with progress; `failAt` fails it at that second; `ask` asks for a confirmation midway. Runs as a task when the client takes tasks.',
+    input: Type.Object({
+      seconds: Type.Integer({ minimum: 0, maximum: 3600 }),
+      failAt: Type.Optional(Type.Integer({ minimum: 0 })),
+      ask: Type.Optional(Type.Boolean())
+    }),
+    taskSupport: 'optional'
+  }, async ({ seconds, failAt, ask = false }, ctx) => {
+    const midway = Math.floor(seconds / 2)
+    for (let second = 0; second < seconds; second++) {
+      if (failAt === second) return { content: [{ type: 'text', text: `long_job failed at second ${second}` }], isError: true }
+      if (ask && second === midway) {
+        const answer = await ctx.elicit('confirm', {
+          message: `long_job is halfway (${second}/${seconds} s): go on?`,
+          requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] }
+        })
+        if (answer.action !== 'accept' || answer.content?.confirm !== true) return `long_job stopped at second ${second}, as asked`
+      }
+      await ctx.progress({ progress: second, total: seconds, message: `second ${second} of ${seconds}` })
+      await sleep(1000, ctx.signal)
+    }
+    if (failAt === seconds) return { content: [{ type: 'text', text: `long_job failed at second ${seconds}` }], isError: true }
+    return `long_job done after ${seconds} s`
   })
 }

@@ -3,14 +3,16 @@
  *
  * Tools: basket_create, basket_add, basket_get, basket_end (a basket on a state handle, both wires),
  * counter_add, counter_get (a per-session counter, handshake-era clients), ask_name (elicitation on
- * both wires), slow_count (progress and cancellation).
+ * both wires), slow_count (progress and cancellation), long_job (a task for 2026-07-28 clients that
+ * take tasks).
  *
  * Switches (env): MCP_STORE = memory | file | redis; MCP_LOCK = none | memory | file | redis;
  * MCP_SESSION_DIR (file store/lock, default ./.mcp-sessions); REDIS_URL (default
  * redis://127.0.0.1:6379); MCP_LOCK_TIMEOUT_MS (acquire timeout); MCP_LOCK_TTL_MS (Redis lease TTL);
  * MCP_STATE_SECRET (seals 2026-07-28 requestState; the same on every instance); MCP_DEMO_TOKENS
  * (`token:principal,…`: bearer tokens and the principal each stands for; requests without a known
- * token then get 401, and baskets belong to their principal). With REDIS_URL set,
+ * token then get 401, and baskets and tasks belong to their principal); MCP_TASK_TTL_MS (how long a
+ * finished task stays readable; it also sets the suggested poll interval to 200 ms). With REDIS_URL set,
  * the bus and the event log are in Redis too, so instances behind a load balancer need no sticky
  * sessions.
  */
@@ -107,7 +109,8 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstanc
     requestStateSecret: env.MCP_STATE_SECRET,
     authenticate: tokensAuth(env.MCP_DEMO_TOKENS),
     // The plugin makes its own client from the URL and closes it on app.close().
-    redis: env.REDIS_URL
+    redis: env.REDIS_URL,
+    tasks: env.MCP_TASK_TTL_MS === undefined ? undefined : { ttl: Number(env.MCP_TASK_TTL_MS), pollInterval: 200 }
   })
 
   registerDemoTools(app.mcp, { admin: env.MCP_DEMO_ADMIN === '1' })

@@ -105,7 +105,9 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
     await backends.lock?.ready?.().catch((err: unknown) => fastify.log.error({ err }, 'session lock backend not reachable at start-up'))
     // Likewise the limit backend (the plugin's Redis client), when anything is limited: until it
     // answers, calls would run under `onBackendError` (and log an outage at every start).
-    const limited = opts.backends.limits !== null || [...registry.tools.values()].some(tool => tool.limits !== undefined && tool.limits !== false)
+    // Tasks keep their per-principal slots there too.
+    const limited = opts.backends.limits !== null ||
+      [...registry.tools.values()].some(tool => (tool.limits !== undefined && tool.limits !== false) || tool.taskSupport !== 'forbidden')
     if (limited) await backends.limiter.ready().catch((err: unknown) => fastify.log.error({ err }, 'tool limit backend not reachable at start-up'))
   })
   fastify.addHook('preClose', async () => { await engine.close(opts.retryInterval) })

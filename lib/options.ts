@@ -142,6 +142,14 @@ export interface McpPluginOptions {
    * when anonymous); shared by every instance through `redis` when given. Default: none.
    */
   limits?: ToolLimitsOptions
+  /**
+   * Tool calls as tasks (2026-07-28 Tasks extension; a tool opts in with `taskSupport`). `ttl`: how
+   * long a finished task stays readable, ms (default 3,600,000; 1,000 to 86,400,000), the `ttlMs`
+   * clients see; `pollInterval`: the `pollIntervalMs` suggested (default 1,000; 100 to 60,000);
+   * `maxPerPrincipal`: tasks running at once per principal (per address when anonymous), past it
+   * 429 (default 100).
+   */
+  tasks?: { ttl?: number, pollInterval?: number, maxPerPrincipal?: number }
 }
 
 /** The backends the options name (validated; `undefined` where the plugin makes its own). */
@@ -188,6 +196,7 @@ export interface ResolvedOptions {
   cache: CacheOptions
   maxListenStreams: number
   maxListenStreamsPerClient: number
+  tasks: { ttl: number, pollInterval: number, maxPerPrincipal: number }
 }
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1'])
@@ -218,6 +227,23 @@ function nonNegativeInt (opts: Record<string, unknown>, name: string, def: numbe
   if (v === undefined) return def
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min) fail(label, `must be an integer ≥ ${min}, got ${JSON.stringify(v)}`)
   return v
+}
+
+/** An integer option within [min, max]. */
+function boundedInt (opts: Record<string, unknown>, name: string, def: number, min: number, max: number, label: string): number {
+  const v = nonNegativeInt(opts, name, def, min, label)
+  if (v > max) fail(label, `must be at most ${max}, got ${v}`)
+  return v
+}
+
+function checkTasks (t: unknown): ResolvedOptions['tasks'] {
+  if (t !== undefined && (typeof t !== 'object' || t === null)) fail('tasks', 'must be an object')
+  const o = (t ?? {}) as Record<string, unknown>
+  return Object.freeze({
+    ttl: boundedInt(o, 'ttl', 3_600_000, 1000, 86_400_000, 'tasks.ttl'),
+    pollInterval: boundedInt(o, 'pollInterval', 1000, 100, 60_000, 'tasks.pollInterval'),
+    maxPerPrincipal: nonNegativeInt(o, 'maxPerPrincipal', 100, 1, 'tasks.maxPerPrincipal')
+  })
 }
 
 function checkSecret (secret: unknown): string | undefined {
@@ -361,6 +387,7 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     requestStateTtl: nonNegativeInt(o, 'requestStateTtl', 600_000, 1),
     cache: checkCache(opts.cache),
     maxListenStreams: nonNegativeInt(o, 'maxListenStreams', 1000, 1),
-    maxListenStreamsPerClient: nonNegativeInt(o, 'maxListenStreamsPerClient', 10, 1)
+    maxListenStreamsPerClient: nonNegativeInt(o, 'maxListenStreamsPerClient', 10, 1),
+    tasks: checkTasks(opts.tasks)
   })
 }

@@ -65,6 +65,18 @@ const RUNS = [
   { id: '2026-07-28', requirements: '2026-07-28', defaultEnabled: ENABLE_2026 },
   { id: '2026-07-28:http-header-validation', scenario: 'http-header-validation', specVersion: '2026-07-28', defaultEnabled: ENABLE_2026 },
   { id: '2026-07-28:http-custom-header-server-validation', scenario: 'http-custom-header-server-validation', specVersion: '2026-07-28', defaultEnabled: ENABLE_2026 },
+  // The Tasks extension's scenarios (io.modelcontextprotocol/tasks, SEP-2663). They are extension
+  // scenarios: at --spec-version 2026-07-28 the CLI skips them unless given --force, and with
+  // --force it exits 0 even when checks fail, so these runs are judged by their checks.json
+  // (the same counts as the CLI's "Passed: a/b, n failed" line), never by the exit code alone.
+  ...[
+    'tasks-lifecycle', 'tasks-capability-negotiation', 'tasks-wire-fields', 'tasks-request-state-removal',
+    'tasks-mrtr-input', 'tasks-request-headers', 'tasks-dispatch-and-envelope', 'tasks-required-task-error',
+    'tasks-mrtr-composition',
+  ].map((scenario) => ({ id: `2026-07-28:${scenario}`, scenario, specVersion: '2026-07-28', force: true, defaultEnabled: ENABLE_2026 })),
+  // Only a SKIPPED check today ("pending subscriptions/listen rewrite" in the harness): run and
+  // shown, passes when nothing fails.
+  { id: '2026-07-28:tasks-status-notifications', scenario: 'tasks-status-notifications', specVersion: '2026-07-28', force: true, harnessSkips: true, defaultEnabled: ENABLE_2026 },
 ];
 
 // ---------------------------------------------------------------------------
@@ -121,7 +133,7 @@ if (selected.length === 0) {
 function describeArgs(run) {
   return run.requirements
     ? ['--requirements', run.requirements]
-    : ['--scenario', run.scenario, '--spec-version', run.specVersion];
+    : ['--scenario', run.scenario, '--spec-version', run.specVersion, ...(run.force ? ['--force'] : [])];
 }
 
 // ---------------------------------------------------------------------------
@@ -433,7 +445,7 @@ async function runOne(run, url, outDir, server) {
       failures: (list ?? []).filter((c) => c.status === 'FAILURE'),
     };
   });
-  const requireSuccess = !run.requirements;
+  const requireSuccess = !run.requirements && !run.harnessSkips;
   const scoredFailing = scenarios.filter((s) => s.scored && (!s.ran || s.failed > 0 || (requireSuccess && s.passed === 0)));
   for (const s of scenarios) s.ok = s.ran && s.failed === 0 && !(s.scored && requireSuccess && s.passed === 0);
   // Trust neither side alone: the CLI's exit code (scored scenarios only) and our

@@ -28,6 +28,8 @@ export type BusMessage =
   | { t: 'broadcast', msg: Record<string, unknown>, kind: string }
   /** A resource changed. */
   | { t: 'resource', uri: string }
+  /** A task was cancelled, or got answers to its input requests (the record has them): wakes its runner. */
+  | { t: 'task', id: string, what: 'cancel' | 'input' }
 
 /** The channel every instance listens to for broadcasts. */
 export const BROADCAST_CHANNEL = 'broadcast'

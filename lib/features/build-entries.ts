@@ -10,7 +10,7 @@ import { checkToolLimit } from '../limits/policy.js'
 import type { HandleKind } from '../state/handles.js'
 import type {
   PromptDefinition, PromptEntry, PromptHandler, ResourceDefinition, ResourceEntry, ResourceHandler,
-  ResourceTemplateDefinition, TemplateEntry, TemplateHandler, ToolDefinition, ToolEntry
+  ResourceTemplateDefinition, TaskSupport, TemplateEntry, TemplateHandler, ToolDefinition, ToolEntry
 } from './definitions.js'
 import { compileSchema, type ToolSchema } from './schema.js'
 import { toolState } from './tool-state.js'
@@ -71,6 +71,7 @@ export function buildTool (def: ToolDefinition<ToolSchema | undefined, ToolSchem
   const limits = def.limits === undefined || def.limits === false
     ? def.limits
     : checkToolLimit(def.limits, `"${def.name}" limits`, (name, why) => { throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `${name} ${why}`) })
+  const taskSupport = checkTaskSupport(def.name, def.taskSupport, state.handle !== null || state.needsSession)
   // Field by field: access rules and limits are the server's, never sent.
   const descriptor = strip({
     name: def.name,
@@ -80,6 +81,7 @@ export function buildTool (def: ToolDefinition<ToolSchema | undefined, ToolSchem
     outputSchema: output?.json,
     annotations: def.annotations,
     icons: def.icons,
+    execution: taskSupport === 'forbidden' ? undefined : { taskSupport },
     _meta: def._meta
   })
   return {
@@ -90,8 +92,31 @@ export function buildTool (def: ToolDefinition<ToolSchema | undefined, ToolSchem
     access,
     limits,
     handle: state.handle,
-    needsSession: state.needsSession
+    needsSession: state.needsSession,
+    taskSupport,
+    beforeTask: checkBeforeTask(def.name, def.beforeTask, taskSupport)
   }
+}
+
+/** `beforeTask`: a function, on a tool that may run as a task. */
+function checkBeforeTask (tool: string, value: unknown, support: TaskSupport): ToolEntry['beforeTask'] {
+  if (value === undefined) return null
+  if (typeof value !== 'function') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${tool}" beforeTask must be a function`)
+  if (support === 'forbidden') throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${tool}" has beforeTask but never runs as a task (set taskSupport)`)
+  return value as ToolEntry['beforeTask']
+}
+
+const TASK_SUPPORT = new Set<unknown>(['forbidden', 'optional', 'required'])
+
+/**
+ * A tool's `taskSupport`. A task outlives its request, so it cannot hold a state handle's lock or
+ * a session for its whole run: those combinations are refused at registration.
+ */
+function checkTaskSupport (tool: string, value: unknown, stateful: boolean): TaskSupport {
+  if (value === undefined) return 'forbidden'
+  if (!TASK_SUPPORT.has(value)) throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${tool}" taskSupport must be 'forbidden', 'optional' or 'required'`)
+  if (value !== 'forbidden' && stateful) throw new FST_ERR_MCP_INVALID_DEFINITION('tool', `"${tool}" cannot run as a task and use a state handle or a session`)
+  return value as TaskSupport
 }
 
 export function buildResource (def: ResourceDefinition, handler: ResourceHandler): ResourceEntry {

@@ -67,7 +67,25 @@ export interface ToolDefinition<I extends ToolSchema | undefined = undefined, O 
    * to clients.
    */
   limits?: ToolLimit | false
+  /**
+   * Whether a call may run as a task (the 2026-07-28 Tasks extension, `io.modelcontextprotocol/tasks`):
+   * `'forbidden'` (the default) always inline; `'optional'` as a task when the client declared the
+   * extension, inline otherwise; `'required'` only as a task (a client without the extension gets
+   * -32021; a handshake-era session -32601). The same handler runs either way. Advertised as
+   * `execution.taskSupport`. Not combinable with `handle` or `session`.
+   */
+  taskSupport?: TaskSupport
+  /**
+   * Runs before the task is created (with `taskSupport`), inline in the request: what it asks with
+   * `ctx.elicit`/`sample`/`roots` goes back as ordinary `input_required` rounds, and what it puts in
+   * `ctx.state` is the task handler's `ctx.state`. Gather input first, then go async (SEP-2663's
+   * MRTR → task composition). Where the call runs inline it runs just before the handler.
+   */
+  beforeTask?: (args: ToolArgs<I>, ctx: McpContext) => void | Promise<void>
 }
+
+/** See {@link ToolDefinition.taskSupport}. */
+export type TaskSupport = 'forbidden' | 'optional' | 'required'
 
 export type { ToolArgs, ToolSchema, ToolStructured, SchemaStatic, FromJsonSchema, StandardSchemaV1, StandardSchemaV1Props, StandardJsonSchemaConverter, StandardResult } from './schema.js'
 
@@ -179,6 +197,10 @@ export interface ToolEntry {
   access: AccessRule | undefined
   /** The definition's own limits (validated), if any. */
   limits: ToolLimit | false | undefined
+  /** Whether calls may or must run as tasks (see {@link ToolDefinition.taskSupport}). */
+  taskSupport: TaskSupport
+  /** See {@link ToolDefinition.beforeTask}. */
+  beforeTask: ((args: Record<string, unknown>, ctx: McpContext) => void | Promise<void>) | null
 }
 /** @internal */
 export interface ResourceEntry { descriptor: Record<string, unknown>, cache: ResourceDefinition['cache'], handler: ResourceHandler, access: AccessRule | undefined }

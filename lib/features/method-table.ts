@@ -10,7 +10,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { McpContext, McpPrincipal } from '../context.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import type { ToolLimiter } from '../limits/limiter.js'
-import { callTool, complete, type StateRunner, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from './methods.js'
+import { callTool, complete, type StateRunner, type TaskStarter, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from './methods.js'
 import type { Registry } from './registry.js'
 
 /** The results a 2026-07-28 server may give cache hints for. */
@@ -40,6 +40,8 @@ export interface MethodCall {
   limiter?: ToolLimiter | null
   /** Runs the tool calls that declare a state handle. */
   state?: StateRunner
+  /** Runs tool calls as tasks (2026-07-28), where the wire serves them. */
+  tasks?: TaskStarter
 }
 
 /** A row of the table. */
@@ -58,7 +60,7 @@ const ctxOf = (call: MethodCall): McpContext => call.ctx as McpContext
 /** The table (see the module doc). */
 export const METHODS: ReadonlyMap<string, MethodEntry> = new Map<string, MethodEntry>([
   ['tools/list', { capability: 'tools', context: false, cache: 'tools', handler: (c) => listTools(c.registry, c.params, c.pageSize, c.principal) }],
-  ['tools/call', { capability: 'tools', context: true, handler: async (c) => await callTool(c.registry, c.params, ctxOf(c), c.log, { isProtocolError: c.isProtocolError, limiter: c.limiter, state: c.state }) }],
+  ['tools/call', { capability: 'tools', context: true, handler: async (c) => await callTool(c.registry, c.params, ctxOf(c), c.log, { isProtocolError: c.isProtocolError, limiter: c.limiter, state: c.state, tasks: c.tasks }) }],
   ['resources/list', { capability: 'resources', context: false, cache: 'resources', handler: (c) => listResources(c.registry, c.params, c.pageSize, c.principal) }],
   ['resources/templates/list', { capability: 'resources', context: false, cache: 'templates', handler: (c) => listResourceTemplates(c.registry, c.params, c.pageSize, c.principal) }],
   ['resources/read', { capability: 'resources', context: true, cache: 'read', handler: async (c) => await readResource(c.registry, c.params, ctxOf(c), c.resourceNotFound) }],

@@ -119,6 +119,20 @@ export interface CallToolOptions {
   limiter?: ToolLimiter | null
   /** Runs the calls of tools that declare a state handle. */
   state?: StateRunner
+  /** Runs calls as tasks (2026-07-28 Tasks extension); absent: this wire has none. */
+  tasks?: TaskStarter
+}
+
+/**
+ * Runs a tool call as a task (the protocol layer provides it). Decides per call: `null` to run it
+ * inline (the client did not declare the extension, and the tool allows that); otherwise it
+ * creates the task, starts `work` with the task's own context after the answer, and resolves the
+ * `CreateTaskResult`; `before` (the tool's `beforeTask`) runs first, inline in the request. Throws
+ * the era's error when the tool requires a task the client cannot take.
+ */
+export interface TaskStarter {
+  start (tool: string, support: 'optional' | 'required', ctx: McpContext,
+    work: (ctx: McpContext) => Promise<Record<string, unknown>>, before?: () => Promise<void>): Promise<Record<string, unknown>> | null
 }
 
 /**
@@ -134,6 +148,15 @@ async function checkedCall (tool: ToolEntry, name: string, args: object, ctx: Mc
     return errorResult(`Tool "${name}" needs a session: connect with the MCP handshake (initialize, protocol 2025-11-25 or earlier).`)
   }
   const value = input.value as Record<string, unknown>
+  if (tool.taskSupport !== 'forbidden') {
+    // Without a task starter (the handshake era) a tool that requires a task cannot be served.
+    if (options.tasks === undefined && tool.taskSupport === 'required') throw new McpError(ErrorCode.MethodNotFound, `Tool "${name}" runs only as a task, which this protocol revision does not serve here`)
+    const before = tool.beforeTask === null ? undefined : async (): Promise<void> => { await tool.beforeTask?.(value, ctx) }
+    const started = options.tasks?.start(name, tool.taskSupport, ctx, async (c) => await runTool(tool, name, value, c, log, options.isProtocolError), before)
+    if (started != null) return await started
+    // Inline: what would have run before the task runs before the handler.
+    if (before !== undefined) await before()
+  }
   const run = async (): Promise<Record<string, unknown>> => await runTool(tool, name, value, ctx, log, options.isProtocolError)
   if (tool.handle === null) return await run()
   if (options.state === undefined) throw new Error(`tool "${name}" declares a handle, but no state runner serves this call`)

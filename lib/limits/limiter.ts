@@ -116,6 +116,9 @@ export class ToolLimiter {
   /** Calls of this process holding a lease right now. */
   get held (): number { return this.#held.size }
 
+  /** The backend (the task slots of `lib/tasks/` live there too). */
+  get backend (): LimitBackend { return this.#backend }
+
   /** Whether the backend is failing (between the warning and the recovery line). */
   get backendDown (): boolean { return this.#down }
 

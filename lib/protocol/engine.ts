@@ -20,6 +20,10 @@ import { GcPolicy } from '../sessions/gc.js'
 import type { SessionStore } from '../sessions/session-store.js'
 import { StateHandles } from '../state/handles.js'
 import { StateBackend } from '../state/state-scope.js'
+import { MemorySessionLock } from '../locks/memory-lock.js'
+import { MemorySessionStore } from '../sessions/memory-store.js'
+import { TaskService } from '../tasks/task-service.js'
+import { TaskCalls } from './task-calls.js'
 import { HandleCalls } from './handle-calls.js'
 import type { Exchange } from './exchange.js'
 import { LegacyWire } from './legacy.js'
@@ -78,7 +82,24 @@ export class McpEngine {
     this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
     const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
-    this.#modern = new ModernWire({ opts, registry, sealer, capabilities, cache, logger, handles, limiter: d.limiter })
+    const tasks = new TaskCalls(new TaskService({
+      store: d.store,
+      // A task's runner holds a lease of the sessions' lock; without one, an in-process lock does
+      // for the in-process store (a store shared by instances then cannot tell a dead runner).
+      lock: d.lock ?? (d.store instanceof MemorySessionStore ? new MemorySessionLock() : null),
+      bus: d.bus,
+      slots: d.limiter.backend,
+      options: opts.tasks,
+      warn: (obj, msg) => { logger.warn(obj, msg) }
+    }))
+    let base: Record<string, unknown> | null = null
+    let withTasks: Record<string, unknown> = {}
+    const modernCaps = (): Record<string, unknown> => {
+      const now = capabilities()
+      if (now !== base) { base = now; withTasks = tasks.capabilities(now) }
+      return withTasks
+    }
+    this.#modern = new ModernWire({ opts, registry, sealer, capabilities: modernCaps, cache, logger, handles, limiter: d.limiter, tasks })
     this.#subscription = d.bus.subscribe(BROADCAST_CHANNEL, (m) => { this.#onBroadcast(m) })
     // An instance started while the bus is down keeps running (and logs); it must not crash.
     this.#subscription.catch((err: unknown) => logger.error({ err }, 'broadcast subscription failed'))

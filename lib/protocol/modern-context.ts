@@ -13,7 +13,7 @@ import { paramsDigest, type StateSealer } from './request-state.js'
 type InputRequest = { method: string, params: Record<string, unknown> }
 
 /** What a valid answer to each kind of input request looks like. */
-const VALID_ANSWER: Record<string, (v: unknown) => boolean> = {
+export const VALID_ANSWER: Record<string, (v: unknown) => boolean> = {
   'elicitation/create': (v) => isPlainObject(v) && typeof v.action === 'string',
   'sampling/createMessage': (v) => isPlainObject(v) && 'content' in v,
   'roots/list': (v) => isPlainObject(v) && Array.isArray(v.roots)

@@ -82,6 +82,12 @@ function sameParam (headerValue: string, value: unknown): boolean {
   return headerValue === value
 }
 
+/** The body field `Mcp-Name` mirrors, per method (SEP-2243; SEP-2663 adds the task methods). */
+const NAME_KEYS = new Map<string, string>([
+  ['tools/call', 'name'], ['prompts/get', 'name'], ['resources/read', 'uri'],
+  ['tasks/get', 'taskId'], ['tasks/update', 'taskId'], ['tasks/cancel', 'taskId']
+])
+
 /**
  * A request's envelope: `_meta` (-32602), then header agreement (-32020), then version support
  * (-32022). `toolSchema` finds the input schema of a called tool (for its `Mcp-Param-*` headers).
@@ -98,8 +104,9 @@ export function checkRequestEnvelope (request: FastifyRequest, msg: JsonRpcReque
     throw bad(ErrorCode.InvalidParams, `Invalid params: "${META_CLIENT}" must be an object`)
   }
   checkStandardHeaders(request, msg.method, meta[META_VERSION], true)
-  const nameKey = msg.method === 'resources/read' ? 'uri' : (msg.method === 'tools/call' || msg.method === 'prompts/get') ? 'name' : null
-  if (nameKey !== null) {
+  const nameKey = NAME_KEYS.get(msg.method) ?? null
+  // A task id that is not a string is no task: "not found", with no header to compare.
+  if (nameKey !== null && (nameKey !== 'taskId' || typeof params.taskId === 'string')) {
     const raw = header(request, 'mcp-name')
     if (raw === undefined) throw mismatch('Mcp-Name header is required')
     const name = decodeHeaderValue(raw)

@@ -23,6 +23,7 @@ import { checkNotificationEnvelope, checkRequestEnvelope, refuseUnservable } fro
 import type { HandleCalls } from './handle-calls.js'
 import { ModernContext } from './modern-context.js'
 import { RequestAbort } from './request-abort.js'
+import { TASK_METHODS, type TaskCalls } from './task-calls.js'
 import type { StateSealer } from './request-state.js'
 
 export interface ModernDeps {
@@ -36,6 +37,8 @@ export interface ModernDeps {
   handles: HandleCalls
   /** The tool call limits (the `limits` option and the definitions' own). */
   limiter: ToolLimiter
+  /** Tool calls as tasks, and the `tasks/*` methods (the Tasks extension). */
+  tasks: TaskCalls
 }
 
 /** A response, the HTTP status for it, and the headers an error names (`Retry-After`). */
@@ -145,6 +148,7 @@ export class ModernWire {
     const { msg } = r
     try {
       if (msg.method === 'server/discover') return this.#discover(msg.id)
+      if (TASK_METHODS.has(msg.method)) return this.#ok(msg.id, await this.#d.tasks.method(msg.method, msg.params ?? {}, r.caps, r.principal, r.exchange.request.log))
       const entry = METHODS.get(msg.method)
       if (entry === undefined) throw methodNotFound(msg.method, 404)
       needCapability(this.#d.capabilities(), entry.capability, msg.method, 404)
@@ -172,7 +176,7 @@ export class ModernWire {
     try {
       result = await entry.handler({
         registry, params, ctx, principal: r.principal, pageSize: opts.pageSize, log: request.log, resourceNotFound, isProtocolError: isClientCapabilityError,
-        limiter: this.#d.limiter, state: this.#d.handles
+        limiter: this.#d.limiter, state: this.#d.handles, tasks: this.#d.tasks
       })
     } catch (err) {
       if (!(err instanceof InputRequiredSignal) || ctx?.asked !== true) throw err

@@ -236,7 +236,7 @@ class Client implements InjectClient {
   /** The headers a 2026-07-28 request mirrors from its body. */
   #modernHeaders (method: string, params: Record<string, unknown>): Record<string, string> {
     const h = this.#headers({ 'mcp-protocol-version': this.#version, 'mcp-method': method })
-    const name = method === 'resources/read' ? params.uri : (method === 'tools/call' || method === 'prompts/get') ? params.name : undefined
+    const name = method === 'resources/read' ? params.uri : (method === 'tools/call' || method === 'prompts/get') ? params.name : method.startsWith('tasks/') ? params.taskId : undefined
     if (typeof name === 'string') h['mcp-name'] = headerValue(name)
     return h
   }

@@ -85,15 +85,17 @@ const PLAIN_HEADER = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/
 
 /**
  * The headers a conforming client sends with a modern `body`: Accept, Content-Type,
- * MCP-Protocol-Version (from `_meta`), Mcp-Method and, for tools/call, prompts/get and
- * resources/read, Mcp-Name.
+ * MCP-Protocol-Version (from `_meta`), Mcp-Method and, for tools/call, prompts/get,
+ * resources/read and the task methods, Mcp-Name.
  */
 export function modernHeaders (body: Record<string, any>): Record<string, string> {
   const h: Record<string, string> = { accept: ACCEPT, 'content-type': 'application/json' }
   const version = body.params?._meta?.[META_VERSION]
   if (typeof version === 'string') h['mcp-protocol-version'] = version
   if (typeof body.method === 'string') h['mcp-method'] = body.method
-  const name = body.method === 'resources/read' ? body.params?.uri : (body.method === 'tools/call' || body.method === 'prompts/get') ? body.params?.name : undefined
+  const name = body.method === 'resources/read'
+    ? body.params?.uri
+    : (body.method === 'tools/call' || body.method === 'prompts/get') ? body.params?.name : String(body.method).startsWith('tasks/') ? body.params?.taskId : undefined
   if (typeof name === 'string') h['mcp-name'] = PLAIN_HEADER.test(name) ? name : b64(name)
   return h
 }

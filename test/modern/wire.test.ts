@@ -179,9 +179,9 @@ t.test('modern requests never mint or echo a session; Mcp-Session-Id and Last-Ev
   t.same(ping.json(), { jsonrpc: '2.0', id: 'p', result: {} }, 'the legacy session still works')
 })
 
-t.test('removed and unknown methods sent the modern way → 404 + -32601 with the request id', async (t) => {
+t.test('removed and unknown methods sent the modern way → 404 + -32601 with the request id (the Tasks extension serves tasks/get, update and cancel; tasks/result and tasks/list are gone)', async (t) => {
   const a = await app(t)
-  const methods = ['initialize', 'ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe', 'tasks/get', 'no/such/method', 'notifications/initialized']
+  const methods = ['initialize', 'ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe', 'tasks/result', 'tasks/list', 'no/such/method', 'notifications/initialized']
   for (const method of methods) {
     const id = `id-${method}`
     const params = method === 'resources/subscribe' || method === 'resources/unsubscribe' ? { uri: 'test://static' } : method === 'logging/setLevel' ? { level: 'info' } : {}

@@ -1,0 +1,169 @@
+/**
+ * The Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) on the 2026-07-28 wire: a tool
+ * call the plugin runs as a task (the {@link TaskStarter} `features/methods.ts` asks), the task's
+ * handler context, and `tasks/get`, `tasks/update`, `tasks/cancel`, answered on any instance from
+ * the store (`lib/tasks/`).
+ *
+ * A task's handler runs on the instance that accepted the call, after the `CreateTaskResult` went
+ * out. Its `ctx.elicit`/`sample`/`roots` turn the task `input_required` and wait in place for the
+ * answer a `tasks/update` brings (the handler is not re-run, unlike an `input_required` round);
+ * `ctx.signal` aborts on `tasks/cancel` (through the bus) or a lost lease; `ctx.progress` becomes
+ * the task's `statusMessage`; `ctx.log` sends nothing (there is no stream to send it on).
+ */
+import { type LogLevel, type McpContext, type ProgressUpdate } from '../context.js'
+import type { TaskStarter } from '../features/methods.js'
+import { ErrorCode, McpError } from '../jsonrpc/errors.js'
+import { isPlainObject } from '../jsonrpc/messages.js'
+import { TaskAbortError, type TaskRun } from '../tasks/task-run.js'
+import { TASKS_EXTENSION, createResult, detailedTask, ownerOf } from '../tasks/task-record.js'
+import type { TaskService } from '../tasks/task-service.js'
+import { BaseContext, isClientCapabilityError } from './base-context.js'
+import type { ResponseChannel } from './exchange.js'
+import { VALID_ANSWER } from './modern-context.js'
+import { RequestAbort } from './request-abort.js'
+
+/** The methods of the extension this wire serves (`tasks/result` and `tasks/list` are gone: -32601). */
+export const TASK_METHODS = new Set(['tasks/get', 'tasks/update', 'tasks/cancel'])
+
+/** Whether a request's client capabilities declare the extension. */
+export function declaresTasks (caps: Record<string, unknown>): boolean {
+  const ext = caps.extensions
+  return isPlainObject(ext) && ext[TASKS_EXTENSION] !== undefined
+}
+
+/** -32021 with the capability the request lacks (SEP-2575 "Missing Required Capabilities"). */
+function missingExtension (what: string): McpError {
+  return new McpError(ErrorCode.MissingRequiredClientCapability, `Missing required client capability: extensions["${TASKS_EXTENSION}"] (${what})`,
+    { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } }, 400)
+}
+
+/** -32602 for a task id that is not one of the caller's live tasks (malformed, unknown, expired, someone else's). */
+function taskNotFound (): McpError {
+  return new McpError(ErrorCode.InvalidParams, 'Invalid params: task not found')
+}
+
+/** A channel that is done: a task's context never writes to the POST that created it. */
+const CLOSED: ResponseChannel = { done: true, resumable: false, emit () {}, disconnect () {}, finish () {} }
+
+/** The `ctx` of a task's handler (see the module doc). */
+class TaskContext extends BaseContext {
+  readonly session = null
+  readonly clientCapabilities: Record<string, unknown>
+  readonly #run: TaskRun
+
+  constructor (origin: McpContext, run: TaskRun) {
+    const abort = new RequestAbort()
+    super({ request: origin.request, principal: origin.principal, requestId: origin.requestId, meta: origin.meta, channel: CLOSED, abort, handles: () => origin.handles })
+    this.finished = true
+    this.clientCapabilities = origin.clientCapabilities
+    // What `beforeTask` gathered (a copy: the request's own context is done with it).
+    this.state = { ...origin.state }
+    this.#run = run
+    const signal = run.signal
+    if (signal.aborted) abort.abort(signal.reason)
+    else signal.addEventListener('abort', () => { abort.abort(signal.reason) }, { once: true })
+  }
+
+  protected get minLogLevel (): LogLevel | null { return null }
+
+  closeSSEStream (): void {}
+
+  override async progress (update: ProgressUpdate): Promise<void> {
+    const total = update.total === undefined ? '' : `/${update.total}`
+    await this.#run.note(update.message ?? `${update.progress}${total}`)
+  }
+
+  protected async ask (key: string, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>> {
+    if (typeof key !== 'string' || key === '') throw new TypeError('an input request needs a non-empty key')
+    // This revision's input requests carry no elicitation id (that is for the handshake era's URL mode).
+    const { elicitationId: _drop, ...rest } = params
+    return await this.#run.ask(key, method, method === 'elicitation/create' ? rest : params)
+  }
+}
+
+/** How a handler's failure shows on a failed task: a JSON-RPC error, never a stack. */
+function taskError (err: unknown): { code: number, message: string, data?: unknown } {
+  if (err instanceof McpError) return err.data === undefined ? { code: err.code, message: err.message } : { code: err.code, message: err.message, data: err.data }
+  if (isClientCapabilityError(err)) return { code: ErrorCode.MissingRequiredClientCapability, message: err.message, data: { requiredCapabilities: err.requiredCapabilities } }
+  if (err instanceof TaskAbortError) return { code: ErrorCode.InternalError, message: `Task aborted: ${err.message}` }
+  return { code: ErrorCode.InternalError, message: 'Internal error' }
+}
+
+/** The tasks of the 2026-07-28 wire (see the module doc). */
+export class TaskCalls implements TaskStarter {
+  readonly #tasks: TaskService
+
+  constructor (tasks: TaskService) {
+    this.#tasks = tasks
+  }
+
+  /** The server capabilities with the extension advertised. */
+  capabilities (base: Record<string, unknown>): Record<string, unknown> {
+    const extensions = isPlainObject(base.extensions) ? base.extensions : {}
+    return { ...base, extensions: { ...extensions, [TASKS_EXTENSION]: {} } }
+  }
+
+  start (tool: string, support: 'optional' | 'required', ctx: McpContext,
+    work: (ctx: McpContext) => Promise<Record<string, unknown>>, before?: () => Promise<void>): Promise<Record<string, unknown>> | null {
+    if (!declaresTasks(ctx.clientCapabilities)) {
+      if (support === 'optional') return null
+      throw missingExtension(`tool "${tool}" runs only as a task`)
+    }
+    if (before === undefined) return this.#create(tool, ctx, work)
+    // Its input_required rounds end the request as usual; the task is made on the last one.
+    return before().then(async () => await this.#create(tool, ctx, work))
+  }
+
+  async #create (tool: string, ctx: McpContext, work: (ctx: McpContext) => Promise<Record<string, unknown>>): Promise<Record<string, unknown>> {
+    const slot = ctx.principal === null ? `ip:${ctx.request.ip}` : `p:${ctx.principal.id}`
+    const { run, record } = await this.#tasks.create(ownerOf(ctx.principal), slot)
+    const log = ctx.request.log
+    // After the answer: the handler's first await must not race the response being written.
+    setImmediate(() => {
+      const taskCtx = new TaskContext(ctx, run)
+      work(taskCtx).then(
+        async (result) => { await run.finish({ result }) },
+        async (err: unknown) => {
+          if (!(err instanceof TaskAbortError) && !(err instanceof McpError)) log.error({ err, tool, task: run.id }, 'task handler failed')
+          await run.finish({ error: taskError(err) })
+        }
+      ).catch((err: unknown) => { log.error({ err, task: run.id }, 'task end failed') })
+    })
+    return createResult(run.id, record)
+  }
+
+  /**
+   * `tasks/get`, `tasks/update`, `tasks/cancel` for the request's principal. A backend that fails
+   * is a 503 (the task is as it was: nothing was written, or the write is retried by the client).
+   */
+  async method (method: string, params: Record<string, unknown>, caps: Record<string, unknown>, principal: { id: string } | null,
+    log: { warn: (obj: Record<string, unknown>, msg: string) => void }): Promise<Record<string, unknown>> {
+    if (!declaresTasks(caps)) throw missingExtension(method)
+    try {
+      return await this.#method(method, params, principal)
+    } catch (err) {
+      if (err instanceof McpError) throw err
+      log.warn({ err, method }, 'task method failed: a backend is unavailable')
+      throw new McpError(ErrorCode.ServerError, 'Tasks are unavailable right now; retry later', undefined, 503)
+    }
+  }
+
+  async #method (method: string, params: Record<string, unknown>, principal: { id: string } | null): Promise<Record<string, unknown>> {
+    const owner = ownerOf(principal)
+    const id = params.taskId
+    if (method === 'tasks/get') {
+      const data = await this.#tasks.get(id, owner)
+      if (data === null) throw taskNotFound()
+      return detailedTask(id as string, data)
+    }
+    if (method === 'tasks/update') {
+      const responses = params.inputResponses
+      if (!isPlainObject(responses)) throw new McpError(ErrorCode.InvalidParams, 'Invalid params: inputResponses must be an object')
+      const valid = (m: string, answer: unknown): boolean => VALID_ANSWER[m]?.(answer) === true
+      if (!await this.#tasks.update(id, owner, responses, valid)) throw taskNotFound()
+      return {}
+    }
+    if (!await this.#tasks.cancel(id, owner)) throw taskNotFound()
+    return {}
+  }
+}

@@ -1,0 +1,250 @@
+/**
+ * The running side of one task, on the instance that accepted it. It holds the task's lease from
+ * the configured lock (taken before the record existed, renewed by the lock, released after the
+ * last write) and every write it makes is fenced by that lease: an instance whose lease ran out
+ * cannot overwrite what another one decided (the task `failed` because its runner looked dead).
+ *
+ * It listens on the bus channel of the task for what other instances tell it (a cancellation, an
+ * answer to an input request) and, because pub/sub is only a wake-up, also re-reads the record on a
+ * timer; the record is the truth. While it runs it renews the principal's task slot.
+ */
+import type { Bus, BusMessage } from '../bus/bus.js'
+import type { SessionLease } from '../locks/session-lock.js'
+import type { JsonValue, SessionStore } from '../sessions/session-store.js'
+import { K, isTerminal, taskKey } from './task-record.js'
+
+/** How often the runner re-reads its record (cancellation and answers also arrive by bus at once). */
+export const CHECK_INTERVAL = 2000
+
+/** The least time between two `statusMessage` writes. */
+const NOTE_INTERVAL = 1000
+
+/** Why a task's handler was aborted. */
+export class TaskAbortError extends Error {
+  /** `cancelled`: the client cancelled it; `lost`: its lease or record is gone. */
+  readonly kind: 'cancelled' | 'lost'
+  constructor (kind: 'cancelled' | 'lost', message: string) {
+    super(message)
+    this.name = 'TaskAbortError'
+    this.kind = kind
+  }
+}
+
+/** How a task ended: its tool result, or a JSON-RPC error. */
+export type TaskOutcome = { result: Record<string, unknown> } | { error: { code: number, message: string, data?: unknown } }
+
+/** What a run needs from the service that made it. */
+export interface TaskRunDeps {
+  store: SessionStore
+  bus: Bus
+  /** The task's lease, or `null` when no lock is in use (then writes are not fenced). */
+  lease: SessionLease | null
+  ttlMs: number
+  /** Renews the principal's task slot (false: it is gone); called on the check timer. */
+  renewSlot: () => Promise<boolean>
+  /** Gives the slot back. */
+  releaseSlot: () => Promise<void>
+  warn: (obj: Record<string, unknown>, msg: string) => void
+}
+
+interface Pending {
+  method: string
+  params: Record<string, unknown>
+  resolve: (answer: Record<string, unknown>) => void
+  reject: (err: unknown) => void
+}
+
+/** See the module doc. */
+export class TaskRun {
+  readonly id: string
+  readonly key: string
+  readonly #d: TaskRunDeps
+  readonly #controller = new AbortController()
+  readonly #pending = new Map<string, Pending>()
+  /** Input requests written to the record and not answered yet. */
+  readonly #asked = new Set<string>()
+  #serial: Promise<unknown> = Promise.resolve()
+  #timer: NodeJS.Timeout | null = null
+  #unsubscribe: Promise<(() => Promise<void>) | null> = Promise.resolve(null)
+  #flushing = false
+  #done = false
+  /** The progress message waiting to be written, and when the last one was. */
+  #note: string | null = null
+  #lastNote = 0
+
+  constructor (id: string, deps: TaskRunDeps) {
+    this.id = id
+    this.key = taskKey(id)
+    this.#d = deps
+    const lease = deps.lease
+    if (lease !== null) {
+      const lost = (): void => { if (!this.#done) this.#abort(new TaskAbortError('lost', 'the task lease was lost')) }
+      if (lease.signal.aborted) lost()
+      else lease.signal.addEventListener('abort', lost, { once: true })
+    }
+  }
+
+  /** Aborted when the client cancels the task, or its lease is lost. */
+  get signal (): AbortSignal { return this.#controller.signal }
+
+  /** Starts listening for cancellations and answers. */
+  start (): void {
+    this.#unsubscribe = this.#d.bus.subscribe(`task:${this.id}`, (m) => { this.#onMessage(m) })
+      .catch((err: unknown) => { this.#d.warn({ err, task: this.id }, 'task bus subscription failed; relying on the check timer'); return null })
+    this.#timer = setInterval(() => { this.#tick() }, CHECK_INTERVAL)
+    this.#timer.unref()
+  }
+
+  /**
+   * Asks the client (an input request under the handler's `key`): the task turns `input_required`
+   * with it, and the promise resolves with the answer `tasks/update` brings, on any instance.
+   * Requests made in the same turn are written together.
+   */
+  async ask (key: string, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>> {
+    if (this.#controller.signal.aborted) throw this.#controller.signal.reason
+    if (this.#pending.has(key)) throw new TypeError(`input request "${key}" is already pending`)
+    return await new Promise((resolve, reject) => {
+      this.#pending.set(key, { method, params, resolve, reject })
+      if (!this.#flushing) {
+        this.#flushing = true
+        setImmediate(() => {
+          this.#flushing = false
+          // A store that fails here fails the asks: the handler sees the error, the task ends failed.
+          this.#queue(async () => { await this.#flush() }).catch((err: unknown) => {
+            this.#d.warn({ err, task: this.id }, 'task input requests not written')
+            this.#abort(new TaskAbortError('lost', 'the input requests could not be written'))
+          })
+        })
+      }
+    })
+  }
+
+  /**
+   * Progress of the task, shown as `statusMessage` (best effort): at most one write per
+   * {@link NOTE_INTERVAL}, the latest message winning, so a handler reporting often costs little.
+   */
+  async note (message: string): Promise<void> {
+    if (this.#done) return
+    const first = this.#note === null
+    this.#note = message.slice(0, 1024)
+    if (!first) return
+    const wait = Math.max(0, this.#lastNote + NOTE_INTERVAL - Date.now())
+    setTimeout(() => {
+      const text = this.#note
+      this.#note = null
+      this.#lastNote = Date.now()
+      if (text === null || this.#done) return
+      void this.#queue(async () => { await this.#write({ [K.statusMessage]: text }) }).catch(() => {})
+    }, wait).unref()
+  }
+
+  /** Writes how the task ended (a cancellation mark wins), and lets go of the lease and the slot. */
+  async finish (outcome: TaskOutcome): Promise<void> {
+    if (this.#done) return
+    this.#done = true
+    if (this.#timer !== null) clearInterval(this.#timer)
+    for (const p of this.#pending.values()) p.reject(new TaskAbortError('lost', 'the task ended'))
+    this.#pending.clear()
+    try {
+      await this.#queue(async () => {
+        const record = await this.#d.store.load(this.key)
+        // Gone, or ended by someone else (marked failed while this runner was stalled): theirs stands.
+        if (record === null || isTerminal(record.data[K.status])) return
+        const cancelled = record.data[K.cancel] !== undefined
+        const now = Date.now()
+        const set: Record<string, JsonValue> = { [K.lastUpdatedAt]: new Date(now).toISOString(), [K.expiresAt]: now + this.#d.ttlMs }
+        if (cancelled) set[K.status] = 'cancelled'
+        else if ('result' in outcome) { set[K.status] = 'completed'; set[K.result] = outcome.result as JsonValue }
+        else { set[K.status] = 'failed'; set[K.error] = outcome.error as JsonValue }
+        await this.#save(set, [K.inputRequests], record.version)
+      })
+    } catch (err) {
+      this.#d.warn({ err, task: this.id }, 'the end of a task could not be written; it turns failed once its lease expires')
+    } finally {
+      await this.#d.lease?.release().catch(() => {})
+      await this.#d.releaseSlot().catch(() => {})
+      const unsubscribe = await this.#unsubscribe
+      await unsubscribe?.().catch(() => {})
+    }
+  }
+
+  #abort (reason: TaskAbortError): void {
+    if (this.#controller.signal.aborted) return
+    // Cancellation is the client's doing; anything else means this instance lost the task.
+    if (reason.kind === 'lost') this.#d.warn({ task: this.id, reason: reason.message }, 'task runner stops: it lost the task')
+    this.#controller.abort(reason)
+    for (const p of this.#pending.values()) p.reject(reason)
+    this.#pending.clear()
+  }
+
+  #onMessage (m: BusMessage): void {
+    if (m.t !== 'task' || m.id !== this.id) return
+    if (m.what === 'cancel') this.#abort(new TaskAbortError('cancelled', 'the task was cancelled'))
+    void this.#queue(async () => { await this.#check() }).catch(() => {})
+  }
+
+  #tick (): void {
+    this.#d.renewSlot().catch(() => {})
+    void this.#queue(async () => { await this.#check() }).catch((err: unknown) => { this.#d.warn({ err, task: this.id }, 'task check failed') })
+  }
+
+  /** Runs `fn` after the runner's earlier reads and writes: its writes never overtake each other. */
+  async #queue<T> (fn: () => Promise<T>): Promise<T> {
+    const next = this.#serial.then(fn, fn)
+    this.#serial = next.catch(() => {})
+    return await next
+  }
+
+  /** Writes the input requests asked since the last flush. */
+  async #flush (): Promise<void> {
+    if (this.#done) return
+    const requests: Record<string, JsonValue> = {}
+    for (const [key, p] of this.#pending) {
+      requests[key] = { method: p.method, params: p.params as JsonValue }
+      this.#asked.add(key)
+    }
+    if (Object.keys(requests).length === 0) return
+    await this.#write({ [K.status]: 'input_required', [K.inputRequests]: requests })
+  }
+
+  /** Re-reads the record: a cancellation mark, answers to pending input requests. */
+  async #check (): Promise<void> {
+    if (this.#done) return
+    const record = await this.#d.store.load(this.key)
+    if (record === null) { this.#abort(new TaskAbortError('lost', 'the task record is gone')); return }
+    const data = record.data
+    if (data[K.cancel] !== undefined) this.#abort(new TaskAbortError('cancelled', 'the task was cancelled'))
+    if (isTerminal(data[K.status])) { this.#abort(new TaskAbortError('lost', 'the task was ended elsewhere')); return }
+    const answered: string[] = []
+    for (const key of this.#asked) {
+      const answer = data[K.answer + key]
+      if (answer === undefined) continue
+      answered.push(key)
+      this.#asked.delete(key)
+      const p = this.#pending.get(key)
+      this.#pending.delete(key)
+      p?.resolve(answer as Record<string, unknown>)
+    }
+    if (answered.length === 0) return
+    const left: Record<string, JsonValue> = {}
+    const requests = (data[K.inputRequests] ?? {}) as Record<string, JsonValue>
+    for (const key of this.#asked) left[key] = requests[key] ?? null
+    const set: Record<string, JsonValue> = { [K.lastUpdatedAt]: new Date().toISOString() }
+    if (this.#asked.size > 0) set[K.inputRequests] = left
+    else set[K.status] = 'working'
+    await this.#save(set, [...answered.map(k => K.answer + k), ...(this.#asked.size > 0 ? [] : [K.inputRequests])], record.version)
+  }
+
+  async #write (set: Record<string, JsonValue>): Promise<void> {
+    const record = await this.#d.store.load(this.key)
+    if (record === null) { this.#abort(new TaskAbortError('lost', 'the task record is gone')); return }
+    if (isTerminal(record.data[K.status])) { this.#abort(new TaskAbortError('lost', 'the task was ended elsewhere')); return }
+    await this.#save({ ...set, [K.lastUpdatedAt]: new Date().toISOString() }, [], record.version)
+  }
+
+  /** A fenced save; a refusal means someone else decided about this task: the handler is stopped. */
+  async #save (set: Record<string, JsonValue>, del: string[], version: number): Promise<void> {
+    const status = await this.#d.store.save(this.key, { set, delete: del }, { version, fence: this.#d.lease?.fence })
+    if (status !== 'ok') this.#abort(new TaskAbortError('lost', `the task could not be written (${status})`))
+  }
+}
