@@ -57,6 +57,19 @@ function serveMetadata (fastify: FastifyInstance, auth: ResolvedAuth, registry: 
   registerProtectedResourceMetadata(fastify, { paths: auth.metadataPaths, document: () => auth.document(registry.declaredScopes()) })
 }
 
+/**
+ * The operators' status route (`statusRoute`): this instance's counts, the same as
+ * `app.mcp.status()`. Read-only, constant size, no session id, principal or name in it; fresh on
+ * every call (`no-store`). It is as public as the app makes it: put it behind the app's own
+ * authentication hook or network policy when the counts are nobody's business.
+ */
+function serveStatus (fastify: FastifyInstance, path: string, registry: McpDecorator): void {
+  fastify.get(path, async (_request, reply) => {
+    reply.header('cache-control', 'no-store')
+    return registry.status()
+  })
+}
+
 async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): Promise<void> {
   const opts = resolveOptions(options ?? {}, VERSION)
   const backends = buildBackends(opts.backends, fastify.log)
@@ -78,6 +91,7 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   fastify.decorateRequest('mcpSession', null)
   fastify.decorateRequest('mcpPrincipal', null)
   if (opts.auth !== null) serveMetadata(fastify, opts.auth, registry)
+  if (opts.statusRoute !== null) serveStatus(fastify, opts.statusRoute, registry)
   let endpoint: string | undefined
   // The plugin is not encapsulated (fastify-plugin: `app.mcp` must reach the app), so Fastify
   // does not apply a `prefix` given to it: the routes, an encapsulated child, take it instead.

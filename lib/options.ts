@@ -13,6 +13,7 @@ import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 import type { CacheOptions } from './features/cache-hints.js'
 import { resolveAuth, type AuthOptions, type ResolvedAuth } from './auth/resource-server.js'
 import { resolveToolLimits, type ResolvedToolLimits, type ToolLimitsOptions } from './limits/policy.js'
+import { resolveTelemetry, type ResolvedTelemetry, type TelemetryOption } from './telemetry/index.js'
 
 /** Identity of this server (`serverInfo`). */
 export interface Implementation {
@@ -150,6 +151,17 @@ export interface McpPluginOptions {
    * 429 (default 100).
    */
   tasks?: { ttl?: number, pollInterval?: number, maxPerPrincipal?: number }
+  /**
+   * OpenTelemetry spans and metrics (README, "Observability"): `true` (default) uses the providers
+   * the app registered globally (no-op without an SDK), an object names its own, `false` turns
+   * them off.
+   */
+  telemetry?: TelemetryOption
+  /**
+   * Serves `GET <statusRoute>`: this instance's counts (sessions held, lock waiters, streams,
+   * pending client requests) as JSON, never an id or a principal. Default: off.
+   */
+  statusRoute?: string | false
 }
 
 /** The backends the options name (validated; `undefined` where the plugin makes its own). */
@@ -197,6 +209,9 @@ export interface ResolvedOptions {
   maxListenStreams: number
   maxListenStreamsPerClient: number
   tasks: { ttl: number, pollInterval: number, maxPerPrincipal: number }
+  telemetry: ResolvedTelemetry
+  /** The path of the status route, or null when off. */
+  statusRoute: string | null
 }
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1'])
@@ -359,6 +374,12 @@ function checkAuth (opts: McpPluginOptions): Pick<ResolvedOptions, 'authenticate
   }
 }
 
+function checkStatusRoute (route: unknown): string | null {
+  if (route === undefined || route === false) return null
+  if (typeof route !== 'string' || !route.startsWith('/')) fail('statusRoute', 'must be false or a path starting with "/"')
+  return route
+}
+
 /**
  * Validates every option at register time and returns the frozen resolved form: the plugin reads
  * only this, never the raw options.
@@ -388,6 +409,8 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     cache: checkCache(opts.cache),
     maxListenStreams: nonNegativeInt(o, 'maxListenStreams', 1000, 1),
     maxListenStreamsPerClient: nonNegativeInt(o, 'maxListenStreamsPerClient', 10, 1),
-    tasks: checkTasks(opts.tasks)
+    tasks: checkTasks(opts.tasks),
+    telemetry: resolveTelemetry(opts.telemetry, fail),
+    statusRoute: checkStatusRoute(opts.statusRoute)
   })
 }

@@ -15,6 +15,8 @@ import type { SessionJob, SessionTopics, TopicLogger } from './session-topics.js
 interface Waiter {
   resolve: (msg: Record<string, unknown>) => void
   reject: (err: Error) => void
+  /** Instances the answer crossed: 0 received here, 1 through the bus; unset when found by polling. */
+  hops?: number
 }
 
 /** How often a waiting handler looks for a kept answer whose publish it missed (ms). */
@@ -65,6 +67,13 @@ export class PendingAnswers implements SessionJob {
   /** Requests to the client of the session pending on this process. */
   count (sid: string): number { return this.#bySession.get(sid)?.size ?? 0 }
 
+  /** Requests to clients pending on this process, over all sessions (status, gauges). */
+  get size (): number {
+    let n = 0
+    for (const waiters of this.#bySession.values()) n += waiters.size
+    return n
+  }
+
   /** A request id for a server→client request, unique across processes. */
   nextId (): string {
     return `srv-${this.#prefix}-${++this.#counter}`
@@ -74,16 +83,18 @@ export class PendingAnswers implements SessionJob {
    * Waits for the client's answer to request `id`. Registered at once (so a cap counts requests
    * made in the same turn); the expectation goes to the bus at once too, and `topics.ready(sid)`
    * waits for it. The caller handles timeouts and aborts through `cancel`, and awaits
-   * `topics.ready(sid)` before sending the request.
+   * `topics.ready(sid)` before sending the request. `tag` (the request's trace context) goes with
+   * the expectation to whichever instance receives the answer; `hops()` tells, once answered,
+   * how many instances the answer crossed.
    */
-  wait (sid: string, id: string): { answer: Promise<Record<string, unknown>>, cancel: (err: Error) => void } {
+  wait (sid: string, id: string, tag?: string): { answer: Promise<Record<string, unknown>>, cancel: (err: Error) => void, hops: () => number | undefined } {
     this.#topics.hold(sid)
     let waiters = this.#bySession.get(sid)
     if (waiters === undefined) { waiters = new Map(); this.#bySession.set(sid, waiters) }
     let waiter!: Waiter
     const answer = new Promise<Record<string, unknown>>((resolve, reject) => { waiter = { resolve, reject } })
     waiters.set(id, waiter)
-    if (this.#bus.expect !== undefined) this.#topics.gate(sid, this.#bus.expect(sid, id, this.#expectTtl))
+    if (this.#bus.expect !== undefined) this.#topics.gate(sid, this.#bus.expect(sid, id, this.#expectTtl, tag))
     const poll = this.#pollKept(sid, id, waiter)
     const map = waiters
     const done = (): void => {
@@ -95,7 +106,7 @@ export class PendingAnswers implements SessionJob {
       this.#topics.release(sid)
     }
     answer.then(done, done)
-    return { answer, cancel: (err) => waiter.reject(err) }
+    return { answer, cancel: (err) => waiter.reject(err), hops: () => waiter.hops }
   }
 
   #pollKept (sid: string, id: string, waiter: Waiter): NodeJS.Timeout | null {
@@ -115,8 +126,9 @@ export class PendingAnswers implements SessionJob {
    * the bus can), then published. Resolves whether it was delivered; an answer nobody waits for is
    * dropped with a debug line (an id this server never minted without a bus round trip).
    * @param ttl how long a kept answer may wait for its handler (ms), at most
+   * @param onKept told, once the answer is known to be expected, the tag the waiting side left (its trace context)
    */
-  async deliver (sid: string, msg: Record<string, unknown>, ttl: number): Promise<boolean> {
+  async deliver (sid: string, msg: Record<string, unknown>, ttl: number, onKept?: (tag: string | undefined) => void): Promise<boolean> {
     const id = msg.id
     if (typeof id !== 'string' || !MINTED_ID.test(id)) {
       this.#dropped(sid, id, 'answer to a request this server never sent; dropped')
@@ -128,8 +140,11 @@ export class PendingAnswers implements SessionJob {
         this.#dropped(sid, id, 'answer nobody waits for (not asked in this session, already answered, or given up); dropped')
         return false
       }
+      onKept?.(typeof kept === 'string' ? kept : undefined)
+    } else {
+      onKept?.(undefined)
     }
-    await this.#topics.publish(sid, { t: 'answer', sid, msg })
+    await this.#topics.publish(sid, { t: 'answer', sid, msg, via: this.#prefix })
     return true
   }
 
@@ -140,17 +155,19 @@ export class PendingAnswers implements SessionJob {
   }
 
   onMessage (sid: string, m: BusMessage): void {
-    if (m.t === 'answer') this.#answer(sid, m.msg)
+    if (m.t === 'answer') this.#answer(sid, m.msg, m.via)
     else if (m.t === 'ended') this.#rejectAll(sid, new Error('session ended'))
   }
 
-  #answer (sid: string, msg: Record<string, unknown>): void {
+  #answer (sid: string, msg: Record<string, unknown>, via: string | undefined): void {
     const id = String(msg.id)
     const waiter = this.#bySession.get(sid)?.get(id)
     if (waiter === undefined) {
       this.#logger.debug({ sessionId: sid, id }, 'answer for an unknown or expired request; dropped')
       return
     }
+    // Sent by an instance that predates `via`: it came through the bus, from somewhere.
+    waiter.hops ??= via === this.#prefix ? 0 : 1
     waiter.resolve(msg)
     // The answer arrived: drop the kept copy (a bus with `forget` does when the wait ends).
     if (this.#bus.forget === undefined) this.#bus.take?.(sid, id).catch(() => {})

@@ -9,7 +9,7 @@ import { EventEmitter } from 'node:events'
 /** A message on the bus (JSON-serializable). */
 export type BusMessage =
   /** A client's answer to a server→client request (stored first where the bus can store). */
-  | { t: 'answer', sid: string, msg: Record<string, unknown> }
+  | { t: 'answer', sid: string, msg: Record<string, unknown>, via?: string }
   /** `notifications/cancelled` for a running request. */
   | { t: 'cancel', sid: string, requestId: string | number }
   /** A server notification for the session's GET stream. */
@@ -58,17 +58,19 @@ export interface Bus {
    * with that key is accepted by `keep` on any instance sharing this bus. Resolves once the
    * expectation is visible to every instance. It ends with `keep` (the first answer claims it),
    * `forget`, or its `ttl`. A bus implementing `expect` implements `keep` and `forget` too.
+   * `tag` (the waiting side's trace context, a `traceparent`) is handed to the `keep` that claims it.
    */
-  expect? (sid: string, key: string, ttl: number): Promise<void>
+  expect? (sid: string, key: string, ttl: number, tag?: string): Promise<void>
   /**
    * Receiving side of an answer: claims the expectation of `key` and keeps `value` for take()
    * (which a waiter whose publish was missed polls), for at most `ttl` ms, atomically. Resolves
    * whether it was kept: `false` when the answer was not expected (nothing is stored; the caller
    * drops it), `true` when it was (the caller then publishes it). Buses that cannot lose messages
    * (in-process) need not store the value. A bus without `expect` keeps every value (and may
-   * resolve `undefined`, the contract before `expect`, read as kept).
+   * resolve `undefined`, the contract before `expect`, read as kept). An expectation made with a
+   * `tag` may resolve that tag (a string) instead of `true`: kept, and here is the waiting side's tag.
    */
-  keep? (sid: string, key: string, value: string, ttl: number): Promise<boolean | void>
+  keep? (sid: string, key: string, value: string, ttl: number): Promise<boolean | string | void>
   /** Takes (reads and deletes) a kept value; `null` when there is none. */
   take? (sid: string, key: string): Promise<string | null>
   /**
@@ -87,20 +89,21 @@ export interface Bus {
  */
 export class MemoryBus implements Bus {
   #ee = new EventEmitter()
-  /** Expected answers: `<sid>\n<key>` → when the expectation ends (`performance.now()` ms). */
-  readonly #expected = new Map<string, number>()
+  /** Expected answers: `<sid>\n<key>` → when the expectation ends (`performance.now()` ms), and its tag. */
+  readonly #expected = new Map<string, { until: number, tag: string | undefined }>()
   constructor () { this.#ee.setMaxListeners(0) }
 
-  async expect (sid: string, key: string, ttl: number): Promise<void> {
-    this.#expected.set(`${sid}\n${key}`, performance.now() + ttl)
+  async expect (sid: string, key: string, ttl: number, tag?: string): Promise<void> {
+    this.#expected.set(`${sid}\n${key}`, { until: performance.now() + ttl, tag })
   }
 
-  async keep (sid: string, key: string): Promise<boolean> {
+  async keep (sid: string, key: string): Promise<boolean | string> {
     const k = `${sid}\n${key}`
-    const until = this.#expected.get(k)
-    if (until === undefined) return false
+    const e = this.#expected.get(k)
+    if (e === undefined) return false
     this.#expected.delete(k)
-    return performance.now() <= until
+    if (performance.now() > e.until) return false
+    return e.tag ?? true
   }
 
   async forget (sid: string, key: string): Promise<void> {

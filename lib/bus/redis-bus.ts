@@ -16,19 +16,22 @@
 import type { Bus, BusListener, BusMessage } from './bus.js'
 
 /**
- * Claims an expected answer and keeps it, atomically. Returns 1 when kept, 0 when nobody expected
- * it (nothing stored). The answer is kept no longer than the expectation had left.
+ * Claims an expected answer and keeps it, atomically. Returns 0 when nobody expected it (nothing
+ * stored); when kept, 1, or the tag the expectation was set with (the waiting side's trace
+ * context). The answer is kept no longer than the expectation had left.
  *   KEYS[1] expectation             KEYS[2] kept answer
  *   ARGV[1] the answer (JSON)       ARGV[2] ttl (ms)
  */
 const KEEP_EXPECTED = `
+local tag = redis.call('GET', KEYS[1])
+if not tag then return 0 end
 local left = redis.call('PTTL', KEYS[1])
-if left == -2 then return 0 end
 redis.call('DEL', KEYS[1])
 local ttl = tonumber(ARGV[2])
 if left > 0 and left < ttl then ttl = left end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
-return 1
+if tag == '1' then return 1 end
+return tag
 `
 
 /**
@@ -55,7 +58,7 @@ export interface RedisPubSubClient {
 
 /** The script {@link RedisBus} defines on the publishing client. */
 interface AnswerScript {
-  mcpAnswerKeep (expected: string, kept: string, value: string, ttl: number): Promise<0 | 1>
+  mcpAnswerKeep (expected: string, kept: string, value: string, ttl: number): Promise<0 | 1 | string>
 }
 
 export interface RedisBusOptions {
@@ -182,12 +185,14 @@ export class RedisBus implements Bus {
   #expectedKey (sid: string, key: string): string { return `${this.prefix}{${sid}}:exp:${key}` }
   #keptKey (sid: string, key: string): string { return `${this.prefix}{${sid}}:ans:${key}` }
 
-  async expect (sid: string, key: string, ttl: number): Promise<void> {
-    await this.#pub.set(this.#expectedKey(sid, key), '1', 'PX', Math.max(1, Math.ceil(ttl)))
+  async expect (sid: string, key: string, ttl: number, tag?: string): Promise<void> {
+    // The value is the tag ('1' without one: what instances before tags set, read as no tag).
+    await this.#pub.set(this.#expectedKey(sid, key), tag === undefined || tag === '' ? '1' : tag, 'PX', Math.max(1, Math.ceil(ttl)))
   }
 
-  async keep (sid: string, key: string, value: string, ttl: number): Promise<boolean> {
-    return await (this.#pub as RedisPubSubClient & AnswerScript).mcpAnswerKeep(this.#expectedKey(sid, key), this.#keptKey(sid, key), value, Math.max(1, Math.floor(ttl))) === 1
+  async keep (sid: string, key: string, value: string, ttl: number): Promise<boolean | string> {
+    const kept = await (this.#pub as RedisPubSubClient & AnswerScript).mcpAnswerKeep(this.#expectedKey(sid, key), this.#keptKey(sid, key), value, Math.max(1, Math.floor(ttl)))
+    return typeof kept === 'string' ? kept : kept === 1
   }
 
   async take (sid: string, key: string): Promise<string | null> {

@@ -12,6 +12,7 @@ import type { ClientRequester, LegacyContext } from './legacy-context.js'
 import { McpError } from '../jsonrpc/errors.js'
 import { reportClose, unkeptAnswer } from './legacy-session.js'
 import { handleRefusal, reportHandleClose } from './handle-calls.js'
+import type { Telemetry } from '../telemetry/index.js'
 
 /** The most of a client's answer a log line carries (JSON characters). */
 const LOGGED_ANSWER = 4096
@@ -25,10 +26,12 @@ function logged (answer: Record<string, unknown>): string {
 export class ClientRequests implements ClientRequester {
   readonly #hub: Hub
   readonly #opts: ResolvedOptions
+  readonly #telemetry: Telemetry
 
-  constructor (hub: Hub, opts: ResolvedOptions) {
+  constructor (hub: Hub, opts: ResolvedOptions, telemetry: Telemetry) {
     this.#hub = hub
     this.#opts = opts
+    this.#telemetry = telemetry
   }
 
   get retryInterval (): number { return this.#opts.retryInterval }
@@ -42,8 +45,11 @@ export class ClientRequests implements ClientRequester {
       throw new FST_ERR_MCP_CLIENT_REQUEST(method, 'too many pending requests to the client in this session')
     }
     const id = answers.nextId()
+    // The span's context goes to the client (in `_meta`) and with the expectation (for the instance the answer lands on).
+    const trace = this.#telemetry.clientRequest(method, id, sid)
     // Registered before any await, so that the cap above counts requests made in the same turn.
-    const { answer, cancel } = answers.wait(sid, id)
+    const { answer, cancel, hops } = answers.wait(sid, id, trace.tag)
+    answer.then((msg) => { trace.answered(msg, hops()) }, (err: unknown) => { trace.failed(err) })
     // Whether this call released the lease for the wait (and so takes it back): of requests made
     // together (Promise.all), the first releases it and takes it back.
     let suspended = false
@@ -64,7 +70,7 @@ export class ClientRequests implements ClientRequester {
     signal.addEventListener('abort', onAbort, { once: true })
     let msg: Record<string, unknown> | undefined
     try {
-      ctx.responseChannel.emit({ jsonrpc: '2.0', id, method, params })
+      ctx.responseChannel.emit({ jsonrpc: '2.0', id, method, params: trace.params(params) })
       msg = await answer
     } finally {
       clearTimeout(timer)

@@ -4,6 +4,7 @@
  * every instance's GET and listen streams. The HTTP routes hand it exchanges; it knows nothing of
  * routes or sockets.
  */
+import { context } from '@opentelemetry/api'
 import type { FastifyBaseLogger } from 'fastify'
 import { BROADCAST_CHANNEL, type Bus, type BusMessage } from '../bus/bus.js'
 import type { EventLog } from '../bus/event-log.js'
@@ -11,12 +12,14 @@ import { Hub } from '../bus/hub.js'
 import type { McpPrincipal } from '../context.js'
 import { cacheHints } from '../features/cache-hints.js'
 import { serverCapabilities } from '../features/capabilities.js'
+import { METHODS } from '../features/method-table.js'
 import type { Registry } from '../features/registry.js'
 import type { ParsedBody } from '../jsonrpc/messages.js'
 import type { ToolLimiter } from '../limits/limiter.js'
 import type { SessionLock } from '../locks/session-lock.js'
 import type { ResolvedOptions } from '../options.js'
 import { GcPolicy } from '../sessions/gc.js'
+import { isValidSessionId } from '../sessions/session-id.js'
 import type { SessionStore } from '../sessions/session-store.js'
 import { StateHandles } from '../state/handles.js'
 import { StateBackend } from '../state/state-scope.js'
@@ -24,6 +27,7 @@ import { MemorySessionLock } from '../locks/memory-lock.js'
 import { MemorySessionStore } from '../sessions/memory-store.js'
 import { TaskService } from '../tasks/task-service.js'
 import { TaskCalls } from './task-calls.js'
+import { Telemetry, type Era, type KnownNames } from '../telemetry/index.js'
 import { HandleCalls } from './handle-calls.js'
 import type { Exchange } from './exchange.js'
 import { LegacyWire } from './legacy.js'
@@ -45,6 +49,15 @@ export interface EngineDeps {
   limiter: ToolLimiter
 }
 
+/** Methods outside the method table whose names may name spans and metrics (any other is `_OTHER`). */
+const OTHER_METHODS = new Set([
+  'initialize', 'ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe', 'server/discover', 'subscriptions/listen',
+  'notifications/initialized', 'notifications/cancelled', 'notifications/progress', 'notifications/roots/list_changed', 'notifications/message'
+])
+
+/** The longest `MCP-Protocol-Version` header taken as an attribute (versions are dates). */
+const MAX_VERSION = 32
+
 /** What this instance holds right now, for operators and tests (all counts; 0 when idle). */
 export interface EngineStatus {
   /** Sessions this instance holds something of (a request in flight, a waiting handler, a stream). */
@@ -53,6 +66,10 @@ export interface EngineStatus {
   getStreams: number
   /** 2026-07-28 listen streams open on this instance. */
   listenStreams: number
+  /** Requests of this instance queued for a session's lock (the handshake era with a `sessions.lock`). */
+  lockWaiters: number
+  /** Requests to clients (elicitation, sampling, roots) whose answer a handler of this instance waits for. */
+  pendingClientRequests: number
 }
 
 /** @internal See the module doc. */
@@ -65,10 +82,17 @@ export class McpEngine {
   readonly #streams: StreamDeps
   readonly #bus: Bus
   readonly #subscription: Promise<() => Promise<void>>
+  readonly #telemetry: Telemetry
 
   constructor (d: EngineDeps) {
     const { opts, registry, logger } = d
     this.#bus = d.bus
+    const known: KnownNames = {
+      method: (m) => METHODS.has(m) || OTHER_METHODS.has(m),
+      tool: (name) => registry.tools.has(name),
+      prompt: (name) => registry.prompts.has(name)
+    }
+    this.#telemetry = new Telemetry(opts.telemetry, opts.serverInfo.version, known)
     this.hub = new Hub(d.bus, logger, { clientRequestTimeout: opts.clientRequestTimeout })
     const sessions = new StateBackend(d.store, d.lock)
     // Handles live in the sessions' store and lock, under their own keys.
@@ -78,7 +102,7 @@ export class McpEngine {
     const maybeGc = (log: FastifyBaseLogger): void => { gc.maybeRun(d.store, log) }
     // New sessions and new handles both may trigger the store's GC (a stateless wire mints only handles).
     const handles = new HandleCalls(this.handles, { anonymous: opts.authenticate === undefined, minted: () => { maybeGc(logger) } })
-    this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter })
+    this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, telemetry: this.#telemetry })
     this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
     const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
@@ -104,15 +128,43 @@ export class McpEngine {
     // An instance started while the bus is down keeps running (and logs); it must not crash.
     this.#subscription.catch((err: unknown) => logger.error({ err }, 'broadcast subscription failed'))
     this.#announce(registry, logger)
+    const eventLog = d.eventLog as EventLog & { size?: unknown }
+    this.#telemetry.observe(() => {
+      const s: GaugeStatus = this.status()
+      if (typeof eventLog.size === 'number') s.eventLogStreams = eventLog.size
+      return s
+    })
   }
 
-  /** A POST whose body parsed: the modern wire or the handshake-era one. */
+  /** A POST whose body parsed: the modern wire or the handshake-era one, each request in its span. */
   async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null): Promise<void> {
-    if (isModernPost(exchange.request, body)) {
-      await this.#modern.post(exchange, body, principal)
-      return
+    const modern = isModernPost(exchange.request, body)
+    const trace = this.#trace(exchange, body, modern ? '2026-07-28' : '2025')
+    try {
+      const run = async (): Promise<void> => {
+        if (modern) await this.#modern.post(exchange, body, principal, trace)
+        else await this.#legacy.post(exchange, body, principal, trace)
+      }
+      await (trace.context === null ? run() : context.with(trace.context, run))
+    } catch (err) {
+      trace.failed(err)
+      throw err
+    } finally {
+      trace.end()
     }
-    await this.#legacy.post(exchange, body, principal)
+  }
+
+  /** The telemetry of a POST: the session and version its headers name (checked: they become attributes). */
+  #trace (exchange: Exchange, body: ParsedBody & { ok: true }, era: Era): ReturnType<Telemetry['post']> {
+    const h = exchange.request.headers
+    const sid = era === '2025' && typeof h['mcp-session-id'] === 'string' && isValidSessionId(h['mcp-session-id']) ? h['mcp-session-id'] : null
+    let version = h['mcp-protocol-version']
+    if (typeof version !== 'string' || version.length > MAX_VERSION) {
+      const first = body.messages[0]
+      const asked = first.kind === 'request' && first.message.method === 'initialize' ? first.message.params?.protocolVersion : undefined
+      version = typeof asked === 'string' && asked.length <= MAX_VERSION ? asked : undefined
+    }
+    return this.#telemetry.post(era, sid, version, body.messages)
   }
 
   /** GET of a handshake-era session's stream. */
@@ -136,11 +188,18 @@ export class McpEngine {
   }
 
   status (): EngineStatus {
-    return { sessionsHeld: this.hub.size, getStreams: this.hub.getStreams.size, listenStreams: this.#modern.listeners.size }
+    return {
+      sessionsHeld: this.hub.size,
+      getStreams: this.hub.getStreams.size,
+      listenStreams: this.#modern.listeners.size,
+      lockWaiters: this.#legacy.lockWaiters,
+      pendingClientRequests: this.hub.answers.size
+    }
   }
 
   /** Server shutdown: streams end (with `retry` or their final result), waiting handlers are rejected. */
   async close (retryMs: number): Promise<void> {
+    this.#telemetry.close()
     this.#modern.close()
     await this.hub.close(retryMs)
     await this.#subscription.then(unsub => unsub()).catch(() => {})
@@ -168,6 +227,9 @@ export class McpEngine {
     }
   }
 }
+
+/** The status with what only the gauges read. */
+type GaugeStatus = EngineStatus & { eventLogStreams?: number }
 
 function notification (method: string, params?: Record<string, unknown>): Record<string, unknown> {
   const msg: Record<string, unknown> = { jsonrpc: '2.0', method }

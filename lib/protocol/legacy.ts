@@ -17,6 +17,7 @@ import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } fro
 import type { ResolvedOptions } from '../options.js'
 import { K } from '../sessions/session-handle.js'
 import type { StateBackend, StateScope } from '../state/state-scope.js'
+import { NO_POST, type PostTrace, type Telemetry } from '../telemetry/index.js'
 import { ClientRequests } from './client-requests.js'
 import type { Exchange, ResponseChannel } from './exchange.js'
 import type { HandleCalls } from './handle-calls.js'
@@ -47,6 +48,8 @@ export interface LegacyDeps {
   handles: HandleCalls
   /** The tool call limits (the `limits` option and the definitions' own). */
   limiter: ToolLimiter
+  /** Spans of requests to the client and of client answers. */
+  telemetry: Telemetry
 }
 
 /** The requests of one POST, registered as in flight before it waits for the session. */
@@ -70,20 +73,24 @@ interface PostRun {
   status: number
   /** Headers a single request's error names (e.g. `Retry-After` on a 429). */
   headers?: Record<string, string>
+  /** The POST's spans and measures. */
+  trace: PostTrace
 }
 
 /** @internal The legacy engine. */
 export class LegacyWire {
   readonly #d: LegacyDeps
   readonly #clientRequests: ClientRequests
+  /** Requests of this instance waiting for their session's lock (status, gauges). */
+  lockWaiters = 0
 
   constructor (deps: LegacyDeps) {
     this.#d = deps
-    this.#clientRequests = new ClientRequests(deps.hub, deps.opts)
+    this.#clientRequests = new ClientRequests(deps.hub, deps.opts, deps.telemetry)
   }
 
   /** Handles a legacy POST whose body parsed. */
-  async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null): Promise<void> {
+  async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null, trace: PostTrace = NO_POST): Promise<void> {
     const { messages, batch } = body
     const first = messages[0]
     if (first.kind === 'request' && first.message.method === 'initialize' && !batch) {
@@ -103,16 +110,24 @@ export class LegacyWire {
     try {
       // Answers and notifications never wait behind a running handler (that handler may be waiting for them).
       const lock = requests > 0 && this.#d.sessions.lock !== null
-      const start = lock ? performance.now() : 0
-      const scope = await openSession(this.#d.sessions, request, sid, principal, lock, lock ? abort : undefined)
+      const start = performance.now()
+      if (lock) this.lockWaiters++
+      let scope
+      try {
+        scope = await openSession(this.#d.sessions, request, sid, principal, lock, lock ? abort : undefined)
+      } finally {
+        if (lock) this.lockWaiters--
+      }
+      const waited = performance.now() - start
       // How long it waited for the session's lock (with the read that comes with it), for the log.
-      if (lock) exchange.bindLog?.({ mcpLockWaitMs: Math.round((performance.now() - start) * 10) / 10 })
+      if (lock) exchange.bindLog?.({ mcpLockWaitMs: Math.round(waited * 10) / 10 })
+      trace.opened(waited, lock)
       // Given up while queued: a client that left hears nothing; a cancelled request, like a
       // cancelled running one, gets no response (202).
       if (scope === null) { if (!exchange.connection.destroyed) exchange.empty(202); return }
       scope.onLost(() => { abort.abort(new LeaseLostError()) })
       try {
-        await this.#serve(exchange, body, scope, tracked, principal)
+        await this.#serve(exchange, body, scope, tracked, principal, trace)
       } finally {
         // Written back in #serve unless something threw on the way.
         reportClose(await scope.close(), request.log, sid)
@@ -158,11 +173,12 @@ export class LegacyWire {
   }
 
   /** Runs the messages of a POST on its open session, writes back, and answers. */
-  async #serve (exchange: Exchange, body: ParsedBody & { ok: true }, scope: StateScope, tracked: Tracked, principal: McpPrincipal | null): Promise<void> {
+  async #serve (exchange: Exchange, body: ParsedBody & { ok: true }, scope: StateScope, tracked: Tracked, principal: McpPrincipal | null, trace: PostTrace): Promise<void> {
     const abort = tracked.abort
     const request = exchange.request
     const sid = scope.id
     const version = scope.handle.getProtocol<string>(K.version) ?? '2025-03-26'
+    trace.version(version)
     checkVersionHeader(request)
     if (body.batch && !allowsBatches(version)) {
       throw new McpError(ErrorCode.InvalidRequest, 'Invalid Request: batches are only allowed with protocol version 2025-03-26', undefined, 400)
@@ -177,14 +193,17 @@ export class LegacyWire {
     // A client that goes away before it can resume the response (no SSE event id yet) will never
     // see it: stop the handlers, so the lease is freed now rather than when they finish.
     abort.watch(exchange.connection, channel)
-    const run: PostRun = { exchange, scope, channel, abort, tracked, principal, status: 200 }
+    const run: PostRun = { exchange, scope, channel, abort, tracked, principal, status: 200, trace }
     const responses = await this.#messages(run, body)
     // Saved before answering: the client's next request must see what this one changed.
+    const saving = performance.now()
     const closed = await scope.close()
+    trace.closed(performance.now() - saving)
     reportClose(closed, request.log, sid)
     const unkept = unkeptAnswer(closed, abort.reason)
     if (unkept !== null) {
       // What the requests changed was not kept: their results must not be reported as done.
+      trace.failed(new McpError(unkept.code, unkept.message, undefined, unkept.status), true)
       channel.finish(responses.map(r => 'result' in (r as object)
         ? errorResponse((r as { id: RequestId }).id, unkept.code, unkept.message)
         : r), !body.batch, unkept.status)
@@ -206,10 +225,12 @@ export class LegacyWire {
         case 'invalid':
           responses.push(errorResponse(m.id, m.error.code, m.error.message))
           break
-        case 'response':
-          await hub.answers.deliver(sid, m.message as unknown as Record<string, unknown>, opts.clientRequestTimeout)
-            .catch((err: unknown) => { throw busDown(err, log, sid) })
+        case 'response': {
+          const answer = this.#d.telemetry.answer(m.message.id, sid)
+          await hub.answers.deliver(sid, m.message as unknown as Record<string, unknown>, opts.clientRequestTimeout, (tag) => { answer.kept(tag) })
+            .then(() => { answer.end() }, (err: unknown) => { answer.end(err); throw busDown(err, log, sid) })
           break
+        }
         case 'notification':
           await this.#notification(sid, m.message.method, m.message.params ?? {})
             .catch((err: unknown) => { throw busDown(err, log, sid) })
@@ -245,14 +266,17 @@ export class LegacyWire {
       handles: this.#d.handles.minter
     })
     try {
-      const result = await this.#dispatch(run.scope, msg, ctx, request.log)
+      const result = await run.trace.run(msg, async () => await this.#dispatch(run.scope, msg, ctx, request.log))
       if (abort.aborted) return this.#abortedResponse(run, msg.id, abort)
-      return resultResponse(msg.id, result)
+      const response = resultResponse(msg.id, result)
+      run.trace.answered(msg, response, 200)
+      return response
     } catch (err) {
       if (abort.aborted) return this.#abortedResponse(run, msg.id, abort)
       const reply = errorReply(err, msg.id, { status: 200, log: request.log, msg: 'MCP handler failed', what: { method: msg.method } })
       run.status = reply.status
       run.headers = reply.headers
+      run.trace.answered(msg, reply.body, reply.status)
       return reply.body
     } finally {
       ctx.finished = true

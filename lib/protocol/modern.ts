@@ -25,6 +25,7 @@ import { ModernContext } from './modern-context.js'
 import { RequestAbort } from './request-abort.js'
 import { TASK_METHODS, type TaskCalls } from './task-calls.js'
 import type { StateSealer } from './request-state.js'
+import { NO_POST, type PostTrace } from '../telemetry/index.js'
 
 export interface ModernDeps {
   opts: ResolvedOptions
@@ -91,7 +92,7 @@ export class ModernWire {
   }
 
   /** Handles a modern POST whose body parsed. */
-  async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null): Promise<void> {
+  async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null, trace: PostTrace = NO_POST): Promise<void> {
     refuseUnservable(body)
     const m = body.messages[0]
     const request = exchange.request
@@ -125,7 +126,8 @@ export class ModernWire {
     abort.watch(exchange.connection, channel)
     try {
       const caps = meta[META_CAPS] as Record<string, unknown>
-      const response = await this.#run({ exchange, msg, caps, logLevel: logLevel as LogLevel | undefined, principal, channel, abort })
+      const response = await trace.run(msg, async () => await this.#run({ exchange, msg, caps, logLevel: logLevel as LogLevel | undefined, principal, channel, abort }))
+      trace.answered(msg, response.body, response.status)
       if (abort.aborted) return
       channel.finish([response.body], true, response.status, response.headers)
     } finally {

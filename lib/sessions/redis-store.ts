@@ -14,6 +14,7 @@
  */
 import { DEFAULT_KEY_PREFIX, RESERVED_FIELD_PREFIX, VERSION_FIELD, assertKeyPrefix, lockKey, sessionKey } from '../redis/keys.js'
 import { defineScripts, type RedisClient, type RedisClientLike } from '../redis/scripts.js'
+import { roundTrip } from '../telemetry/index.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
 import {
   SessionDataError, encodeSessionValue,
@@ -57,6 +58,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async load (id: string): Promise<SessionRecord | null> {
+    roundTrip()
     const fields = await this.#redis.mcpSessionLoad(sessionKey(this.prefix, id), this.ttl)
     return fields === null ? null : decodeSession(id, fields)
   }
@@ -68,6 +70,7 @@ export class RedisSessionStore implements SessionStore {
    */
   async save (id: string, changes: SessionChanges, guard: SaveGuard = {}): Promise<SaveResult> {
     const fence = guard.fence
+    roundTrip()
     return await this.#redis.mcpSessionSave(
       sessionKey(this.prefix, id),
       fence?.key ?? lockKey(this.prefix, id),
@@ -79,6 +82,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async exists (id: string): Promise<boolean> {
+    roundTrip()
     return await this.#redis.exists(sessionKey(this.prefix, id)) === 1
   }
 

@@ -13,6 +13,7 @@ import type { AcquireOptions, SessionLease } from '../locks/session-lock.js'
 import { sessionKey } from '../redis/keys.js'
 import { decodeSession, saveArguments, type RedisSessionStore } from '../sessions/redis-store.js'
 import type { LockedSession, SaveGuard, SaveResult, SessionChanges } from '../sessions/session-store.js'
+import { roundTrip } from '../telemetry/index.js'
 
 /**
  * What a pass-on hands to the next holder: the state as read (the raw HGETALL reply), and who
@@ -47,6 +48,7 @@ export class RedisFastPath {
     const lock = this.#lock
     const hash = sessionKey(store.prefix, id)
     const taken = await lock.acquireWith<string[]>(id, options, async (client, key, token) => {
+      roundTrip()
       const reply = await client.mcpAcquireAndLoad(key, hash, token, lock.ttl, store.ttl)
       if (reply[0] === 1) return { status: 'taken', value: reply[1] }
       return reply[0] === 2 ? { status: 'missing' } : { status: 'busy' }
@@ -88,6 +90,7 @@ export class RedisFastPath {
     const args = saveArguments(store.ttl, changes, '', guard.version)
     return await this.#lock.releaseWith(lease, async (client, key, token) => {
       args[1] = token
+      roundTrip()
       return await client.mcpSaveAndRelease(sessionKey(store.prefix, id), key, ...args)
     })
   }

@@ -1,0 +1,73 @@
+/**
+ * The plugin's metrics, made once per plugin instance on the app's meter (a no-op meter until the
+ * app registers an SDK). Durations are histograms in seconds (the conventions' unit); what the
+ * instance holds right now (sessions, lock waiters, streams, pending client requests, event-log
+ * streams) are observable gauges read from the engine's status when the SDK collects, so they cost
+ * nothing per request.
+ */
+import type { Attributes, BatchObservableResult, Counter, Histogram, Meter, Observable } from '@opentelemetry/api'
+import { DURATION_BUCKETS, METRICS, OWN } from './attributes.js'
+
+/** What the gauges read (the engine's status). */
+export interface GaugeSource {
+  sessionsHeld: number
+  lockWaiters: number
+  getStreams: number
+  listenStreams: number
+  pendingClientRequests: number
+  /** Streams the event log keeps, when it can tell cheaply (the in-process one); else undefined. */
+  eventLogStreams?: number
+}
+
+const KIND_GET: Attributes = { [OWN.streamKind]: 'get' }
+const KIND_LISTEN: Attributes = { [OWN.streamKind]: 'listen' }
+
+/** @internal The instruments (see the module doc). */
+export class Instruments {
+  readonly operation: Histogram
+  readonly session: Histogram
+  readonly lockWait: Histogram
+  readonly refusals: Counter
+  readonly #meter: Meter
+  readonly #gauges: Observable[]
+  #callback: ((r: BatchObservableResult) => void) | null = null
+
+  constructor (meter: Meter) {
+    this.#meter = meter
+    const advice = { explicitBucketBoundaries: DURATION_BUCKETS }
+    this.operation = meter.createHistogram(METRICS.operation, {
+      unit: 's', description: 'MCP request or notification duration as observed on the receiver from the time it was received until the result or ack is sent.', advice
+    })
+    this.session = meter.createHistogram(METRICS.session, { unit: 's', description: 'The duration of the MCP session as observed on the MCP server.', advice })
+    this.lockWait = meter.createHistogram(METRICS.lockWait, { unit: 's', description: 'Time a request waited for its session\'s lock (the read of the session included).', advice })
+    this.refusals = meter.createCounter(METRICS.refusals, { unit: '{request}', description: 'Requests refused with HTTP 429 or 503, by status and reason.' })
+    this.#gauges = [
+      meter.createObservableGauge(METRICS.sessionsHeld, { unit: '{session}', description: 'Sessions this instance holds something of (a request, a waiting handler, a stream).' }),
+      meter.createObservableGauge(METRICS.lockWaiters, { unit: '{request}', description: 'Requests of this instance waiting for a session\'s lock.' }),
+      meter.createObservableGauge(METRICS.streams, { unit: '{stream}', description: 'GET and listen streams open on this instance.' }),
+      meter.createObservableGauge(METRICS.pending, { unit: '{request}', description: 'Requests to clients (elicitation, sampling, roots) this instance waits on.' }),
+      meter.createObservableGauge(METRICS.eventLog, { unit: '{stream}', description: 'Resumable streams the in-process event log keeps.' })
+    ]
+  }
+
+  /** Reads the gauges from `source` at each collection, until {@link stop}. */
+  observe (source: () => GaugeSource): void {
+    const [held, waiters, streams, pending, log] = this.#gauges
+    this.#callback = (r) => {
+      const s = source()
+      r.observe(held, s.sessionsHeld)
+      r.observe(waiters, s.lockWaiters)
+      r.observe(streams, s.getStreams, KIND_GET)
+      r.observe(streams, s.listenStreams, KIND_LISTEN)
+      r.observe(pending, s.pendingClientRequests)
+      if (s.eventLogStreams !== undefined) r.observe(log, s.eventLogStreams)
+    }
+    this.#meter.addBatchObservableCallback(this.#callback, this.#gauges)
+  }
+
+  /** Stops reading the gauges (server shutdown). */
+  stop (): void {
+    if (this.#callback !== null) this.#meter.removeBatchObservableCallback(this.#callback, this.#gauges)
+    this.#callback = null
+  }
+}

@@ -1,0 +1,66 @@
+/**
+ * What a request ended with, as the conventions name it: `error.type` is the JSON-RPC error code
+ * (`"-32602"`), or `tool_error` for a tool result with `isError: true`; a refusal (HTTP 429 or
+ * 503) also gets a low-cardinality reason for the refusal counter.
+ */
+
+/** The outcome of one request (`null`: success). */
+export interface Outcome {
+  errorType: string
+  /** The JSON-RPC error code (absent for `tool_error`). */
+  code?: number
+  /** The error message the client got (the span status's description). */
+  message?: string
+  /** The HTTP status of the answer, when a single request was refused as a whole. */
+  status: number
+  /** Why it was refused (429 / 503 only). */
+  reason?: string
+}
+
+/** The refusals the wires answer with 429 or 503, by their (fixed) message. */
+const REASONS: Record<string, string> = {
+  'Another request of this session is still being processed.': 'session_busy',
+  'Session lock is unavailable.': 'lock_unavailable',
+  'Session store is unavailable.': 'store_unavailable',
+  'Session data cannot be read.': 'session_unreadable',
+  'Message bus is unavailable.': 'bus_unavailable',
+  'Too many requests and streams open for this session; retry later': 'session_streams',
+  'Another call on this handle is still being processed.': 'handle_busy',
+  'State lock is unavailable.': 'lock_unavailable',
+  'State store is unavailable.': 'store_unavailable',
+  'Handle data cannot be read.': 'handle_unreadable',
+  'Handle lock was lost; the changes of this call were not saved.': 'lock_lost'
+}
+
+/** The reason of a 429/503 (see the module doc); `undefined` for other statuses. */
+export function refusalReason (status: number, message: unknown, data: unknown): string | undefined {
+  if (status !== 429 && status !== 503) return undefined
+  const limit = typeof data === 'object' && data !== null ? (data as { limit?: unknown }).limit : undefined
+  if (typeof limit === 'string') return `tool_${limit === 'unavailable' ? 'limits_unavailable' : limit}`
+  return (typeof message === 'string' ? REASONS[message] : undefined) ?? 'other'
+}
+
+/** The outcome of a response body (a JSON-RPC response object) answered with `status`. */
+export function outcomeOfResponse (body: unknown, status: number): Outcome | null {
+  if (typeof body !== 'object' || body === null) return null
+  const error = (body as { error?: { code?: unknown, message?: unknown, data?: unknown } }).error
+  if (error !== undefined) {
+    const code = typeof error.code === 'number' ? error.code : undefined
+    const message = typeof error.message === 'string' ? error.message : undefined
+    return { errorType: code === undefined ? '_OTHER' : String(code), code, message, status, reason: refusalReason(status, message, error.data) }
+  }
+  const result = (body as { result?: { isError?: unknown } }).result
+  if (result?.isError === true) return { errorType: 'tool_error', status }
+  return null
+}
+
+/** The outcome of an error thrown out of a wire (the routes answer it: an `McpError`'s status, else 500 -32603). */
+export function outcomeOfError (err: unknown): Outcome {
+  const e = err as { code?: unknown, message?: unknown, status?: unknown, data?: unknown } | null
+  if (e !== null && typeof e === 'object' && typeof e.code === 'number' && Number.isInteger(e.code)) {
+    const status = typeof e.status === 'number' ? e.status : 200
+    const message = typeof e.message === 'string' ? e.message : undefined
+    return { errorType: String(e.code), code: e.code, message, status, reason: refusalReason(status, message, e.data) }
+  }
+  return { errorType: '-32603', code: -32603, message: 'Internal error', status: 500 }
+}

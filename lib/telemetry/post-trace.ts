@@ -1,0 +1,219 @@
+/**
+ * The telemetry of one POST: a SERVER span per request or notification it carries, named and
+ * attributed as the semantic conventions for MCP say, with this plugin's own measures (lock wait
+ * and hold, load and save, Redis round trips) added by the wire as they happen; at the end the
+ * `mcp.server.operation.duration` of each, and the refusal counter for 429s and 503s.
+ *
+ * The wires only call the {@link PostTrace} methods; with telemetry off they get {@link NO_POST},
+ * whose methods do nothing. When the app registered no SDK (or the span is sampled out) a span
+ * does not record, and nothing is allocated for attributes.
+ */
+import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span } from '@opentelemetry/api'
+import type { Parsed } from '../jsonrpc/messages.js'
+import { EVENTS, MAX_ATTRIBUTE, OWN, SEMCONV } from './attributes.js'
+import { outcomeOfError, outcomeOfResponse, type Outcome } from './outcome.js'
+import { ROUND_TRIPS, type RoundTrips } from './round-trips.js'
+import type { Telemetry } from './telemetry.js'
+import { contextFromMeta } from './trace-context.js'
+
+/** The wire a POST arrived on. */
+export type Era = '2025' | '2026-07-28'
+
+/** What a wire tells the telemetry of its POST (see the module doc). */
+export interface PostTrace {
+  /** The context the POST runs in (its first span's, carrying the round-trip counter), or `null`. */
+  readonly context: Context | null
+  /** Runs `fn` with `msg`'s span as the active span (the handler's own spans become its children). */
+  run<T> (msg: object, fn: () => T): T
+  /** The negotiated protocol version (handshake era: known once the session is read). */
+  version (v: string): void
+  /** The session was opened: with the lock (`locked`: lock wait, the read included) or without (a load). */
+  opened (ms: number, locked: boolean): void
+  /** What the requests changed was written back and the lock released. */
+  closed (ms: number): void
+  /** `msg` was answered with `body` (a JSON-RPC response) under HTTP `status`. */
+  answered (msg: object, body: unknown, status: number): void
+  /**
+   * The POST failed as a whole (a refusal): every request not answered yet ends with it; with
+   * `all`, also those answered with success (their results were replaced by this error).
+   */
+  failed (err: unknown, all?: boolean): void
+  /** Ends every span and records the metrics. */
+  end (): void
+}
+
+/** The telemetry of a POST when telemetry is off. */
+export const NO_POST: PostTrace = {
+  context: null,
+  run: (_msg, fn) => fn(),
+  version () {},
+  opened () {},
+  closed () {},
+  answered () {},
+  failed () {},
+  end () {}
+}
+
+/** One request or notification of the POST. */
+interface Op {
+  readonly msg: object
+  readonly method: string
+  /** The tool or prompt named, when it is one the server knows (bounded cardinality). */
+  readonly target: string | undefined
+  readonly span: Span | null
+  readonly ctx: Context | null
+  readonly start: number
+  /** `undefined` until answered; `null` for success. */
+  outcome: Outcome | null | undefined
+}
+
+const cut = (s: string): string => s.length <= MAX_ATTRIBUTE ? s : s.slice(0, MAX_ATTRIBUTE)
+
+/** @internal The telemetry of a POST (see the module doc). */
+export class LivePost implements PostTrace {
+  readonly context: Context | null
+  readonly #t: Telemetry
+  readonly #era: Era
+  readonly #ops: Op[] = []
+  readonly #trips: RoundTrips = { n: 0 }
+  #version: string | undefined
+  #recording = false
+  #openedAt = 0
+
+  constructor (t: Telemetry, era: Era, sessionId: string | null, version: string | undefined, messages: Parsed[]) {
+    this.#t = t
+    this.#era = era
+    this.#version = version
+    const ambient = context.active()
+    for (const m of messages) {
+      if (m.kind === 'request' || m.kind === 'notification') this.#ops.push(this.#start(m.message, ambient, sessionId))
+    }
+    const first = this.#ops[0]?.ctx ?? null
+    this.context = first ?? (this.#recording ? ambient.setValue(ROUND_TRIPS, this.#trips) : null)
+  }
+
+  #start (msg: { method: string, id?: unknown, params?: Record<string, unknown> }, ambient: Context, sid: string | null): Op {
+    const known = this.#t.known
+    const method = msg.method
+    const name = typeof msg.params?.name === 'string' ? msg.params.name : undefined
+    const target = name === undefined ? undefined
+      : method === 'tools/call' ? (known.tool(name) ? name : undefined)
+        : method === 'prompts/get' ? (known.prompt(name) ? name : undefined) : undefined
+    // `_meta`'s trace context is the parent; the HTTP request's (ambient) one is linked.
+    const remote = contextFromMeta(ambient, msg.params?._meta)
+    const ambientSpan = remote === null ? undefined : trace.getSpanContext(ambient)
+    const links = ambientSpan === undefined ? undefined : [{ context: ambientSpan }]
+    const spanName = known.method(method) ? method : '_OTHER'
+    const span = this.#t.tracer.startSpan(spanName, { kind: SpanKind.SERVER, links }, remote ?? ambient)
+    if (!span.isRecording()) return { msg, method, target, span: null, ctx: null, start: performance.now(), outcome: undefined }
+    this.#recording = true
+    if (target !== undefined) span.updateName(`${spanName} ${target}`)
+    span.setAttributes(this.#attributes(msg, method, name, sid))
+    const ctx = trace.setSpan(remote ?? ambient, span).setValue(ROUND_TRIPS, this.#trips)
+    return { msg, method, target, span, ctx, start: performance.now(), outcome: undefined }
+  }
+
+  #attributes (msg: { id?: unknown, params?: Record<string, unknown> }, method: string, name: string | undefined, sid: string | null): Attributes {
+    const a: Attributes = {
+      [SEMCONV.method]: cut(method),
+      [SEMCONV.transport]: 'tcp',
+      [SEMCONV.protocolName]: 'http',
+      [OWN.era]: this.#era
+    }
+    if (msg.id !== undefined && msg.id !== null) a[SEMCONV.requestId] = cut(String(msg.id))
+    if (sid !== null) a[SEMCONV.session] = sid
+    if (this.#version !== undefined) a[SEMCONV.protocolVersion] = this.#version
+    if (name !== undefined && method === 'tools/call') { a[SEMCONV.tool] = cut(name); a[SEMCONV.operation] = 'execute_tool' }
+    if (name !== undefined && method === 'prompts/get') a[SEMCONV.prompt] = cut(name)
+    const uri = msg.params?.uri
+    if (typeof uri === 'string' && method.startsWith('resources/')) a[SEMCONV.resourceUri] = uri.length <= 2048 ? uri : uri.slice(0, 2048)
+    return a
+  }
+
+  run<T> (msg: object, fn: () => T): T {
+    const ctx = this.#find(msg)?.ctx
+    return ctx === null || ctx === undefined ? fn() : context.with(ctx, fn)
+  }
+
+  version (v: string): void {
+    if (this.#version === v) return
+    this.#version = v
+    if (this.#recording) this.#each(span => span.setAttribute(SEMCONV.protocolVersion, v))
+  }
+
+  opened (ms: number, locked: boolean): void {
+    this.#openedAt = locked ? performance.now() : 0
+    if (locked) this.#t.instruments.lockWait.record(ms / 1000)
+    if (!this.#recording) return
+    const key = locked ? OWN.lockWait : OWN.load
+    this.#each(span => { span.setAttribute(key, ms); span.addEvent(EVENTS.opened, { [key]: ms }) })
+  }
+
+  closed (ms: number): void {
+    if (!this.#recording) return
+    const hold = this.#openedAt === 0 ? undefined : performance.now() - this.#openedAt
+    this.#each(span => {
+      span.setAttribute(OWN.save, ms)
+      if (hold !== undefined) span.setAttribute(OWN.lockHold, hold)
+      span.addEvent(EVENTS.saved, { [OWN.save]: ms })
+    })
+  }
+
+  answered (msg: object, body: unknown, status: number): void {
+    const op = this.#find(msg)
+    if (op !== undefined) op.outcome = outcomeOfResponse(body, status)
+  }
+
+  failed (err: unknown, all = false): void {
+    let outcome: Outcome | undefined
+    for (const op of this.#ops) {
+      if (op.outcome === undefined || (all && op.outcome === null)) op.outcome = outcome ??= outcomeOfError(err)
+    }
+  }
+
+  end (): void {
+    const now = performance.now()
+    const { operation, refusals } = this.#t.instruments
+    for (const op of this.#ops) {
+      const outcome = op.outcome ?? null
+      operation.record((now - op.start) / 1000, this.#metricAttributes(op, outcome))
+      if (outcome?.reason !== undefined) refusals.add(1, { [SEMCONV.httpStatus]: outcome.status, [OWN.reason]: outcome.reason })
+      if (op.span !== null) this.#endSpan(op.span, outcome)
+    }
+  }
+
+  #endSpan (span: Span, outcome: Outcome | null): void {
+    if (this.#trips.n > 0) span.setAttribute(OWN.roundTrips, this.#trips.n)
+    if (outcome !== null) {
+      span.setAttribute(SEMCONV.errorType, outcome.errorType)
+      if (outcome.code !== undefined) span.setAttribute(SEMCONV.rpcStatus, String(outcome.code))
+      if (outcome.reason !== undefined) span.setAttribute(OWN.reason, outcome.reason)
+      span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.message })
+    }
+    span.end()
+  }
+
+  #metricAttributes (op: Op, outcome: Outcome | null): Attributes {
+    const a: Attributes = {
+      [SEMCONV.method]: this.#t.known.method(op.method) ? op.method : '_OTHER',
+      [SEMCONV.transport]: 'tcp',
+      [SEMCONV.protocolName]: 'http'
+    }
+    if (this.#version !== undefined) a[SEMCONV.protocolVersion] = this.#version
+    if (op.target !== undefined) a[op.method === 'tools/call' ? SEMCONV.tool : SEMCONV.prompt] = op.target
+    if (outcome !== null) {
+      a[SEMCONV.errorType] = outcome.errorType
+      if (outcome.code !== undefined) a[SEMCONV.rpcStatus] = String(outcome.code)
+    }
+    return a
+  }
+
+  #find (msg: object): Op | undefined {
+    for (const op of this.#ops) if (op.msg === msg) return op
+    return undefined
+  }
+
+  #each (fn: (span: Span) => void): void {
+    for (const op of this.#ops) if (op.span !== null) fn(op.span)
+  }
+}

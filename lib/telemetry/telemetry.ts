@@ -1,0 +1,101 @@
+/**
+ * The plugin's telemetry: one tracer and one meter per plugin instance, taken once from the
+ * providers the app registered (`@opentelemetry/api`'s globals, or those given in the `telemetry`
+ * option), and what the wires call: {@link Telemetry.post} per POST, {@link Telemetry.clientRequest}
+ * per request to a client, {@link Telemetry.answer} per client answer, {@link Telemetry.sessionEnded}.
+ * With `telemetry: false` every call returns a shared object that does nothing.
+ */
+import { metrics, trace, type MeterProvider, type Tracer, type TracerProvider } from '@opentelemetry/api'
+import type { Parsed } from '../jsonrpc/messages.js'
+import { OWN, SEMCONV } from './attributes.js'
+import { LiveAnswer, NO_ANSWER, NO_CLIENT_REQUEST, startClientRequest, type AnswerTrace, type ClientRequestTrace } from './client-trace.js'
+import { Instruments, type GaugeSource } from './instruments.js'
+import { LivePost, NO_POST, type Era, type PostTrace } from './post-trace.js'
+
+const SCOPE = 'fastify-mcp-http'
+
+/** The `telemetry` option's object form. */
+export interface TelemetryOptions {
+  /** Where spans go. Default: the global provider (`trace.setGlobalTracerProvider`, what an SDK registers). */
+  tracerProvider?: TracerProvider
+  /** Where metrics go. Default: the global provider (`metrics.setGlobalMeterProvider`). */
+  meterProvider?: MeterProvider
+}
+
+/** The `telemetry` option: `false` turns spans and metrics off; `true` (default) or an object on. */
+export type TelemetryOption = boolean | TelemetryOptions
+
+/** The resolved option. */
+export interface ResolvedTelemetry {
+  enabled: boolean
+  tracerProvider: TracerProvider | undefined
+  meterProvider: MeterProvider | undefined
+}
+
+/** Validates the `telemetry` option. */
+export function resolveTelemetry (option: unknown, fail: (name: string, why: string) => never): ResolvedTelemetry {
+  if (option === undefined || option === true) return { enabled: true, tracerProvider: undefined, meterProvider: undefined }
+  if (option === false) return { enabled: false, tracerProvider: undefined, meterProvider: undefined }
+  if (typeof option !== 'object' || option === null) fail('telemetry', 'must be a boolean or { tracerProvider?, meterProvider? }')
+  const o = option as TelemetryOptions
+  if (o.tracerProvider !== undefined && typeof o.tracerProvider?.getTracer !== 'function') fail('telemetry.tracerProvider', 'must be an OpenTelemetry TracerProvider')
+  if (o.meterProvider !== undefined && typeof o.meterProvider?.getMeter !== 'function') fail('telemetry.meterProvider', 'must be an OpenTelemetry MeterProvider')
+  return { enabled: true, tracerProvider: o.tracerProvider, meterProvider: o.meterProvider }
+}
+
+/** What the server knows, so that names from clients never become span names or metric attributes unbounded. */
+export interface KnownNames {
+  method (name: string): boolean
+  tool (name: string): boolean
+  prompt (name: string): boolean
+}
+
+/** @internal See the module doc. */
+export class Telemetry {
+  readonly enabled: boolean
+  readonly tracer: Tracer
+  readonly instruments: Instruments
+  readonly known: KnownNames
+
+  constructor (options: ResolvedTelemetry, version: string, known: KnownNames) {
+    this.enabled = options.enabled
+    this.known = known
+    this.tracer = (options.tracerProvider ?? trace).getTracer(SCOPE, version)
+    this.instruments = new Instruments((options.meterProvider ?? metrics).getMeter(SCOPE, version))
+  }
+
+  /** The telemetry of a POST's messages (spans start now). */
+  post (era: Era, sessionId: string | null, version: string | undefined, messages: Parsed[]): PostTrace {
+    return this.enabled ? new LivePost(this, era, sessionId, version, messages) : NO_POST
+  }
+
+  /** A request to the client, under the active span. */
+  clientRequest (method: string, id: string, sessionId: string): ClientRequestTrace {
+    return this.enabled ? startClientRequest(this.tracer, method, id, sessionId) : NO_CLIENT_REQUEST
+  }
+
+  /** A client's answer arriving on this instance. */
+  answer (id: unknown, sessionId: string): AnswerTrace {
+    return this.enabled ? new LiveAnswer(this.tracer, id, sessionId) : NO_ANSWER
+  }
+
+  /** A session ended by its client (DELETE) after `seconds`. */
+  sessionEnded (seconds: number, version: string | undefined): void {
+    if (!this.enabled) return
+    this.instruments.session.record(seconds, version === undefined
+      ? { [SEMCONV.transport]: 'tcp', [SEMCONV.protocolName]: 'http' }
+      : { [SEMCONV.transport]: 'tcp', [SEMCONV.protocolName]: 'http', [SEMCONV.protocolVersion]: version })
+  }
+
+  /** A request refused before any MCP message ran (e.g. by the routes); counted when 429/503. */
+  refused (status: number, reason: string): void {
+    if (this.enabled) this.instruments.refusals.add(1, { [SEMCONV.httpStatus]: status, [OWN.reason]: reason })
+  }
+
+  /** Reads the gauges from `source` (see `Instruments.observe`). */
+  observe (source: () => GaugeSource): void {
+    if (this.enabled) this.instruments.observe(source)
+  }
+
+  close (): void { this.instruments.stop() }
+}
