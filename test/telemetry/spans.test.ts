@@ -169,8 +169,9 @@ t.test('batches: one span per request, each handler in its own', async t => {
   const app = await build(t, { telemetry: { tracerProvider: o.tracerProvider, meterProvider: o.meterProvider } }, tools)
   const s = await initialize(app, { version: '2025-03-26' })
   const res = await post(app, [
-    { jsonrpc: '2.0', id: 'a', method: 'tools/call', params: { name: 'nested', arguments: {} } },
+    // The second request makes the span of its own: it must be under its request's, not the POST's first.
     { jsonrpc: '2.0', id: 'b', method: 'tools/call', params: { name: 'fails', arguments: {} } },
+    { jsonrpc: '2.0', id: 'a', method: 'tools/call', params: { name: 'nested', arguments: {} } },
     { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: 1 } }
   ], { session: s })
   t.equal(res.statusCode, 200)
