@@ -103,7 +103,7 @@ export class McpEngine {
     // New sessions and new handles both may trigger the store's GC (a stateless wire mints only handles).
     const handles = new HandleCalls(this.handles, { anonymous: opts.authenticate === undefined, minted: () => { maybeGc(logger) } })
     this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, telemetry: this.#telemetry })
-    this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog }
+    this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
     const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
     const tasks = new TaskCalls(new TaskService({

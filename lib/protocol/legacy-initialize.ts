@@ -97,7 +97,8 @@ export async function initialize (d: InitializeDeps, exchange: Exchange, msg: Js
       [K.version]: version,
       [K.capabilities]: normalizeClientCapabilities(caps),
       [K.clientInfo]: clientInfo === null ? null : shortClientInfo(clientInfo),
-      [K.principal]: principal?.id ?? null
+      [K.principal]: principal?.id ?? null,
+      [K.created]: Date.now()
     })
   } catch (err) {
     request.log.error({ err }, 'session store unavailable')

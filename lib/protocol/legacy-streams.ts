@@ -20,6 +20,8 @@ export interface StreamDeps {
   sessions: StateBackend
   hub: Hub
   eventLog: EventLog
+  /** Told when a client ended its session: how long it lived (s) and its protocol version. */
+  ended?: (seconds: number, version: string | undefined) => void
 }
 
 /**
@@ -103,11 +105,13 @@ export async function deleteSession (d: StreamDeps, exchange: Exchange, principa
     await scope.close()
     throw err
   }
+  const created = scope.handle.getProtocol<number>(K.created)
   try {
     await scope.destroy()
   } catch (err) {
     throw unavailable(err, request.log, sid)
   }
+  if (typeof created === 'number') d.ended?.(Math.max(0, Date.now() - created) / 1000, scope.handle.getProtocol<string>(K.version))
   await d.eventLog.dropSession(sid).catch((err: unknown) => request.log.warn({ err, sessionId: sid }, 'event log cleanup failed'))
   await d.hub.topics.publish(sid, { t: 'ended', sid })
   exchange.empty(200)

@@ -16,7 +16,9 @@ export const K = {
   principal: `${PROTOCOL_PREFIX}principal`,
   logLevel: `${PROTOCOL_PREFIX}logLevel`,
   subscriptions: `${PROTOCOL_PREFIX}subscriptions`,
-  initialized: `${PROTOCOL_PREFIX}initialized`
+  initialized: `${PROTOCOL_PREFIX}initialized`,
+  /** When the session was created (epoch ms), for `mcp.server.session.duration`. */
+  created: `${PROTOCOL_PREFIX}created`
 } as const
 
 function checkAppKey (key: string): void {
