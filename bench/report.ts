@@ -143,6 +143,16 @@ export function checkTargets (res: Pick<Results, 'rows' | 'parallel' | 'idle'>):
     const bad = p.perRound.reduce((a, r) => a + r.status503, 0)
     out.push({ name: `${p.calls} parallel calls on one session, ${p.variant}: 503 answers`, want: '0', got: String(bad), pass: bad === 0 })
   }
+  // The plugin's own cost: on vs off under the same conditions (no SDK; the same SDK registered,
+  // whose context manager and span machinery the app pays for anyway).
+  for (const r of find('tracing', TRACING_API)) {
+    out.push({ name: `telemetry on, no SDK, c=${r.connections}: CPU/request vs telemetry off`, want: '≤ 1.1×', got: `${f2(r.ratio.cpuUsPerReq)}×`, pass: r.ratio.cpuUsPerReq <= 1.1 })
+  }
+  for (const r of find('tracing', TRACING_SDK)) {
+    const off = find('tracing', TRACING_SDK_OFF, r.connections, r.sessions)[0]
+    const q = off === undefined ? NaN : r.cpuUsPerReq / off.cpuUsPerReq
+    out.push({ name: `telemetry on, SDK + no-op processor, c=${r.connections}: CPU/request vs telemetry off with the same SDK`, want: '≤ 1.1×', got: `${f2(q)}× (${f2(r.ratio.cpuUsPerReq)}× vs no SDK at all)`, pass: q <= 1.1 })
+  }
   const mem = res.idle.find(i => i.server === OURS_MEMORY && i.heapBytesPerSession !== undefined)
   if (mem !== undefined) {
     const b = mem.heapBytesPerSession as number
@@ -156,6 +166,10 @@ export const SDK_V2 = 'SDK v2 createMcpHandler'
 export const SDK_V1 = 'SDK v1 stateful transport'
 export const OURS_MEMORY = 'ours, memory store'
 export const OURS_REDIS_LOCKED = 'ours, Redis store + Redis lock'
+export const TRACING_OFF = 'ours, telemetry: false'
+export const TRACING_API = 'ours, telemetry on, no SDK'
+export const TRACING_SDK = 'ours, telemetry on, SDK + no-op processor'
+export const TRACING_SDK_OFF = 'ours, telemetry: false, SDK + no-op processor registered'
 
 // ─── rendering ───────────────────────────────────────────────────────────────────────────────
 

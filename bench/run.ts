@@ -17,7 +17,9 @@
  * Scenarios: modern (2026-07-28 tools/call, JSON), session (2025-wire tools/call on an existing
  * session, memory store), stores (memory/file/Redis stores, lock off and on, one session and one
  * per connection, Redis round trips per request), sse (10 progress notifications on SSE),
- * parallel (100 parallel calls on one session with the lock on), idle (10,000 idle sessions).
+ * parallel (100 parallel calls on one session with the lock on), idle (10,000 idle sessions),
+ * tracing (2025-wire tools/call with the memory lock: telemetry off vs on without an SDK, and with
+ * an SDK registered whose span processor does nothing, telemetry off vs on).
  * The Redis scenarios start a private redis-server (from PATH) on a free port.
  */
 import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises'
@@ -30,12 +32,12 @@ import {
   type LoadResult, type PrivateRedis, type ServerKind
 } from './harness.js'
 import {
-  BARE, OURS_MEMORY, OURS_REDIS_LOCKED, SDK_V1, SDK_V2, addRatios, checkTargets, machine, renderMarkdown, renderText,
+  BARE, OURS_MEMORY, OURS_REDIS_LOCKED, SDK_V1, SDK_V2, TRACING_API, TRACING_OFF, TRACING_SDK, TRACING_SDK_OFF, addRatios, checkTargets, machine, renderMarkdown, renderText,
   type IdleResult, type ParallelResult, type Results, type Row
 } from './report.js'
 import { ECHO_TEXT, expectToolResult, initializeRequest, legacyCall, modernCall, openSession, post, type RequestSpec } from './requests.js'
 
-const SCENARIOS = ['modern', 'session', 'stores', 'sse', 'parallel', 'idle'] as const
+const SCENARIOS = ['modern', 'session', 'stores', 'sse', 'parallel', 'idle', 'tracing'] as const
 /** The README's generated performance block lies between these markers (`--readme`). */
 const README_START = '<!-- bench:start -->'
 const README_END = '<!-- bench:end -->'
@@ -327,6 +329,24 @@ function sessionBlock (): Block {
   }
 }
 
+function tracingBlock (): Block {
+  const ours = (tracing: string): object => ({ store: 'memory', lock: 'memory', tracing })
+  return {
+    scenario: 'tracing',
+    title: 'telemetry cost: 2025-wire tools/call, memory store + lock',
+    connections: opts.connections,
+    needsSession: true,
+    servers: [
+      { label: TRACING_OFF, kind: 'ours', config: ours('off') },
+      { label: TRACING_API, kind: 'ours', config: ours('api') },
+      { label: TRACING_SDK_OFF, kind: 'ours', config: ours('sdk-off') },
+      { label: TRACING_SDK, kind: 'ours', config: ours('sdk-noop') }
+    ],
+    request: (_s, sid) => legacyCall('echo', echoArgs, sid),
+    validate: (s, answer) => expectToolResult(s.label, answer, { text: ECHO_TEXT })
+  }
+}
+
 async function storesBlock (redis: PrivateRedis, dirs: string[]): Promise<Block> {
   const dir = async (): Promise<string> => {
     const d = await mkdtemp(join(tmpdir(), 'mcp-bench-sessions-'))
@@ -556,6 +576,7 @@ async function main (): Promise<void> {
     if (wants('sse')) results.rows.push(...await runBlock(sseBlock(), redis))
     if (wants('parallel')) results.parallel = await parallelScenario(redis, dirs)
     if (wants('idle')) results.idle = await idleScenario(dirs)
+    if (wants('tracing')) results.rows.push(...await runBlock(tracingBlock(), redis))
   } finally {
     await redis?.stop()
     await Promise.all(dirs.map(async d => await rm(d, { recursive: true, force: true })))

@@ -1,6 +1,8 @@
 /**
  * fastify-mcp-http with the store and lock the driver asks for (`BENCH_SERVER` JSON: store
- * memory | file | redis, lock none | memory | file | redis, dir, redisUrl). Tools: `echo` (the
+ * memory | file | redis, lock none | memory | file | redis, dir, redisUrl, tracing off | api |
+ * sdk-off | sdk-noop: telemetry off, on with no SDK registered, off and on with an SDK registered
+ * whose span processor does nothing). Tools: `echo` (the
  * tool every server has), `progress` (`steps` progress notifications, then the result: the SSE
  * scenario) and `counter_add` (read-modify-write of a session counter around `delayMs` of work:
  * the parallel-calls scenario).
@@ -25,6 +27,8 @@ interface OursConfig {
   ttl?: number
   /** MemorySessionStore `max`. */
   max?: number
+  /** Telemetry: off, on without an SDK (default), on with an SDK and a no-op span processor. */
+  tracing?: 'off' | 'api' | 'sdk-off' | 'sdk-noop'
 }
 
 const cfg = config<OursConfig>()
@@ -57,11 +61,28 @@ switch (cfg.lock ?? 'none') {
   default: throw new Error(`unknown lock ${String(cfg.lock)}`)
 }
 
+if (cfg.tracing === 'sdk-noop' || cfg.tracing === 'sdk-off') {
+  // What an app with an SDK pays before its exporter: spans sampled and recorded (AlwaysOn), the
+  // async-hooks context manager, a meter provider (no reader), then a processor that drops them.
+  const { context, metrics, trace } = await import('@opentelemetry/api')
+  const { AsyncLocalStorageContextManager } = await import('@opentelemetry/context-async-hooks')
+  const { BasicTracerProvider, NoopSpanProcessor } = await import('@opentelemetry/sdk-trace-base')
+  const { MeterProvider } = await import('@opentelemetry/sdk-metrics')
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
+  trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new NoopSpanProcessor()] }))
+  metrics.setGlobalMeterProvider(new MeterProvider())
+  // Node 20's AsyncLocalStorage installs its async hook on its first run(), not when the context
+  // manager is enabled: an app whose HTTP instrumentation enters a context per request pays for it
+  // in any case. Enter one now, so that telemetry off and on compare under the same SDK.
+  context.with(context.active(), () => {})
+}
+
 const app = Fastify({ logger: false })
 await app.register(mcp, {
   serverInfo: { name: 'bench', version: '1.0.0' },
   sessions: { store, lock },
-  requestStateSecret: 'bench-request-state-secret-0123456789'
+  requestStateSecret: 'bench-request-state-secret-0123456789',
+  telemetry: cfg.tracing !== 'off' && cfg.tracing !== 'sdk-off'
 })
 app.addHook('onClose', async () => {
   await lock?.close?.()

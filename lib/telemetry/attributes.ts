@@ -44,13 +44,9 @@ export const OWN = {
   streamKind: 'fastify_mcp.stream.kind'
 } as const
 
-/** Span events. */
+/** Span events (the measures of the state scope are attributes: cheaper, and what backends aggregate on). */
 export const EVENTS = {
-  /** The session was opened (its lock taken and the session read). */
-  opened: 'fastify_mcp.session.opened',
-  /** What the request changed was written back (or nothing was to be). */
-  saved: 'fastify_mcp.session.saved',
-  /** A client's answer reached the handler waiting for it. */
+  /** A client's answer reached the handler waiting for it (on the `elicitation/create`, … CLIENT span). */
   answer: 'fastify_mcp.answer.received'
 } as const
 

@@ -10,7 +10,7 @@
  */
 import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span } from '@opentelemetry/api'
 import type { Parsed } from '../jsonrpc/messages.js'
-import { EVENTS, MAX_ATTRIBUTE, OWN, SEMCONV } from './attributes.js'
+import { MAX_ATTRIBUTE, OWN, SEMCONV } from './attributes.js'
 import { outcomeOfError, outcomeOfResponse, type Outcome } from './outcome.js'
 import { ROUND_TRIPS, type RoundTrips } from './round-trips.js'
 import type { Telemetry } from './telemetry.js'
@@ -132,7 +132,8 @@ export class LivePost implements PostTrace {
 
   run<T> (msg: object, fn: () => T): T {
     const ctx = this.#find(msg)?.ctx
-    return ctx === null || ctx === undefined ? fn() : context.with(ctx, fn)
+    // The POST runs in its first request's context already: entering it again costs a context switch.
+    return ctx === null || ctx === undefined || ctx === context.active() ? fn() : context.with(ctx, fn)
   }
 
   version (v: string): void {
@@ -146,7 +147,7 @@ export class LivePost implements PostTrace {
     if (locked) this.#t.instruments.lockWait.record(ms / 1000)
     if (!this.#recording) return
     const key = locked ? OWN.lockWait : OWN.load
-    this.#each(span => { span.setAttribute(key, ms); span.addEvent(EVENTS.opened, { [key]: ms }) })
+    this.#each(span => { span.setAttribute(key, ms) })
   }
 
   closed (ms: number): void {
@@ -155,7 +156,6 @@ export class LivePost implements PostTrace {
     this.#each(span => {
       span.setAttribute(OWN.save, ms)
       if (hold !== undefined) span.setAttribute(OWN.lockHold, hold)
-      span.addEvent(EVENTS.saved, { [OWN.save]: ms })
     })
   }
 
