@@ -101,3 +101,20 @@ t.test('an answer landing on A itself: zero hops', async t => {
   t.equal(asked.attributes['fastify_mcp.answer.hops'], 0)
   t.equal(oa.named('answer delivery')[0]?.parentSpanContext?.spanId, asked.spanContext().spanId)
 })
+
+t.test('Redis stopped: the call is refused with 503 and its span says why; Redis back, answered again', async t => {
+  const oa = otel(t)
+  const a = await instance(t, oa)
+  const session = await initialize(a.url, { capabilities: { elicitation: {} } })
+  await redisServer.stop()
+  const res = await send(a.url, { jsonrpc: '2.0', id: 'down', method: 'tools/call', params: { name: 'ask', arguments: {} } }, session)
+  t.equal(res.status, 503)
+  const span = oa.named('tools/call ask').find(s => s.attributes['jsonrpc.request.id'] === 'down')
+  t.equal(span?.attributes['error.type'], '-32000')
+  t.match(span?.attributes['fastify_mcp.refusal.reason'], /^(lock|store)_unavailable$/)
+  const refusals = await oa.points('fastify_mcp.refusals')
+  t.equal(refusals[0]?.attributes['http.response.status_code'], 503)
+  await redisServer.start()
+  // Redis came back empty (no persistence): the session is gone, a 404 rather than a 503.
+  await until(async () => (await send(a.url, { jsonrpc: '2.0', id: 'p', method: 'ping' }, session)).status === 404, { timeout: 10_000, what: 'Redis back' })
+})

@@ -157,7 +157,12 @@ t.test('traceparent in params._meta is the parent; the HTTP request\'s context i
     await call(app, s, 'tools/call', { name: 'echo', arguments: { text: 'b' }, _meta: { traceparent: `00-${'0'.repeat(32)}-${PARENT}-01` } }, { id: 'bad' })
   })
   http.end()
-  for (const id of ['plain', 'bad']) {
+  // 1 MiB of traceparent and tracestate: ignored, the request served as without them.
+  const huge = await context.with(trace.setSpan(ROOT_CONTEXT, http), async () => await call(app, s, 'tools/call', {
+    name: 'echo', arguments: { text: 'c' }, _meta: { traceparent: `00-${TRACE_ID}-${PARENT}-01${'0'.repeat(1 << 20)}`, tracestate: 'y'.repeat(1 << 20) }
+  }, { id: 'huge' }))
+  t.equal(huge.result.content[0].text, 'c')
+  for (const id of ['plain', 'bad', 'huge']) {
     const sp = o.named('tools/call echo').find(x => x.attributes['jsonrpc.request.id'] === id)
     t.equal(sp?.parentSpanContext?.spanId, http.spanContext().spanId, `${id}: a child of the HTTP span`)
   }
