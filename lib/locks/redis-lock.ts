@@ -30,6 +30,7 @@ import { Lease } from './lease.js'
 import { Renewal } from './renewal.js'
 import type { AcquireOptions, SessionLease, SessionLock } from './session-lock.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
+import { roundTrip } from '../telemetry/index.js'
 
 export { LOCK_CLIENT_OPTIONS, createLockClient } from '../redis/client.js'
 
@@ -187,8 +188,10 @@ export class RedisSessionLock implements SessionLock {
   }
 
   async acquire (id: string, options: AcquireOptions = {}): Promise<SessionLease> {
-    const taken = await this.acquireWith(id, options, async (client, key, token) =>
-      await client.set(key, token, 'PX', this.ttl, 'NX') === 'OK' ? { status: 'taken', value: undefined } : { status: 'busy' },
+    const taken = await this.acquireWith(id, options, async (client, key, token) => {
+      roundTrip()
+      return await client.set(key, token, 'PX', this.ttl, 'NX') === 'OK' ? { status: 'taken', value: undefined } : { status: 'busy' }
+    },
     () => ({ value: undefined })) // a lease passed on is as good as a fresh one here
     return (taken as NonNullable<typeof taken>).lease
   }
@@ -290,6 +293,7 @@ export class RedisSessionLock implements SessionLock {
   #lease (id: string, key: string, token: string, slot: FifoRelease, sentAt: number, passes = 0): Lease {
     const lease: Lease = new Lease(id, async () => {
       const state = this.#forget(lease)
+      roundTrip()
       const released = this.#client.mcpLockRelease(key, token)
       state.slot() // sent: the next waiter may follow at once (see releaseWith)
       try {

@@ -19,6 +19,7 @@ import type { ToolLimiter } from '../limits/limiter.js'
 import type { SessionLock } from '../locks/session-lock.js'
 import type { ResolvedOptions } from '../options.js'
 import { GcPolicy } from '../sessions/gc.js'
+import { RedisSessionStore } from '../sessions/redis-store.js'
 import { isValidSessionId } from '../sessions/session-id.js'
 import type { SessionStore } from '../sessions/session-store.js'
 import { StateHandles } from '../state/handles.js'
@@ -92,7 +93,8 @@ export class McpEngine {
       tool: (name) => registry.tools.has(name),
       prompt: (name) => registry.prompts.has(name)
     }
-    this.#telemetry = new Telemetry(opts.telemetry, opts.serverInfo.version, known)
+    // Only the Redis store (and its fast path with the Redis lock) counts round trips.
+    this.#telemetry = new Telemetry(opts.telemetry, opts.serverInfo.version, known, d.store instanceof RedisSessionStore)
     this.hub = new Hub(d.bus, logger, { clientRequestTimeout: opts.clientRequestTimeout })
     const sessions = new StateBackend(d.store, d.lock)
     // Handles live in the sessions' store and lock, under their own keys.

@@ -89,7 +89,7 @@ export class LivePost implements PostTrace {
       if (m.kind === 'request' || m.kind === 'notification') this.#ops.push(this.#start(m.message, ambient, sessionId))
     }
     const first = this.#ops[0]?.ctx ?? null
-    this.context = first ?? (this.#recording ? ambient.setValue(ROUND_TRIPS, this.#trips) : null)
+    this.context = first ?? (this.#recording && t.countsRoundTrips ? ambient.setValue(ROUND_TRIPS, this.#trips) : null)
   }
 
   #start (msg: { method: string, id?: unknown, params?: Record<string, unknown> }, ambient: Context, sid: string | null): Op {
@@ -109,7 +109,9 @@ export class LivePost implements PostTrace {
     this.#recording = true
     if (target !== undefined) span.updateName(`${spanName} ${target}`)
     span.setAttributes(this.#attributes(msg, method, name, sid))
-    const ctx = trace.setSpan(remote ?? ambient, span).setValue(ROUND_TRIPS, this.#trips)
+    // The counter rides along only where something counts (a Redis store): each value copies the context.
+    const spanCtx = trace.setSpan(remote ?? ambient, span)
+    const ctx = this.#t.countsRoundTrips ? spanCtx.setValue(ROUND_TRIPS, this.#trips) : spanCtx
     return { msg, method, target, span, ctx, start: performance.now(), outcome: undefined }
   }
 

@@ -56,10 +56,13 @@ export class Telemetry {
   readonly tracer: Tracer
   readonly instruments: Instruments
   readonly known: KnownNames
+  /** Whether the session backend reports Redis round trips (`roundTrip()`), so spans carry a counter. */
+  readonly countsRoundTrips: boolean
 
-  constructor (options: ResolvedTelemetry, version: string, known: KnownNames) {
+  constructor (options: ResolvedTelemetry, version: string, known: KnownNames, countsRoundTrips = true) {
     this.enabled = options.enabled
     this.known = known
+    this.countsRoundTrips = countsRoundTrips
     this.tracer = (options.tracerProvider ?? trace).getTracer(SCOPE, version)
     this.instruments = new Instruments((options.meterProvider ?? metrics).getMeter(SCOPE, version))
   }
