@@ -76,7 +76,7 @@ await t.test('build the plugin and install the peer versions', async t => {
 })
 
 /** The plugin's own runtime dependencies and fastify, from the repo (as the pack test does). */
-const FROM_REPO = ['fastify', '@types/node', '@fastify/error', 'ajv', 'ajv-formats', 'fastify-plugin', 'jose']
+const FROM_REPO = ['fastify', '@types/node', '@fastify/error', '@opentelemetry/api', 'ajv', 'ajv-formats', 'fastify-plugin', 'jose']
 
 /**
  * A project: the build copied in, the repo's fastify, and the packages `peers` names (under their
