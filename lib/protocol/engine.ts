@@ -27,7 +27,7 @@ import { StateBackend } from '../state/state-scope.js'
 import { MemorySessionLock } from '../locks/memory-lock.js'
 import { MemorySessionStore } from '../sessions/memory-store.js'
 import { TaskService } from '../tasks/task-service.js'
-import { TaskCalls } from './task-calls.js'
+import { TASK_METHODS, TaskCalls } from './task-calls.js'
 import { Telemetry, type Era, type KnownNames } from '../telemetry/index.js'
 import { HandleCalls } from './handle-calls.js'
 import type { Exchange } from './exchange.js'
@@ -89,7 +89,7 @@ export class McpEngine {
     const { opts, registry, logger } = d
     this.#bus = d.bus
     const known: KnownNames = {
-      method: (m) => METHODS.has(m) || OTHER_METHODS.has(m),
+      method: (m) => METHODS.has(m) || OTHER_METHODS.has(m) || TASK_METHODS.has(m),
       tool: (name) => registry.tools.has(name),
       prompt: (name) => registry.prompts.has(name)
     }
