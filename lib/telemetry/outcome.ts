@@ -29,13 +29,17 @@ const REASONS: Record<string, string> = {
   'State lock is unavailable.': 'lock_unavailable',
   'State store is unavailable.': 'store_unavailable',
   'Handle data cannot be read.': 'handle_unreadable',
-  'Handle lock was lost; the changes of this call were not saved.': 'lock_lost'
+  'Handle lock was lost; the changes of this call were not saved.': 'lock_lost',
+  'Tasks cannot be created right now; retry later': 'tasks_unavailable',
+  'Tasks are unavailable right now; retry later': 'tasks_unavailable'
 }
 
 /** The reason of a 429/503 (see the module doc); `undefined` for other statuses. */
 export function refusalReason (status: number, message: unknown, data: unknown): string | undefined {
   if (status !== 429 && status !== 503) return undefined
   const limit = typeof data === 'object' && data !== null ? (data as { limit?: unknown }).limit : undefined
+  // A tool limit's refusal (`ToolLimitError`), or the Tasks extension's cap of running tasks.
+  if (limit === 'tasks') return 'task_limit'
   if (typeof limit === 'string') return `tool_${limit === 'unavailable' ? 'limits_unavailable' : limit}`
   return (typeof message === 'string' ? REASONS[message] : undefined) ?? 'other'
 }
