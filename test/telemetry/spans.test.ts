@@ -66,6 +66,18 @@ t.test('modern wire: the same span, without a session', async t => {
   t.ok(span)
   t.match(attrs(span), { 'mcp.method.name': 'tools/call', 'jsonrpc.request.id': '3', 'gen_ai.tool.name': 'echo', 'mcp.protocol.version': '2026-07-28', 'fastify_mcp.era': '2026-07-28' })
   t.notOk('mcp.session.id' in span.attributes)
+
+  // An error and a 429 on this wire too.
+  const send = async (name: string, id: number): Promise<number> => {
+    const b = rpc('tools/call', { name, arguments: {} }, { id })
+    return (await app.inject({ method: 'POST', url: '/mcp', headers: modernHeaders(b), payload: JSON.stringify(b) })).statusCode
+  }
+  t.equal(await send('fails', 4), 200)
+  t.equal(o.named('tools/call fails')[0]?.attributes['error.type'], 'tool_error')
+  t.equal(await send('limited', 5), 200)
+  t.equal(await send('limited', 6), 429)
+  const limited = o.named('tools/call limited').find(sp => sp.attributes['jsonrpc.request.id'] === '6')
+  t.match(attrs(limited!), { 'error.type': '-32000', 'fastify_mcp.refusal.reason': 'tool_rate', 'fastify_mcp.era': '2026-07-28' })
 })
 
 t.test('errors: JSON-RPC codes, tool_error, unknown names never name a span', async t => {
