@@ -166,7 +166,7 @@ export class PendingAnswers implements SessionJob {
       this.#logger.debug({ sessionId: sid, id }, 'answer for an unknown or expired request; dropped')
       return
     }
-    // Sent by an instance that predates `via`: it came through the bus, from somewhere.
+    // `via` names the instance that received the answer (one that predates it sends none: another one).
     waiter.hops ??= via === this.#prefix ? 0 : 1
     waiter.resolve(msg)
     // The answer arrived: drop the kept copy (a bus with `forget` does when the wait ends).
