@@ -8,13 +8,28 @@
  * whose methods do nothing. When the app registered no SDK (or the span is sampled out) a span
  * does not record, and nothing is allocated for attributes.
  */
-import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span } from '@opentelemetry/api'
+import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api'
 import type { Parsed } from '../jsonrpc/messages.js'
 import { MAX_ATTRIBUTE, OWN, SEMCONV } from './attributes.js'
 import { outcomeOfError, outcomeOfResponse, type Outcome } from './outcome.js'
 import { ROUND_TRIPS, type RoundTrips } from './round-trips.js'
-import type { Telemetry } from './telemetry.js'
+import type { Instruments } from './instruments.js'
 import { contextFromMeta } from './trace-context.js'
+
+/** What the server knows, so that names from clients never become span names or metric attributes unbounded. */
+export interface KnownNames {
+  method (name: string): boolean
+  tool (name: string): boolean
+  prompt (name: string): boolean
+}
+
+/** What a request's trace reads of the plugin's telemetry (telemetry.ts makes the traces, so this side names only what it uses). */
+interface PostTelemetry {
+  readonly tracer: Tracer
+  readonly instruments: Instruments
+  readonly known: KnownNames
+  readonly countsRoundTrips: boolean
+}
 
 /** The wire a POST arrived on. */
 export type Era = '2025' | '2026-07-28'
@@ -72,7 +87,7 @@ const cut = (s: string): string => s.length <= MAX_ATTRIBUTE ? s : s.slice(0, MA
 /** @internal The telemetry of a POST (see the module doc). */
 export class LivePost implements PostTrace {
   readonly context: Context | null
-  readonly #t: Telemetry
+  readonly #t: PostTelemetry
   readonly #era: Era
   readonly #ops: Op[] = []
   readonly #trips: RoundTrips = { n: 0 }
@@ -80,7 +95,7 @@ export class LivePost implements PostTrace {
   #recording = false
   #openedAt = 0
 
-  constructor (t: Telemetry, era: Era, sessionId: string | null, version: string | undefined, messages: Parsed[]) {
+  constructor (t: PostTelemetry, era: Era, sessionId: string | null, version: string | undefined, messages: Parsed[]) {
     this.#t = t
     this.#era = era
     this.#version = version

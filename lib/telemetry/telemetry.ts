@@ -10,7 +10,9 @@ import type { Parsed } from '../jsonrpc/messages.js'
 import { OWN, SEMCONV } from './attributes.js'
 import { LiveAnswer, NO_ANSWER, NO_CLIENT_REQUEST, startClientRequest, type AnswerTrace, type ClientRequestTrace } from './client-trace.js'
 import { Instruments, type GaugeSource } from './instruments.js'
-import { LivePost, NO_POST, type Era, type PostTrace } from './post-trace.js'
+import { LivePost, NO_POST, type Era, type KnownNames, type PostTrace } from './post-trace.js'
+
+export type { KnownNames } from './post-trace.js'
 
 const SCOPE = 'fastify-mcp-http'
 
@@ -43,12 +45,6 @@ export function resolveTelemetry (option: unknown, fail: (name: string, why: str
   return { enabled: true, tracerProvider: o.tracerProvider, meterProvider: o.meterProvider }
 }
 
-/** What the server knows, so that names from clients never become span names or metric attributes unbounded. */
-export interface KnownNames {
-  method (name: string): boolean
-  tool (name: string): boolean
-  prompt (name: string): boolean
-}
 
 /** @internal See the module doc. */
 export class Telemetry {
