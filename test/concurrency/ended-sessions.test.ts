@@ -136,6 +136,7 @@ t.test('Redis: streams still writing after DELETE, and a handler waiting for an 
   t.pass('the GET stream, the running call and the waiting handler on b all ended')
   const last = counting.messages.at(-1)
   t.ok(last?.id === countId && last?.error !== undefined, 'the running call ended with an error, not a result')
+  t.equal(counting.events.filter(e => e.json !== undefined).at(-1)?.id, undefined, 'that answer came without an event id: the log refused it')
   t.same(await keysOf(session.sid), [], 'no key of the session was created again')
   await assertNothingHeld(t, [a.app, b.app])
 })
