@@ -14,8 +14,10 @@ import { resolveToolLimits } from './limits/policy.js'
 import type { SessionLock } from './locks/session-lock.js'
 import type { ResolvedBackends } from './options.js'
 import { createRedisClient } from './redis/client.js'
+import { sessionKey } from './redis/keys.js'
 import type { RedisClientLike } from './redis/scripts.js'
 import { MemorySessionStore } from './sessions/memory-store.js'
+import { RedisSessionStore } from './sessions/redis-store.js'
 import type { SessionStore } from './sessions/session-store.js'
 
 /** How long `close()` waits for the stores and the bus, and for the Redis client's QUIT (ms). */
@@ -50,8 +52,12 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
   const prefix = b.redisPrefix
   const store = b.store ?? new MemorySessionStore()
   const bus = b.bus ?? (redis !== undefined ? new RedisBus({ redis, prefix, log }) : new MemoryBus())
+  // With the sessions in Redis under the same prefix, a write to the log checks the session's hash
+  // (same hash tag, same slot): an ended session's streams are never created again, and no mark of
+  // the end is kept. (The store and `redis` must then be the same Redis, as for the bus.)
+  const sessionKeys = store instanceof RedisSessionStore && store.prefix === prefix ? (sid: string) => sessionKey(prefix, sid) : undefined
   const eventLog = b.eventLog ??
-    (redis !== undefined ? new RedisEventLog({ redis, prefix, ...b.eventLogOptions }) : new MemoryEventLog(b.eventLogOptions))
+    (redis !== undefined ? new RedisEventLog({ redis, prefix, sessionKey: sessionKeys, ...b.eventLogOptions }) : new MemoryEventLog(b.eventLogOptions))
   // Limits on Redis share the plugin's client (keys under `<redisPrefix>rl:`), so every instance
   // counts the same calls; without Redis, in this process's memory. A `limits.backend` of the
   // app's own is never closed here. Built without the option too: a tool definition's own

@@ -4,6 +4,10 @@
  * that stream only. Streams belong to one session: a replay for another session finds nothing.
  * Opening a stream logs a start marker, whose id is the stream's priming event id, so that a
  * forged id for a stream that never existed replays nothing.
+ *
+ * A session that ended (DELETE, expiry, gc) leaves nothing behind: `dropSession` removes its
+ * streams, and a writer still running after that (a handler that had not heard of the end yet, a
+ * GET stream ending on another instance) is refused, so it cannot create them again.
  */
 import { randomBytes } from 'node:crypto'
 
@@ -15,7 +19,10 @@ export interface Replay { streamId: string, events: LoggedEvent[], finished: boo
 export interface EventLogOptions {
   /** Events kept per stream (oldest dropped first). Default 1,000. */
   maxEvents?: number
-  /** Milliseconds a stream's events are kept after its last event. Default 300,000 (5 min). */
+  /**
+   * Milliseconds a stream's events are kept after its last event. Default 300,000 (5 min). Also
+   * how long writes of an ended session are refused where the log keeps a mark of the end.
+   */
   ttl?: number
   /** Streams kept in all, memory log only (oldest dropped first). Default 10,000. */
   maxStreams?: number
@@ -23,15 +30,25 @@ export interface EventLogOptions {
 
 /** The event log contract (memory: `MemoryEventLog`; many instances: `RedisEventLog`). */
 export interface EventLog {
-  /** Starts a stream of a session; resolves the priming event id. */
-  open (sessionId: string, streamId: string): Promise<string>
-  /** Appends an event (a serialized JSON-RPC message); resolves its event id. */
-  append (sessionId: string, streamId: string, data: string): Promise<string>
-  /** Marks a stream ended (its response was sent). */
+  /**
+   * Starts a stream of a session; resolves the priming event id, or `null` when the session ended
+   * (nothing was logged).
+   */
+  open (sessionId: string, streamId: string): Promise<string | null>
+  /**
+   * Appends an event (a serialized JSON-RPC message); resolves its event id, or `null` when the
+   * session ended (nothing was logged: the stream is not created again).
+   */
+  append (sessionId: string, streamId: string, data: string): Promise<string | null>
+  /** Marks a stream ended (its response was sent). Creates nothing once the session ended. */
   finish (sessionId: string, streamId: string): Promise<void>
   /** The events after `lastEventId` in its stream, when that stream belongs to `sessionId`; else `null`. */
   replay (sessionId: string, lastEventId: string): Promise<Replay | null>
-  /** Forgets the streams of a session (the session ended). */
+  /**
+   * The session ended: removes its streams, and from then on refuses its writes (`open`, `append`,
+   * `finish` log nothing), so that a writer that had not heard of the end cannot bring them back.
+   * Session ids are never reused.
+   */
   dropSession (sessionId: string): Promise<void>
 }
 
@@ -48,9 +65,15 @@ export function parseEventId (id: string): { streamId: string, seq: number } | n
 
 interface StreamEntry { sessionId: string, seq: number, events: Array<LoggedEvent & { seq: number }>, finished: boolean, touched: number }
 
-/** In-process event log, bounded by events per stream, number of streams, and age. */
+/**
+ * In-process event log, bounded by events per stream, number of streams, and age. An ended
+ * session's writes are refused for `ttl` ms after `dropSession` (a mark per ended session, at most
+ * `maxStreams` of them, oldest forgotten first).
+ */
 export class MemoryEventLog implements EventLog {
   #streams = new Map<string, StreamEntry>()
+  /** Ended sessions → until when their writes are refused (`Date.now()` ms), oldest first. */
+  readonly #ended = new Map<string, number>()
   #maxEvents: number
   #maxStreams: number
   #ttl: number
@@ -61,13 +84,15 @@ export class MemoryEventLog implements EventLog {
     this.#ttl = options.ttl ?? 300_000
   }
 
-  async open (sessionId: string, streamId: string): Promise<string> {
+  async open (sessionId: string, streamId: string): Promise<string | null> {
+    if (this.#isEnded(sessionId)) return null
     this.#evict()
     this.#streams.set(streamId, { sessionId, seq: 1, events: [], finished: false, touched: Date.now() })
     return `${streamId}_1`
   }
 
-  async append (sessionId: string, streamId: string, data: string): Promise<string> {
+  async append (sessionId: string, streamId: string, data: string): Promise<string | null> {
+    if (this.#isEnded(sessionId)) return null
     let s = this.#streams.get(streamId)
     if (s === undefined || s.sessionId !== sessionId) {
       await this.open(sessionId, streamId)
@@ -107,10 +132,29 @@ export class MemoryEventLog implements EventLog {
 
   async dropSession (sessionId: string): Promise<void> {
     for (const [id, s] of this.#streams) if (s.sessionId === sessionId) this.#streams.delete(id)
+    this.#ended.delete(sessionId)
+    this.#ended.set(sessionId, Date.now() + this.#ttl)
+    // Bounded: the oldest marks go first (and any that ran out on the way).
+    const now = Date.now()
+    for (const [sid, until] of this.#ended) {
+      if (this.#ended.size <= this.#maxStreams && until >= now) break
+      this.#ended.delete(sid)
+    }
   }
 
   /** Number of streams kept (tests). */
   get size (): number { return this.#streams.size }
+
+  /** Ended sessions whose writes are still refused (bounded by `maxStreams`; tests). */
+  get endedMarks (): number { return this.#ended.size }
+
+  #isEnded (sessionId: string): boolean {
+    const until = this.#ended.get(sessionId)
+    if (until === undefined) return false
+    if (until >= Date.now()) return true
+    this.#ended.delete(sessionId)
+    return false
+  }
 
   #evict (): void {
     const now = Date.now()

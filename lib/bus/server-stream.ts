@@ -72,7 +72,8 @@ export class ServerStream {
   prime (): void {
     this.#enqueue(async () => {
       const id = await this.#o.log.open(this.sessionId, this.id)
-      this.#write(id, '')
+      // null: the session ended meanwhile; there is nothing to resume, so no priming event.
+      if (id !== null) this.#write(id, '')
     })
   }
 

@@ -32,6 +32,7 @@ import { Telemetry, type Era, type KnownNames } from '../telemetry/index.js'
 import { HandleCalls } from './handle-calls.js'
 import type { Exchange } from './exchange.js'
 import { LegacyWire } from './legacy.js'
+import { endExpired, watchExpiry } from './ended-sessions.js'
 import { deleteSession, openGetStream, type StreamDeps } from './legacy-streams.js'
 import { isModernPost } from './modern-headers.js'
 import { ModernWire } from './modern.js'
@@ -84,6 +85,7 @@ export class McpEngine {
   readonly #bus: Bus
   readonly #subscription: Promise<() => Promise<void>>
   readonly #telemetry: Telemetry
+  readonly #stopExpiry: (() => void) | null
 
   constructor (d: EngineDeps) {
     const { opts, registry, logger } = d
@@ -101,7 +103,12 @@ export class McpEngine {
     this.handles = new StateHandles(sessions, registry.handleKinds)
     const capabilities = serverCapabilities(registry)
     const gc = new GcPolicy({ gcProbability: opts.gcProbability, gcDivisor: opts.gcDivisor })
-    const maybeGc = (log: FastifyBaseLogger): void => { gc.maybeRun(d.store, log) }
+    // An ended session leaves nothing behind, however it ended: a store that reports what it removed
+    // on its own is listened to; for one that does not, what the plugin's gc runs remove.
+    const ends = { eventLog: d.eventLog, hub: this.hub }
+    this.#stopExpiry = watchExpiry(d.store, ends, logger)
+    const onRemoved = this.#stopExpiry === null ? (ids: string[]) => { endExpired(ends, ids, logger) } : undefined
+    const maybeGc = (log: FastifyBaseLogger): void => { gc.maybeRun(d.store, log, onRemoved) }
     // New sessions and new handles both may trigger the store's GC (a stateless wire mints only handles).
     const handles = new HandleCalls(this.handles, { anonymous: opts.authenticate === undefined, minted: () => { maybeGc(logger) } })
     this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, telemetry: this.#telemetry })
@@ -201,6 +208,7 @@ export class McpEngine {
 
   /** Server shutdown: streams end (with `retry` or their final result), waiting handlers are rejected. */
   async close (retryMs: number): Promise<void> {
+    this.#stopExpiry?.()
     this.#telemetry.close()
     this.#modern.close()
     await this.hub.close(retryMs)

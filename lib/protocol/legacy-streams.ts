@@ -11,6 +11,7 @@ import type { ResolvedOptions } from '../options.js'
 import { K } from '../sessions/session-handle.js'
 import type { StateBackend } from '../state/state-scope.js'
 import type { Exchange } from './exchange.js'
+import { endSession } from './ended-sessions.js'
 import { busDown, checkVersionHeader, openSession, refuse, sessionIdOf, unavailable } from './legacy-session.js'
 import { supportsSsePolling } from './versions.js'
 
@@ -112,7 +113,6 @@ export async function deleteSession (d: StreamDeps, exchange: Exchange, principa
     throw unavailable(err, request.log, sid)
   }
   if (typeof created === 'number') d.ended?.(Math.max(0, Date.now() - created) / 1000, scope.handle.getProtocol<string>(K.version))
-  await d.eventLog.dropSession(sid).catch((err: unknown) => request.log.warn({ err, sessionId: sid }, 'event log cleanup failed'))
-  await d.hub.topics.publish(sid, { t: 'ended', sid })
+  await endSession(d, sid, request.log)
   exchange.empty(200)
 }

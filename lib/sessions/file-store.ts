@@ -20,6 +20,7 @@ import { tryLockExistingFile } from '../locks/file-lock.js'
 import { KeyedFifo } from '../locks/keyed-fifo.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
 import { isFileSafeKey } from '../locks/file-safe-id.js'
+import { ExpiryListeners, type ExpiryListener } from './expiry-listeners.js'
 import {
   SessionDataError, encodeSessionValue,
   type CreateOptions, type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
@@ -60,6 +61,7 @@ export class FileSessionStore implements SessionStore {
   readonly #log: FileSessionStoreOptions['log']
   /** Serializes this process's read-modify-write of a session (FIFO, nothing kept when idle). */
   readonly #writes = new KeyedFifo()
+  readonly #expiry = new ExpiryListeners()
 
   /**
    * Creates the directory and checks it is writable (synchronously: construction only).
@@ -172,6 +174,8 @@ export class FileSessionStore implements SessionStore {
       const temp = TEMP_FILE.exec(name)
       if (temp !== null) await this.#removeIfOld(join(this.dir, name))
     }
+    // Told before the lock files are looked at: a failure there must not hide what was removed.
+    this.#expiry.report(removed)
     let lockNames: string[]
     try {
       lockNames = this.lockDir === this.dir ? names : await readdir(this.lockDir)
@@ -185,6 +189,10 @@ export class FileSessionStore implements SessionStore {
       await this.#collectOrphanLock(id)
     }
     return removed
+  }
+
+  onExpired (listener: ExpiryListener): () => void {
+    return this.#expiry.add(listener)
   }
 
   /** Path of a session file, or undefined for an id that must not touch a path. */

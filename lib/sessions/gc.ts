@@ -60,15 +60,17 @@ export class GcPolicy {
   /**
    * Maybe starts `store.gc()` in the background. Never throws and never rejects: a failing gc is
    * logged as a warning. Returns the background run (for tests and graceful shutdown), or
-   * `undefined` when the draw said no or a run on this store is still in flight.
+   * `undefined` when the draw said no or a run on this store is still in flight. `onRemoved` is
+   * told the ids the run removed (what else belongs to them goes too).
    */
-  maybeRun (store: SessionStore, log?: GcLogger): Promise<void> | undefined {
+  maybeRun (store: SessionStore, log?: GcLogger, onRemoved?: (ids: string[]) => void): Promise<void> | undefined {
     if (!this.shouldRun() || this.#running.has(store)) return undefined
     this.#running.add(store)
     return (async () => {
       try {
         const removed = await store.gc()
         if (removed.length > 0) log?.debug?.({ removed: removed.length }, 'expired sessions collected')
+        if (removed.length > 0) onRemoved?.(removed)
       } catch (err) {
         // Nobody awaits this run: even a throwing logger must not become an unhandled rejection.
         try { log?.warn({ err }, 'session gc failed') } catch {}

@@ -12,6 +12,7 @@
  * the sessions that expire first are at the front: expiry is checked lazily on access, and one
  * unref()ed sweep timer, and gc(), only walk the expired heads. Every operation is O(1).
  */
+import { ExpiryListeners, type ExpiryListener } from './expiry-listeners.js'
 import {
   encodeSessionValue,
   type CreateOptions, type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
@@ -59,6 +60,7 @@ export class MemorySessionStore implements SessionStore {
   /** Records with a TTL of their own: while there are any, a sweep walks every record. */
   #ownTtls = 0
   #sweeper: NodeJS.Timeout | undefined
+  readonly #expiry = new ExpiryListeners()
 
   /** @throws {RangeError} for a non-positive `ttl` or `max`, or a negative `sweepInterval`. */
   constructor (options: MemorySessionStoreOptions = {}) {
@@ -88,7 +90,9 @@ export class MemorySessionStore implements SessionStore {
       // The first key of a map is its oldest: the oldest never-used session, else the least
       // recently used one.
       const victims = this.#fresh.size > 0 ? this.#fresh : this.#used
-      this.#drop(victims, victims.keys().next().value as string)
+      const victim = victims.keys().next().value as string
+      this.#drop(victims, victim)
+      this.#expiry.report([victim])
     }
     const session: StoredSession = { fields, snapshot: null, version: 0, touched: performance.now() }
     if (ttl !== undefined && ttl !== this.ttl) { session.ttl = ttl; this.#ownTtls++ }
@@ -131,6 +135,10 @@ export class MemorySessionStore implements SessionStore {
     return this.#sweep()
   }
 
+  onExpired (listener: ExpiryListener): () => void {
+    return this.#expiry.add(listener)
+  }
+
   /** Stops the sweep timer. The sessions stay readable. */
   async close (): Promise<void> {
     clearInterval(this.#sweeper)
@@ -148,6 +156,7 @@ export class MemorySessionStore implements SessionStore {
     }
     if (this.#expired(session, performance.now())) {
       this.#drop(map, id)
+      this.#expiry.report([id])
       return undefined
     }
     return session
@@ -193,6 +202,7 @@ export class MemorySessionStore implements SessionStore {
         removed.push(id)
       }
     }
+    this.#expiry.report(removed)
     return removed
   }
 }

@@ -90,6 +90,14 @@ export interface SessionStore {
    * (Redis) this does nothing and returns `[]`. Safe to call from an out-of-band job.
    */
   gc (): Promise<string[]>
+  /**
+   * Optional: tells `listener` the ids of sessions the store removed on its own (expired and found
+   * on access, swept, evicted, collected by `gc()` whoever calls it), so that the plugin removes
+   * what else belongs to them. Returns a function that stops it. A store without it (and whose
+   * backend does not expire keys itself) is cleaned after only for the sessions the plugin's own
+   * `gcProbability` runs of `gc()` report.
+   */
+  onExpired? (listener: (ids: string[]) => void): () => void
   /** Releases resources the store created (timers, connections it opened). */
   close? (): Promise<void>
 }

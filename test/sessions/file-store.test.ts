@@ -205,3 +205,25 @@ t.test('gc rejects when the directory is gone (the caller logs it)', async t => 
   await rm(dir, { recursive: true })
   await t.rejects(store.gc(), { code: 'ENOENT' })
 })
+
+t.test('onExpired: gc tells the listeners what it removed (however gc was called), until they stop', async t => {
+  const dir = await tempDir(t)
+  const store = new FileSessionStore({ dir, ttl: 5000 })
+  const [expired, live] = [generateSessionId(), generateSessionId()]
+  for (const id of [expired, live]) await store.create(id, {})
+  await age(join(dir, `${expired}.json`), 6000)
+  const told: string[][] = []
+  const stop = store.onExpired((ids) => { told.push(ids) })
+  store.onExpired(() => { throw new Error('a listener that throws') })
+  t.same(await store.gc(), [expired], 'gc still returns what it removed')
+  t.same(told, [[expired]], 'the listener was told, despite the one that throws')
+  await store.destroy(live)
+  t.same(await store.gc(), [])
+  t.same(told, [[expired]], 'destroy() and an empty gc tell nothing')
+  stop()
+  const later = generateSessionId()
+  await store.create(later, {})
+  await age(join(dir, `${later}.json`), 6000)
+  t.same(await store.gc(), [later])
+  t.same(told, [[expired]], 'a listener that stopped is not told')
+})

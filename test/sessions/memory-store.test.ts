@@ -194,3 +194,30 @@ t.test('an idle session of five small keys costs at most 2 KiB', async t => {
   t.ok(perSession <= 2048, `${Math.round(perSession)} B <= 2048 B`)
   t.equal(store.size, count)
 })
+
+t.test('onExpired: every removal the store makes on its own is told (found on access, swept, evicted), destroy() is not', async t => {
+  const store = new MemorySessionStore({ ttl: 40, max: 2, sweepInterval: 0 })
+  t.teardown(() => store.close())
+  const told: string[] = []
+  const stop = store.onExpired((ids) => { told.push(...ids) })
+  const [a, b, c, d] = Array.from({ length: 4 }, () => generateSessionId()) as [string, string, string, string]
+  await store.create(a, {})
+  await store.create(b, {})
+  await store.create(c, {}) // full: a, the oldest never used, is evicted
+  t.same(told, [a], 'evicted')
+  await store.destroy(c)
+  t.same(told, [a], 'destroy() is not told')
+  await sleep(60) // the ttl is under test: time must pass
+  t.equal(await store.load(b), null)
+  t.same(told, [a, b], 'expired, found on access')
+  await store.create(d, {})
+  await sleep(60)
+  t.same(await store.gc(), [d])
+  t.same(told, [a, b, d], 'expired, collected by gc()')
+  stop()
+  const e = generateSessionId()
+  await store.create(e, {})
+  await sleep(60)
+  await store.gc()
+  t.same(told, [a, b, d], 'a listener that stopped is not told')
+})
