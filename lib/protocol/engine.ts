@@ -159,7 +159,7 @@ export class McpEngine {
   /** The telemetry of a POST: the session and version its headers name (checked: they become attributes). */
   #trace (exchange: Exchange, body: ParsedBody & { ok: true }, era: Era): ReturnType<Telemetry['post']> {
     const h = exchange.request.headers
-    const sid = era === '2025' && typeof h['mcp-session-id'] === 'string' && isValidSessionId(h['mcp-session-id']) ? h['mcp-session-id'] : null
+    const sid = era === '2025' ? sessionHeader(exchange) : null
     let version = h['mcp-protocol-version']
     if (typeof version !== 'string' || version.length > MAX_VERSION) {
       const first = body.messages[0]
@@ -171,12 +171,12 @@ export class McpEngine {
 
   /** GET of a handshake-era session's stream. */
   async get (exchange: Exchange, principal: McpPrincipal | null): Promise<void> {
-    await openGetStream(this.#streams, exchange, principal)
+    await this.#telemetry.stream('GET', sessionHeader(exchange), exchange.request.headers['mcp-protocol-version'], async () => { await openGetStream(this.#streams, exchange, principal) })
   }
 
   /** DELETE of a handshake-era session. */
   async delete (exchange: Exchange, principal: McpPrincipal | null): Promise<void> {
-    await deleteSession(this.#streams, exchange, principal)
+    await this.#telemetry.stream('DELETE', sessionHeader(exchange), exchange.request.headers['mcp-protocol-version'], async () => { await deleteSession(this.#streams, exchange, principal) })
   }
 
   /** A notification for one session's GET stream, on whatever instance holds it. */
@@ -237,4 +237,10 @@ function notification (method: string, params?: Record<string, unknown>): Record
   const msg: Record<string, unknown> = { jsonrpc: '2.0', method }
   if (params !== undefined) msg.params = params
   return msg
+}
+
+/** The request's `Mcp-Session-Id` when well-formed (it becomes a span attribute), else null. */
+function sessionHeader (exchange: Exchange): string | null {
+  const sid = exchange.request.headers['mcp-session-id']
+  return typeof sid === 'string' && isValidSessionId(sid) ? sid : null
 }

@@ -153,6 +153,8 @@ export class LivePost implements PostTrace {
     if (name !== undefined && method === 'prompts/get') a[SEMCONV.prompt] = cut(name)
     const uri = msg.params?.uri
     if (typeof uri === 'string' && method.startsWith('resources/')) a[SEMCONV.resourceUri] = uri.length <= 2048 ? uri : uri.slice(0, 2048)
+    const responses = msg.params?.inputResponses
+    if (this.#era === '2026-07-28' && typeof responses === 'object' && responses !== null) a[OWN.inputResponses] = Object.keys(responses).length
     return a
   }
 
@@ -182,7 +184,40 @@ export class LivePost implements PostTrace {
 
   answered (msg: object, body: unknown, status: number): void {
     const op = this.#find(msg)
-    if (op !== undefined) op.outcome = outcomeOfResponse(body, status)
+    if (op === undefined) return
+    op.outcome = outcomeOfResponse(body, status)
+    if (op.span !== null) this.#inputRound(op.span, op.ctx, body)
+  }
+
+  /**
+   * An `input_required` result (2026-07-28): a CLIENT span per input request, under the request's
+   * span, started and ended now (the answers come with a later round, to any instance), and
+   * their number on the request's span. Methods are the server's own (elicitation, sampling,
+   * roots), so they are bounded span names.
+   */
+  #inputRound (span: Span, ctx: Context | null, body: unknown): void {
+    const result = (body as { result?: { resultType?: unknown, inputRequests?: unknown } } | null)?.result
+    if (result?.resultType !== 'input_required') return
+    const requests = result.inputRequests
+    if (typeof requests !== 'object' || requests === null) return
+    let n = 0
+    for (const [key, request] of Object.entries(requests as Record<string, { method?: unknown } | null>)) {
+      n++
+      const method = typeof request?.method === 'string' ? cut(request.method) : '_OTHER'
+      const child = this.#t.tracer.startSpan(method, { kind: SpanKind.CLIENT }, ctx ?? undefined)
+      if (!child.isRecording()) continue
+      const a: Attributes = {
+        [SEMCONV.method]: method,
+        [SEMCONV.transport]: 'tcp',
+        [SEMCONV.protocolName]: 'http',
+        [OWN.era]: this.#era,
+        [OWN.inputKey]: cut(key)
+      }
+      if (this.#version !== undefined) a[SEMCONV.protocolVersion] = this.#version
+      child.setAttributes(a)
+      child.end()
+    }
+    span.setAttribute(OWN.inputRequests, n)
   }
 
   failed (err: unknown, all = false): void {

@@ -5,9 +5,11 @@
  * plugin through its `telemetry` option: nothing global but the context manager is touched.
  */
 import { context } from '@opentelemetry/api'
+import { Type } from '@sinclair/typebox'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { AggregationTemporality, MeterProvider, MetricReader, type DataPoint, type Histogram, type MetricData } from '@opentelemetry/sdk-metrics'
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base'
+import type { McpDecorator } from '../../lib/index.js'
 
 let contextManager: AsyncLocalStorageContextManager | null = null
 
@@ -68,3 +70,28 @@ export function otel (t: { teardown (fn: () => unknown): void }): Otel {
 
 /** The attributes of a span, as a plain object (for `t.match`). */
 export const attrs = (span: ReadableSpan): Record<string, unknown> => ({ ...span.attributes })
+
+/** A tool that holds what it runs under (the session's lock, a handle's) until the test lets it go. */
+export interface Holder {
+  /** Resolves once the tool's handler runs (it holds the lock from then on). */
+  running: Promise<void>
+  /** Lets the handler answer `done`. */
+  release (): void
+  /** Registers the tool (`name`, default `hold`, no input) on the plugin. */
+  register (m: McpDecorator, name?: string): void
+}
+
+/** A {@link Holder} whose handler runs once (a second call would not wait). */
+export function holdingTool (): Holder {
+  let release!: () => void
+  const held = new Promise<void>(resolve => { release = resolve })
+  let started!: () => void
+  const running = new Promise<void>(resolve => { started = resolve })
+  return {
+    running,
+    release,
+    register (m, name = 'hold') {
+      m.tool({ name, description: 'Holds the session', input: Type.Object({}) }, async () => { started(); await held; return 'done' })
+    }
+  }
+}

@@ -9,7 +9,7 @@ import t from 'tap'
 import { MemorySessionLock, type McpDecorator } from '../../lib/index.js'
 import type { Histogram } from '@opentelemetry/sdk-metrics'
 import { SseReader } from '../helpers/sse.js'
-import { otel } from '../helpers/otel.js'
+import { holdingTool, otel } from '../helpers/otel.js'
 import { until } from '../helpers/time.js'
 import { build, call, initialize, listen, request } from '../plugin/helper.js'
 
@@ -54,20 +54,17 @@ t.test('lock wait histogram, and the gauges (lock waiters, GET streams, sessions
   const o = otel(t)
   const lock = new MemorySessionLock({ timeout: 5000 })
   t.teardown(() => lock.close())
-  let release!: () => void
-  const held = new Promise<void>(resolve => { release = resolve })
-  let started!: () => void
-  const running = new Promise<void>(resolve => { started = resolve })
+  const hold = holdingTool()
   const app = await build(t, { sessions: { lock }, telemetry: { tracerProvider: o.tracerProvider, meterProvider: o.meterProvider } }, (m) => {
     tools(m)
-    m.tool({ name: 'hold', description: 'Holds the session', input: Type.Object({}) }, async () => { started(); await held; return 'done' })
+    hold.register(m)
   })
   const live = await listen(t, app)
   const s = await live.initialize()
   const stream = live.track(new SseReader(await live.get(s)))
   await until(() => app.mcp.status().getStreams === 1, { what: 'the GET stream' })
   const first = request(app, s, 'tools/call', { name: 'hold', arguments: {} })
-  await running
+  await hold.running
   const second = request(app, s, 'tools/call', { name: 'echo', arguments: { text: 'x' } })
   await until(() => app.mcp.status().lockWaiters === 1, { what: 'the second request to queue' })
   const gauge = async (name: string, kind?: string): Promise<number | undefined> =>
@@ -77,7 +74,7 @@ t.test('lock wait histogram, and the gauges (lock waiters, GET streams, sessions
   t.equal(await gauge('fastify_mcp.streams.open', 'listen'), 0)
   t.equal(await gauge('fastify_mcp.sessions.held'), app.mcp.status().sessionsHeld)
   t.equal(await gauge('fastify_mcp.event_log.streams'), 1, 'the in-process event log keeps the GET stream')
-  release()
+  hold.release()
   t.equal((await first).statusCode, 200)
   t.equal((await second).statusCode, 200)
   t.equal(app.mcp.status().lockWaiters, 0)

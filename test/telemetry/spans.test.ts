@@ -9,7 +9,7 @@ import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type TracerProv
 import { Type } from '@sinclair/typebox'
 import t from 'tap'
 import { MemorySessionLock, type McpDecorator } from '../../lib/index.js'
-import { attrs, otel } from '../helpers/otel.js'
+import { attrs, holdingTool, otel } from '../helpers/otel.js'
 import { sleep } from '../helpers/time.js'
 import { modernHeaders, rpc } from '../helpers/wire.js'
 import { build, call, initialize, post, request } from '../plugin/helper.js'
@@ -107,20 +107,17 @@ t.test('a 503 (lock wait timed out) and a 429 (tool rate limit) carry the reason
   const o = otel(t)
   const lock = new MemorySessionLock({ timeout: 30 })
   t.teardown(() => lock.close())
-  let release!: () => void
-  const held = new Promise<void>(resolve => { release = resolve })
-  let started!: () => void
-  const running = new Promise<void>(resolve => { started = resolve })
+  const hold = holdingTool()
   const app = await build(t, { sessions: { lock }, telemetry: { tracerProvider: o.tracerProvider, meterProvider: o.meterProvider } }, (m) => {
     tools(m)
-    m.tool({ name: 'hold', description: 'Holds the session', input: Type.Object({}) }, async () => { started(); await held; return 'done' })
+    hold.register(m)
   })
   const s = await initialize(app)
   const first = request(app, s, 'tools/call', { name: 'hold', arguments: {} })
-  await running
+  await hold.running
   const busy = await request(app, s, 'tools/call', { name: 'echo', arguments: { text: 'x' } }, { id: 'busy' })
   t.equal(busy.statusCode, 503)
-  release()
+  hold.release()
   t.equal((await first).statusCode, 200)
   const refused = o.named('tools/call echo').find(sp => sp.attributes['jsonrpc.request.id'] === 'busy')
   t.ok(refused)
