@@ -4,7 +4,7 @@
  * registers, and what carries a request's span into its handler). Hand the providers to the
  * plugin through its `telemetry` option: nothing global but the context manager is touched.
  */
-import { context } from '@opentelemetry/api'
+import { context, metrics, trace } from '@opentelemetry/api'
 import { Type } from '@sinclair/typebox'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { AggregationTemporality, MeterProvider, MetricReader, type DataPoint, type Histogram, type MetricData } from '@opentelemetry/sdk-metrics'
@@ -94,4 +94,15 @@ export function holdingTool (): Holder {
       m.tool({ name, description: 'Holds the session', input: Type.Object({}) }, async () => { started(); await held; return 'done' })
     }
   }
+}
+
+/**
+ * Registers `o`'s providers as the global ones for the test (what an app's SDK does), so that a
+ * plugin built without the `telemetry` option's providers, or with `telemetry: false`, would
+ * reach them: the way to show that `false` emits nothing.
+ */
+export function useGlobally (t: { teardown (fn: () => unknown): void }, o: Otel): void {
+  trace.setGlobalTracerProvider(o.tracerProvider)
+  metrics.setGlobalMeterProvider(o.meterProvider)
+  t.teardown(() => { trace.disable(); metrics.disable() })
 }

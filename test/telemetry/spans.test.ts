@@ -9,7 +9,7 @@ import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type TracerProv
 import { Type } from '@sinclair/typebox'
 import t from 'tap'
 import { MemorySessionLock, type McpDecorator } from '../../lib/index.js'
-import { attrs, holdingTool, otel } from '../helpers/otel.js'
+import { attrs, holdingTool, otel, useGlobally } from '../helpers/otel.js'
 import { sleep } from '../helpers/time.js'
 import { modernHeaders, rpc } from '../helpers/wire.js'
 import { build, call, initialize, post, request } from '../plugin/helper.js'
@@ -200,6 +200,7 @@ t.test('batches: one span per request, each handler in its own', async t => {
 
 t.test('telemetry: false emits nothing', async t => {
   const o = otel(t)
+  useGlobally(t, o)
   const app = await build(t, { telemetry: false }, tools)
   const s = await initialize(app)
   await call(app, s, 'tools/call', { name: 'echo', arguments: { text: 'hi' } })

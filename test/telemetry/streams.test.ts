@@ -9,7 +9,7 @@ import { SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import { Type } from '@sinclair/typebox'
 import t from 'tap'
 import type { McpDecorator } from '../../lib/index.js'
-import { attrs, otel } from '../helpers/otel.js'
+import { attrs, otel, useGlobally } from '../helpers/otel.js'
 import { SseReader } from '../helpers/sse.js'
 import { until } from '../helpers/time.js'
 import { finalOf, modernHeaders, newId, rpc } from '../helpers/wire.js'
@@ -75,8 +75,13 @@ t.test('DELETE: a SERVER span with the session\'s attributes; a DELETE of an unk
 
 t.test('telemetry: false: a GET and a DELETE make no span', async t => {
   const o = otel(t)
+  useGlobally(t, o)
   const app = await build(t, { telemetry: false }, tools)
   const s = await initialize(app)
+  const live = await listen(t, app)
+  const stream = live.track(new SseReader(await live.get(s)))
+  await until(() => app.mcp.status().getStreams === 1, { what: 'the GET stream' })
+  await stream.cancel()
   t.equal((await app.inject({ method: 'DELETE', url: '/mcp', headers: { 'mcp-session-id': s.sid, 'mcp-protocol-version': s.version } })).statusCode, 200)
   t.same(o.spans(), [])
 })
