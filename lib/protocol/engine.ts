@@ -67,7 +67,11 @@ export interface EngineStatus {
   getStreams: number
   /** 2026-07-28 listen streams open on this instance. */
   listenStreams: number
-  /** Requests of this instance queued for a session's lock (the handshake era with a `sessions.lock`). */
+  /**
+   * Requests of this instance queued for a lock: a session's (the handshake era with a
+   * `sessions.lock`) or a state handle's (a tool on a handle, both eras). Tasks take their lease
+   * without waiting, so they never queue.
+   */
   lockWaiters: number
   /** Requests to clients (elicitation, sampling, roots) whose answer a handler of this instance waits for. */
   pendingClientRequests: number
@@ -84,6 +88,7 @@ export class McpEngine {
   readonly #bus: Bus
   readonly #subscription: Promise<() => Promise<void>>
   readonly #telemetry: Telemetry
+  readonly #handleCalls: HandleCalls
 
   constructor (d: EngineDeps) {
     const { opts, registry, logger } = d
@@ -103,7 +108,8 @@ export class McpEngine {
     const gc = new GcPolicy({ gcProbability: opts.gcProbability, gcDivisor: opts.gcDivisor })
     const maybeGc = (log: FastifyBaseLogger): void => { gc.maybeRun(d.store, log) }
     // New sessions and new handles both may trigger the store's GC (a stateless wire mints only handles).
-    const handles = new HandleCalls(this.handles, { anonymous: opts.authenticate === undefined, minted: () => { maybeGc(logger) } })
+    this.#handleCalls = new HandleCalls(this.handles, { anonymous: opts.authenticate === undefined, minted: () => { maybeGc(logger) } })
+    const handles = this.#handleCalls
     this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, telemetry: this.#telemetry })
     this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
@@ -133,6 +139,7 @@ export class McpEngine {
     const eventLog = d.eventLog as EventLog & { size?: unknown }
     this.#telemetry.observe(() => {
       const s: GaugeStatus = this.status()
+      s.handleLockWaiters = this.#handleCalls.lockWaiters
       if (typeof eventLog.size === 'number') s.eventLogStreams = eventLog.size
       return s
     })
@@ -194,7 +201,7 @@ export class McpEngine {
       sessionsHeld: this.hub.size,
       getStreams: this.hub.getStreams.size,
       listenStreams: this.#modern.listeners.size,
-      lockWaiters: this.#legacy.lockWaiters,
+      lockWaiters: this.#legacy.lockWaiters + this.#handleCalls.lockWaiters,
       pendingClientRequests: this.hub.answers.size
     }
   }
@@ -231,7 +238,7 @@ export class McpEngine {
 }
 
 /** The status with what only the gauges read. */
-type GaugeStatus = EngineStatus & { eventLogStreams?: number }
+type GaugeStatus = EngineStatus & { eventLogStreams?: number, handleLockWaiters?: number }
 
 function notification (method: string, params?: Record<string, unknown>): Record<string, unknown> {
   const msg: Record<string, unknown> = { jsonrpc: '2.0', method }

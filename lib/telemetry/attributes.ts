@@ -42,6 +42,8 @@ export const OWN = {
   era: 'fastify_mcp.era',
   /** The kind of an open stream (gauge). */
   streamKind: 'fastify_mcp.stream.kind',
+  /** What a lock waiter waits for (gauge): `session` or `handle`. */
+  lockKind: 'fastify_mcp.lock.kind',
   /** 2026-07-28 wire: input requests an `input_required` result asks the client (on the request's span). */
   inputRequests: 'fastify_mcp.input.requests',
   /** 2026-07-28 wire: answers to input requests a request carries in `inputResponses` (a later round). */

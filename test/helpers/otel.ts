@@ -9,7 +9,7 @@ import { Type } from '@sinclair/typebox'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { AggregationTemporality, MeterProvider, MetricReader, type DataPoint, type Histogram, type MetricData } from '@opentelemetry/sdk-metrics'
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base'
-import type { McpDecorator } from '../../lib/index.js'
+import type { McpDecorator, ToolDefinition } from '../../lib/index.js'
 
 let contextManager: AsyncLocalStorageContextManager | null = null
 
@@ -77,8 +77,8 @@ export interface Holder {
   running: Promise<void>
   /** Lets the handler answer `done`. */
   release (): void
-  /** Registers the tool (`name`, default `hold`, no input) on the plugin. */
-  register (m: McpDecorator, name?: string): void
+  /** Registers the tool (`name`, default `hold`, no input unless `more` says otherwise) on the plugin. */
+  register (m: McpDecorator, name?: string, more?: Partial<ToolDefinition<any, any>>): void
 }
 
 /** A {@link Holder} whose handler runs once (a second call would not wait). */
@@ -90,8 +90,8 @@ export function holdingTool (): Holder {
   return {
     running,
     release,
-    register (m, name = 'hold') {
-      m.tool({ name, description: 'Holds the session', input: Type.Object({}) }, async () => { started(); await held; return 'done' })
+    register (m, name = 'hold', more = {}) {
+      m.tool({ name, description: 'Holds the session', input: Type.Object({}), ...more }, async () => { started(); await held; return 'done' })
     }
   }
 }
