@@ -11,7 +11,7 @@ import t from 'tap'
 import { MemorySessionLock, type McpDecorator } from '../../lib/index.js'
 import { attrs, holdingTool, otel, useGlobally } from '../helpers/otel.js'
 import { sleep } from '../helpers/time.js'
-import { modernHeaders, rpc } from '../helpers/wire.js'
+import { ACCEPT, modernHeaders, rpc } from '../helpers/wire.js'
 import { build, call, initialize, post, request } from '../plugin/helper.js'
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736'
@@ -175,6 +175,17 @@ t.test('traceparent in params._meta is the parent; the HTTP request\'s context i
     const sp = o.named('tools/call echo').find(x => x.attributes['jsonrpc.request.id'] === id)
     t.equal(sp?.parentSpanContext?.spanId, http.spanContext().spanId, `${id}: a child of the HTTP span`)
   }
+})
+
+t.test('a request without the version header: the span carries the session\'s version, known once the session is read', async t => {
+  const o = otel(t)
+  const app = await build(t, { telemetry: { tracerProvider: o.tracerProvider, meterProvider: o.meterProvider } }, tools)
+  const s = await initialize(app, { version: '2025-03-26' })
+  const body = { jsonrpc: '2.0', id: 'no-header', method: 'tools/call', params: { name: 'echo', arguments: { text: 'hi' } } }
+  const res = await app.inject({ method: 'POST', url: '/mcp', headers: { accept: ACCEPT, 'content-type': 'application/json', 'mcp-session-id': s.sid }, payload: JSON.stringify(body) })
+  t.equal(res.statusCode, 200, res.body)
+  const span = o.named('tools/call echo').find(sp => sp.attributes['jsonrpc.request.id'] === 'no-header')
+  t.equal(span?.attributes['mcp.protocol.version'], '2025-03-26')
 })
 
 t.test('batches: one span per request, each handler in its own', async t => {
