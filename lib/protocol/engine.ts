@@ -68,7 +68,11 @@ export interface EngineStatus {
   getStreams: number
   /** 2026-07-28 listen streams open on this instance. */
   listenStreams: number
-  /** Requests of this instance queued for a session's lock (the handshake era with a `sessions.lock`). */
+  /**
+   * Requests of this instance queued for a lock: a session's (the handshake era with a
+   * `sessions.lock`) or a state handle's (a tool on a handle, both eras). Tasks take their lease
+   * without waiting, so they never queue.
+   */
   lockWaiters: number
   /** Requests to clients (elicitation, sampling, roots) whose answer a handler of this instance waits for. */
   pendingClientRequests: number
@@ -86,6 +90,7 @@ export class McpEngine {
   readonly #subscription: Promise<() => Promise<void>>
   readonly #telemetry: Telemetry
   readonly #stopExpiry: (() => void) | null
+  readonly #handleCalls: HandleCalls
 
   constructor (d: EngineDeps) {
     const { opts, registry, logger } = d
@@ -110,7 +115,8 @@ export class McpEngine {
     const onRemoved = this.#stopExpiry === null ? (ids: string[]) => { endExpired(ends, ids, logger) } : undefined
     const maybeGc = (log: FastifyBaseLogger): void => { gc.maybeRun(d.store, log, onRemoved) }
     // New sessions and new handles both may trigger the store's GC (a stateless wire mints only handles).
-    const handles = new HandleCalls(this.handles, { anonymous: opts.authenticate === undefined, minted: () => { maybeGc(logger) } })
+    this.#handleCalls = new HandleCalls(this.handles, { anonymous: opts.authenticate === undefined, minted: () => { maybeGc(logger) } })
+    const handles = this.#handleCalls
     this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, telemetry: this.#telemetry })
     this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
@@ -140,6 +146,7 @@ export class McpEngine {
     const eventLog = d.eventLog as EventLog & { size?: unknown }
     this.#telemetry.observe(() => {
       const s: GaugeStatus = this.status()
+      s.handleLockWaiters = this.#handleCalls.lockWaiters
       if (typeof eventLog.size === 'number') s.eventLogStreams = eventLog.size
       return s
     })
@@ -166,7 +173,7 @@ export class McpEngine {
   /** The telemetry of a POST: the session and version its headers name (checked: they become attributes). */
   #trace (exchange: Exchange, body: ParsedBody & { ok: true }, era: Era): ReturnType<Telemetry['post']> {
     const h = exchange.request.headers
-    const sid = era === '2025' && typeof h['mcp-session-id'] === 'string' && isValidSessionId(h['mcp-session-id']) ? h['mcp-session-id'] : null
+    const sid = era === '2025' ? sessionHeader(exchange) : null
     let version = h['mcp-protocol-version']
     if (typeof version !== 'string' || version.length > MAX_VERSION) {
       const first = body.messages[0]
@@ -178,12 +185,12 @@ export class McpEngine {
 
   /** GET of a handshake-era session's stream. */
   async get (exchange: Exchange, principal: McpPrincipal | null): Promise<void> {
-    await openGetStream(this.#streams, exchange, principal)
+    await this.#telemetry.stream('GET', sessionHeader(exchange), exchange.request.headers['mcp-protocol-version'], async () => { await openGetStream(this.#streams, exchange, principal) })
   }
 
   /** DELETE of a handshake-era session. */
   async delete (exchange: Exchange, principal: McpPrincipal | null): Promise<void> {
-    await deleteSession(this.#streams, exchange, principal)
+    await this.#telemetry.stream('DELETE', sessionHeader(exchange), exchange.request.headers['mcp-protocol-version'], async () => { await deleteSession(this.#streams, exchange, principal) })
   }
 
   /** A notification for one session's GET stream, on whatever instance holds it. */
@@ -201,7 +208,7 @@ export class McpEngine {
       sessionsHeld: this.hub.size,
       getStreams: this.hub.getStreams.size,
       listenStreams: this.#modern.listeners.size,
-      lockWaiters: this.#legacy.lockWaiters,
+      lockWaiters: this.#legacy.lockWaiters + this.#handleCalls.lockWaiters,
       pendingClientRequests: this.hub.answers.size
     }
   }
@@ -239,10 +246,16 @@ export class McpEngine {
 }
 
 /** The status with what only the gauges read. */
-type GaugeStatus = EngineStatus & { eventLogStreams?: number }
+type GaugeStatus = EngineStatus & { eventLogStreams?: number, handleLockWaiters?: number }
 
 function notification (method: string, params?: Record<string, unknown>): Record<string, unknown> {
   const msg: Record<string, unknown> = { jsonrpc: '2.0', method }
   if (params !== undefined) msg.params = params
   return msg
+}
+
+/** The request's `Mcp-Session-Id` when well-formed (it becomes a span attribute), else null. */
+function sessionHeader (exchange: Exchange): string | null {
+  const sid = exchange.request.headers['mcp-session-id']
+  return typeof sid === 'string' && isValidSessionId(sid) ? sid : null
 }

@@ -48,6 +48,8 @@ export interface HandleCallsOptions {
 export class HandleCalls implements StateRunner {
   readonly #handles: StateHandles
   readonly #options: HandleCallsOptions
+  /** Calls of this instance queued for a handle's lock (the status and the lock-waiter gauge). */
+  lockWaiters = 0
 
   constructor (handles: StateHandles, options: HandleCallsOptions) {
     this.#handles = handles
@@ -74,12 +76,15 @@ export class HandleCalls implements StateRunner {
     const log = ctx.request.log
     if (ctx.handleScope !== null) throw handleRefusal.nested()
     let scope: StateScope | null
+    this.lockWaiters++
     try {
       scope = await this.#handles.open(kind, id, ctx.principal, { lock: true, owner: ctx.request, signal: ctx.signal })
     } catch (err) {
       // Given up while queued: the wire answers for the request (cancelled, or its session ended).
       if (ctx.signal.aborted) throw ctx.signal.reason
       throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind })
+    } finally {
+      this.lockWaiters--
     }
     if (scope === null) return null
     ctx.useHandle(scope)

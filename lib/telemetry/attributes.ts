@@ -41,7 +41,15 @@ export const OWN = {
   /** Which wire: `2025` (handshake era, sessions) or `2026-07-28` (stateless). */
   era: 'fastify_mcp.era',
   /** The kind of an open stream (gauge). */
-  streamKind: 'fastify_mcp.stream.kind'
+  streamKind: 'fastify_mcp.stream.kind',
+  /** What a lock waiter waits for (gauge): `session` or `handle`. */
+  lockKind: 'fastify_mcp.lock.kind',
+  /** 2026-07-28 wire: input requests an `input_required` result asks the client (on the request's span). */
+  inputRequests: 'fastify_mcp.input.requests',
+  /** 2026-07-28 wire: answers to input requests a request carries in `inputResponses` (a later round). */
+  inputResponses: 'fastify_mcp.input.responses',
+  /** 2026-07-28 wire: the key of one input request (on its CLIENT span). */
+  inputKey: 'fastify_mcp.input.key'
 } as const
 
 /** Span events (the measures of the state scope are attributes: cheaper, and what backends aggregate on). */

@@ -11,7 +11,10 @@ import { DURATION_BUCKETS, METRICS, OWN } from './attributes.js'
 /** What the gauges read (the engine's status). */
 export interface GaugeSource {
   sessionsHeld: number
+  /** Requests queued for any lock (sessions' and handles'). */
   lockWaiters: number
+  /** Of those, the ones queued for a state handle's lock (the rest wait for a session's). */
+  handleLockWaiters?: number
   getStreams: number
   listenStreams: number
   pendingClientRequests: number
@@ -21,6 +24,8 @@ export interface GaugeSource {
 
 const KIND_GET: Attributes = { [OWN.streamKind]: 'get' }
 const KIND_LISTEN: Attributes = { [OWN.streamKind]: 'listen' }
+const LOCK_SESSION: Attributes = { [OWN.lockKind]: 'session' }
+const LOCK_HANDLE: Attributes = { [OWN.lockKind]: 'handle' }
 
 /** @internal The instruments (see the module doc). */
 export class Instruments {
@@ -43,7 +48,7 @@ export class Instruments {
     this.refusals = meter.createCounter(METRICS.refusals, { unit: '{request}', description: 'Requests refused with HTTP 429 or 503, by status and reason.' })
     this.#gauges = [
       meter.createObservableGauge(METRICS.sessionsHeld, { unit: '{session}', description: 'Sessions this instance holds something of (a request, a waiting handler, a stream).' }),
-      meter.createObservableGauge(METRICS.lockWaiters, { unit: '{request}', description: 'Requests of this instance waiting for a session\'s lock.' }),
+      meter.createObservableGauge(METRICS.lockWaiters, { unit: '{request}', description: 'Requests of this instance waiting for a lock, by fastify_mcp.lock.kind: a session\'s or a state handle\'s.' }),
       meter.createObservableGauge(METRICS.streams, { unit: '{stream}', description: 'GET and listen streams open on this instance.' }),
       meter.createObservableGauge(METRICS.pending, { unit: '{request}', description: 'Requests to clients (elicitation, sampling, roots) this instance waits on.' }),
       meter.createObservableGauge(METRICS.eventLog, { unit: '{stream}', description: 'Resumable streams the in-process event log keeps.' })
@@ -56,7 +61,9 @@ export class Instruments {
     this.#callback = (r) => {
       const s = source()
       r.observe(held, s.sessionsHeld)
-      r.observe(waiters, s.lockWaiters)
+      const handle = s.handleLockWaiters ?? 0
+      r.observe(waiters, s.lockWaiters - handle, LOCK_SESSION)
+      r.observe(waiters, handle, LOCK_HANDLE)
       r.observe(streams, s.getStreams, KIND_GET)
       r.observe(streams, s.listenStreams, KIND_LISTEN)
       r.observe(pending, s.pendingClientRequests)

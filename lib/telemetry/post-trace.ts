@@ -77,7 +77,6 @@ interface Op {
   readonly target: string | undefined
   readonly span: Span | null
   readonly ctx: Context | null
-  readonly start: number
   /** `undefined` until answered; `null` for success. */
   outcome: Outcome | null | undefined
 }
@@ -92,13 +91,24 @@ export class LivePost implements PostTrace {
   readonly #ops: Op[] = []
   readonly #trips: RoundTrips = { n: 0 }
   #version: string | undefined
+  /** The version the spans were started with (a later one is set when they end). */
+  readonly #startVersion: string | undefined
   #recording = false
+  /** When the POST's messages started (one clock read for all of them: they start together). */
+  readonly #started = performance.now()
   #openedAt = 0
+  // The state scope's measures, kept until the spans end and set there in one pass: a
+  // `setAttribute` on a recording span costs checks per call, and most POSTs have one span.
+  #lockKey: string | undefined
+  #lockMs = 0
+  #saveMs = -1
+  #holdMs = -1
 
   constructor (t: PostTelemetry, era: Era, sessionId: string | null, version: string | undefined, messages: Parsed[]) {
     this.#t = t
     this.#era = era
     this.#version = version
+    this.#startVersion = version
     const ambient = context.active()
     for (const m of messages) {
       if (m.kind === 'request' || m.kind === 'notification') this.#ops.push(this.#start(m.message, ambient, sessionId))
@@ -118,16 +128,15 @@ export class LivePost implements PostTrace {
     const remote = contextFromMeta(ambient, msg.params?._meta)
     const ambientSpan = remote === null ? undefined : trace.getSpanContext(ambient)
     const links = ambientSpan === undefined ? undefined : [{ context: ambientSpan }]
-    const spanName = known.method(method) ? method : '_OTHER'
+    const spanName = known.method(method) ? (target === undefined ? method : `${method} ${target}`) : '_OTHER'
     const span = this.#t.tracer.startSpan(spanName, { kind: SpanKind.SERVER, links }, remote ?? ambient)
-    if (!span.isRecording()) return { msg, method, target, span: null, ctx: null, start: performance.now(), outcome: undefined }
+    if (!span.isRecording()) return { msg, method, target, span: null, ctx: null, outcome: undefined }
     this.#recording = true
-    if (target !== undefined) span.updateName(`${spanName} ${target}`)
     span.setAttributes(this.#attributes(msg, method, name, sid))
     // The counter rides along only where something counts (a Redis store): each value copies the context.
     const spanCtx = trace.setSpan(remote ?? ambient, span)
     const ctx = this.#t.countsRoundTrips ? spanCtx.setValue(ROUND_TRIPS, this.#trips) : spanCtx
-    return { msg, method, target, span, ctx, start: performance.now(), outcome: undefined }
+    return { msg, method, target, span, ctx, outcome: undefined }
   }
 
   #attributes (msg: { id?: unknown, params?: Record<string, unknown> }, method: string, name: string | undefined, sid: string | null): Attributes {
@@ -144,6 +153,8 @@ export class LivePost implements PostTrace {
     if (name !== undefined && method === 'prompts/get') a[SEMCONV.prompt] = cut(name)
     const uri = msg.params?.uri
     if (typeof uri === 'string' && method.startsWith('resources/')) a[SEMCONV.resourceUri] = uri.length <= 2048 ? uri : uri.slice(0, 2048)
+    const responses = msg.params?.inputResponses
+    if (this.#era === '2026-07-28' && typeof responses === 'object' && responses !== null) a[OWN.inputResponses] = Object.keys(responses).length
     return a
   }
 
@@ -154,31 +165,59 @@ export class LivePost implements PostTrace {
   }
 
   version (v: string): void {
-    if (this.#version === v) return
     this.#version = v
-    if (this.#recording) this.#each(span => span.setAttribute(SEMCONV.protocolVersion, v))
   }
 
   opened (ms: number, locked: boolean): void {
-    this.#openedAt = locked ? performance.now() : 0
     if (locked) this.#t.instruments.lockWait.record(ms / 1000)
     if (!this.#recording) return
-    const key = locked ? OWN.lockWait : OWN.load
-    this.#each(span => { span.setAttribute(key, ms) })
+    this.#openedAt = locked ? performance.now() : 0
+    this.#lockKey = locked ? OWN.lockWait : OWN.load
+    this.#lockMs = ms
   }
 
   closed (ms: number): void {
     if (!this.#recording) return
-    const hold = this.#openedAt === 0 ? undefined : performance.now() - this.#openedAt
-    this.#each(span => {
-      span.setAttribute(OWN.save, ms)
-      if (hold !== undefined) span.setAttribute(OWN.lockHold, hold)
-    })
+    this.#saveMs = ms
+    if (this.#openedAt !== 0) this.#holdMs = performance.now() - this.#openedAt
   }
 
   answered (msg: object, body: unknown, status: number): void {
     const op = this.#find(msg)
-    if (op !== undefined) op.outcome = outcomeOfResponse(body, status)
+    if (op === undefined) return
+    op.outcome = outcomeOfResponse(body, status)
+    if (op.span !== null) this.#inputRound(op.span, op.ctx, body)
+  }
+
+  /**
+   * An `input_required` result (2026-07-28): a CLIENT span per input request, under the request's
+   * span, started and ended now (the answers come with a later round, to any instance), and
+   * their number on the request's span. Methods are the server's own (elicitation, sampling,
+   * roots), so they are bounded span names.
+   */
+  #inputRound (span: Span, ctx: Context | null, body: unknown): void {
+    const result = (body as { result?: { resultType?: unknown, inputRequests?: unknown } } | null)?.result
+    if (result?.resultType !== 'input_required') return
+    const requests = result.inputRequests
+    if (typeof requests !== 'object' || requests === null) return
+    let n = 0
+    for (const [key, request] of Object.entries(requests as Record<string, { method?: unknown } | null>)) {
+      n++
+      const method = typeof request?.method === 'string' ? cut(request.method) : '_OTHER'
+      const child = this.#t.tracer.startSpan(method, { kind: SpanKind.CLIENT }, ctx ?? undefined)
+      if (!child.isRecording()) continue
+      const a: Attributes = {
+        [SEMCONV.method]: method,
+        [SEMCONV.transport]: 'tcp',
+        [SEMCONV.protocolName]: 'http',
+        [OWN.era]: this.#era,
+        [OWN.inputKey]: cut(key)
+      }
+      if (this.#version !== undefined) a[SEMCONV.protocolVersion] = this.#version
+      child.setAttributes(a)
+      child.end()
+    }
+    span.setAttribute(OWN.inputRequests, n)
   }
 
   failed (err: unknown, all = false): void {
@@ -193,13 +232,17 @@ export class LivePost implements PostTrace {
     const { operation, refusals } = this.#t.instruments
     for (const op of this.#ops) {
       const outcome = op.outcome ?? null
-      operation.record((now - op.start) / 1000, this.#metricAttributes(op, outcome))
+      operation.record((now - this.#started) / 1000, this.#metricAttributes(op, outcome))
       if (outcome?.reason !== undefined) refusals.add(1, { [SEMCONV.httpStatus]: outcome.status, [OWN.reason]: outcome.reason })
       if (op.span !== null) this.#endSpan(op.span, outcome)
     }
   }
 
   #endSpan (span: Span, outcome: Outcome | null): void {
+    if (this.#version !== this.#startVersion && this.#version !== undefined) span.setAttribute(SEMCONV.protocolVersion, this.#version)
+    if (this.#lockKey !== undefined) span.setAttribute(this.#lockKey, this.#lockMs)
+    if (this.#saveMs >= 0) span.setAttribute(OWN.save, this.#saveMs)
+    if (this.#holdMs >= 0) span.setAttribute(OWN.lockHold, this.#holdMs)
     if (this.#trips.n > 0) span.setAttribute(OWN.roundTrips, this.#trips.n)
     if (outcome !== null) {
       span.setAttribute(SEMCONV.errorType, outcome.errorType)
@@ -228,9 +271,5 @@ export class LivePost implements PostTrace {
   #find (msg: object): Op | undefined {
     for (const op of this.#ops) if (op.msg === msg) return op
     return undefined
-  }
-
-  #each (fn: (span: Span) => void): void {
-    for (const op of this.#ops) if (op.span !== null) fn(op.span)
   }
 }

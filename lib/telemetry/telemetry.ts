@@ -1,7 +1,7 @@
 /**
  * The plugin's telemetry: one tracer and one meter per plugin instance, taken once from the
  * providers the app registered (`@opentelemetry/api`'s globals, or those given in the `telemetry`
- * option), and what the wires call: {@link Telemetry.post} per POST, {@link Telemetry.clientRequest}
+ * option), and what the wires call: {@link Telemetry.post} per POST, {@link Telemetry.stream} per GET and DELETE, {@link Telemetry.clientRequest}
  * per request to a client, {@link Telemetry.answer} per client answer, {@link Telemetry.sessionEnded}.
  * With `telemetry: false` every call returns a shared object that does nothing.
  */
@@ -11,6 +11,7 @@ import { OWN, SEMCONV } from './attributes.js'
 import { LiveAnswer, NO_ANSWER, NO_CLIENT_REQUEST, startClientRequest, type AnswerTrace, type ClientRequestTrace } from './client-trace.js'
 import { Instruments, type GaugeSource } from './instruments.js'
 import { LivePost, NO_POST, type Era, type KnownNames, type PostTrace } from './post-trace.js'
+import { traceStream, type StreamMethod } from './stream-trace.js'
 
 export type { KnownNames } from './post-trace.js'
 
@@ -66,6 +67,14 @@ export class Telemetry {
   /** The telemetry of a POST's messages (spans start now). */
   post (era: Era, sessionId: string | null, version: string | undefined, messages: Parsed[]): PostTrace {
     return this.enabled ? new LivePost(this, era, sessionId, version, messages) : NO_POST
+  }
+
+  /**
+   * Runs a handshake-era GET or DELETE (`fn`) in its span (see `stream-trace.ts`): `sessionId` the
+   * checked `Mcp-Session-Id` or null, `version` the raw `Mcp-Protocol-Version` header.
+   */
+  async stream<T> (method: StreamMethod, sessionId: string | null, version: unknown, fn: () => Promise<T>): Promise<T> {
+    return this.enabled ? await traceStream(this, method, sessionId, version, fn) : await fn()
   }
 
   /** A request to the client, under the active span. */

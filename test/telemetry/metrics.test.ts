@@ -9,9 +9,16 @@ import t from 'tap'
 import { MemorySessionLock, type McpDecorator } from '../../lib/index.js'
 import type { Histogram } from '@opentelemetry/sdk-metrics'
 import { SseReader } from '../helpers/sse.js'
-import { otel } from '../helpers/otel.js'
+import { holdingTool, otel, type Otel } from '../helpers/otel.js'
 import { until } from '../helpers/time.js'
+import { finalOf, modernHeaders, rpc } from '../helpers/wire.js'
 import { build, call, initialize, listen, request } from '../plugin/helper.js'
+
+/** A gauge's value (of the point whose stream or lock kind is `kind`, when given). */
+async function gaugeOf (o: Otel, name: string, kind?: string): Promise<number | undefined> {
+  const points = await o.points(name)
+  return points.find(p => kind === undefined || p.attributes['fastify_mcp.stream.kind'] === kind || p.attributes['fastify_mcp.lock.kind'] === kind)?.value as number | undefined
+}
 
 function tools (m: McpDecorator): void {
   m.tool({ name: 'echo', description: 'Echoes', input: Type.Object({ text: Type.String() }) }, async ({ text }) => text)
@@ -54,36 +61,62 @@ t.test('lock wait histogram, and the gauges (lock waiters, GET streams, sessions
   const o = otel(t)
   const lock = new MemorySessionLock({ timeout: 5000 })
   t.teardown(() => lock.close())
-  let release!: () => void
-  const held = new Promise<void>(resolve => { release = resolve })
-  let started!: () => void
-  const running = new Promise<void>(resolve => { started = resolve })
+  const hold = holdingTool()
   const app = await build(t, { sessions: { lock }, telemetry: { tracerProvider: o.tracerProvider, meterProvider: o.meterProvider } }, (m) => {
     tools(m)
-    m.tool({ name: 'hold', description: 'Holds the session', input: Type.Object({}) }, async () => { started(); await held; return 'done' })
+    hold.register(m)
   })
   const live = await listen(t, app)
   const s = await live.initialize()
   const stream = live.track(new SseReader(await live.get(s)))
   await until(() => app.mcp.status().getStreams === 1, { what: 'the GET stream' })
   const first = request(app, s, 'tools/call', { name: 'hold', arguments: {} })
-  await running
+  await hold.running
   const second = request(app, s, 'tools/call', { name: 'echo', arguments: { text: 'x' } })
   await until(() => app.mcp.status().lockWaiters === 1, { what: 'the second request to queue' })
-  const gauge = async (name: string, kind?: string): Promise<number | undefined> =>
-    (await o.points(name)).find(p => kind === undefined || p.attributes['fastify_mcp.stream.kind'] === kind)?.value as number | undefined
-  t.equal(await gauge('fastify_mcp.lock.waiters'), 1, 'one lock waiter')
+  const gauge = async (name: string, kind?: string): Promise<number | undefined> => await gaugeOf(o, name, kind)
+  t.equal(await gauge('fastify_mcp.lock.waiters', 'session'), 1, 'one lock waiter, for a session\'s lock')
+  t.equal(await gauge('fastify_mcp.lock.waiters', 'handle'), 0)
   t.equal(await gauge('fastify_mcp.streams.open', 'get'), 1, 'one GET stream')
   t.equal(await gauge('fastify_mcp.streams.open', 'listen'), 0)
   t.equal(await gauge('fastify_mcp.sessions.held'), app.mcp.status().sessionsHeld)
   t.equal(await gauge('fastify_mcp.event_log.streams'), 1, 'the in-process event log keeps the GET stream')
-  release()
+  hold.release()
   t.equal((await first).statusCode, 200)
   t.equal((await second).statusCode, 200)
   t.equal(app.mcp.status().lockWaiters, 0)
-  t.equal(await gauge('fastify_mcp.lock.waiters'), 0)
+  t.equal(await gauge('fastify_mcp.lock.waiters', 'session'), 0)
   const [wait] = await o.points('fastify_mcp.lock.wait.duration')
   t.equal((wait.value as Histogram).count, 2, 'both requests\' lock waits')
   t.ok((wait.value as Histogram).max! > 0, 'the queued one waited')
   await stream.cancel()
+})
+
+t.test('the lock-waiter gauge counts calls queued for a state handle\'s lock, by kind (2026-07-28 wire)', async t => {
+  const o = otel(t)
+  const lock = new MemorySessionLock({ timeout: 5000 })
+  t.teardown(() => lock.close())
+  const hold = holdingTool()
+  const app = await build(t, { sessions: { lock }, telemetry: { tracerProvider: o.tracerProvider, meterProvider: o.meterProvider } }, (m) => {
+    m.handleKind('box', { ttl: 60_000 })
+    m.tool({ name: 'box_create', description: 'Makes a box' }, async (_a, ctx) => await ctx.handles.create('box', {}))
+    hold.register(m, 'box_hold', { input: Type.Object({ box: Type.String() }), handle: { argument: 'box', kind: 'box' } })
+  })
+  const send = async (body: Record<string, any>): Promise<Record<string, any>> => {
+    const res = await app.inject({ method: 'POST', url: '/mcp', headers: modernHeaders(body), payload: JSON.stringify(body) })
+    t.equal(res.statusCode, 200, `${String(body.params.name)} answered`)
+    return finalOf(res)
+  }
+  const box = (await send(rpc('tools/call', { name: 'box_create', arguments: {} }))).result.content[0].text as string
+  const first = send(rpc('tools/call', { name: 'box_hold', arguments: { box } }))
+  await hold.running
+  const second = send(rpc('tools/call', { name: 'box_hold', arguments: { box } }))
+  await until(() => app.mcp.status().lockWaiters === 1, { what: 'the second call to queue for the box' })
+  t.equal(await gaugeOf(o, 'fastify_mcp.lock.waiters', 'handle'), 1, 'one waiter, for a handle\'s lock')
+  t.equal(await gaugeOf(o, 'fastify_mcp.lock.waiters', 'session'), 0, 'none for a session\'s')
+  hold.release()
+  t.equal((await first).result.content[0].text, 'done')
+  t.equal((await second).result.content[0].text, 'done')
+  t.equal(app.mcp.status().lockWaiters, 0)
+  t.equal(await gaugeOf(o, 'fastify_mcp.lock.waiters', 'handle'), 0)
 })

@@ -9,9 +9,9 @@ import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type TracerProv
 import { Type } from '@sinclair/typebox'
 import t from 'tap'
 import { MemorySessionLock, type McpDecorator } from '../../lib/index.js'
-import { attrs, otel } from '../helpers/otel.js'
+import { attrs, holdingTool, otel, useGlobally } from '../helpers/otel.js'
 import { sleep } from '../helpers/time.js'
-import { modernHeaders, rpc } from '../helpers/wire.js'
+import { ACCEPT, modernHeaders, rpc } from '../helpers/wire.js'
 import { build, call, initialize, post, request } from '../plugin/helper.js'
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736'
@@ -107,20 +107,17 @@ t.test('a 503 (lock wait timed out) and a 429 (tool rate limit) carry the reason
   const o = otel(t)
   const lock = new MemorySessionLock({ timeout: 30 })
   t.teardown(() => lock.close())
-  let release!: () => void
-  const held = new Promise<void>(resolve => { release = resolve })
-  let started!: () => void
-  const running = new Promise<void>(resolve => { started = resolve })
+  const hold = holdingTool()
   const app = await build(t, { sessions: { lock }, telemetry: { tracerProvider: o.tracerProvider, meterProvider: o.meterProvider } }, (m) => {
     tools(m)
-    m.tool({ name: 'hold', description: 'Holds the session', input: Type.Object({}) }, async () => { started(); await held; return 'done' })
+    hold.register(m)
   })
   const s = await initialize(app)
   const first = request(app, s, 'tools/call', { name: 'hold', arguments: {} })
-  await running
+  await hold.running
   const busy = await request(app, s, 'tools/call', { name: 'echo', arguments: { text: 'x' } }, { id: 'busy' })
   t.equal(busy.statusCode, 503)
-  release()
+  hold.release()
   t.equal((await first).statusCode, 200)
   const refused = o.named('tools/call echo').find(sp => sp.attributes['jsonrpc.request.id'] === 'busy')
   t.ok(refused)
@@ -180,6 +177,17 @@ t.test('traceparent in params._meta is the parent; the HTTP request\'s context i
   }
 })
 
+t.test('a request without the version header: the span carries the session\'s version, known once the session is read', async t => {
+  const o = otel(t)
+  const app = await build(t, { telemetry: { tracerProvider: o.tracerProvider, meterProvider: o.meterProvider } }, tools)
+  const s = await initialize(app, { version: '2025-03-26' })
+  const body = { jsonrpc: '2.0', id: 'no-header', method: 'tools/call', params: { name: 'echo', arguments: { text: 'hi' } } }
+  const res = await app.inject({ method: 'POST', url: '/mcp', headers: { accept: ACCEPT, 'content-type': 'application/json', 'mcp-session-id': s.sid }, payload: JSON.stringify(body) })
+  t.equal(res.statusCode, 200, res.body)
+  const span = o.named('tools/call echo').find(sp => sp.attributes['jsonrpc.request.id'] === 'no-header')
+  t.equal(span?.attributes['mcp.protocol.version'], '2025-03-26')
+})
+
 t.test('batches: one span per request, each handler in its own', async t => {
   const o = otel(t)
   appTracer = o.tracerProvider
@@ -203,6 +211,7 @@ t.test('batches: one span per request, each handler in its own', async t => {
 
 t.test('telemetry: false emits nothing', async t => {
   const o = otel(t)
+  useGlobally(t, o)
   const app = await build(t, { telemetry: false }, tools)
   const s = await initialize(app)
   await call(app, s, 'tools/call', { name: 'echo', arguments: { text: 'hi' } })

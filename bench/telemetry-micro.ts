@@ -1,0 +1,79 @@
+/**
+ * The telemetry of one POST in a tight loop, under a registered SDK (async-hooks context manager,
+ * AlwaysOn sampling, `NoopSpanProcessor`, a meter provider without reader), against what no
+ * plugin could do with less: `none` (an async call under the context manager), `bare` (start a
+ * span, set the conventions' attributes, end it, record one histogram value), `bareCtx` (the same
+ * with the span entered as the active context), `plugin` (the calls legacy.ts and the engine make:
+ * `post`, the context entered, `opened`, `version`, `run`, `answered`, `closed`, `end`). Medians of
+ * 7 alternating rounds, CPU ns per iteration of this process; the differences are what matter
+ * (`npm run bench -- --scenarios tracing` gives the cost per HTTP request, noisier).
+ *
+ *   npx tsx bench/telemetry-micro.ts            (N=200000 iterations per round)
+ *   FN=plugin npx tsx bench/telemetry-micro.ts  (one of them, e.g. under --cpu-prof)
+ */
+import { context, metrics, trace } from '@opentelemetry/api'
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
+import { BasicTracerProvider, NoopSpanProcessor } from '@opentelemetry/sdk-trace-base'
+import { MeterProvider } from '@opentelemetry/sdk-metrics'
+import { Telemetry, resolveTelemetry } from '../lib/telemetry/index.js'
+import { parseBody } from '../lib/jsonrpc/messages.js'
+
+context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
+trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new NoopSpanProcessor()] }))
+metrics.setGlobalMeterProvider(new MeterProvider())
+const known = { method: () => true, tool: () => true, prompt: () => true }
+const tel = new Telemetry(resolveTelemetry(true, () => { throw new Error() }), '1.0.0', known, false)
+const body = parseBody(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hi' } } }))
+if (!body.ok) throw new Error('body')
+const messages = body.messages
+const response = { jsonrpc: '2.0', id: 7, result: { content: [{ type: 'text', text: 'hi' }] } }
+const sid = '0123456789abcdef0123456789abcdef'
+const noop = async (): Promise<void> => {}
+
+async function plugin (): Promise<void> {
+  const p = tel.post('2025', sid, '2025-06-18', messages)
+  const run = async (): Promise<void> => {
+    p.opened(0.05, true)
+    p.version('2025-06-18')
+    const msg = (messages[0] as { message: object }).message
+    await p.run(msg, noop)
+    p.answered(msg, response, 200)
+    p.closed(0.02)
+  }
+  await (p.context === null ? run() : context.with(p.context, run))
+  p.end()
+}
+const tracer = trace.getTracer('x')
+const h = metrics.getMeter('x').createHistogram('h')
+async function bare (): Promise<void> {
+  const span = tracer.startSpan('tools/call echo', { kind: 1 })
+  span.setAttributes({ 'mcp.method.name': 'tools/call', 'jsonrpc.request.id': '7', 'mcp.session.id': sid, 'gen_ai.tool.name': 'echo', 'mcp.protocol.version': '2025-06-18', 'network.transport': 'tcp', 'network.protocol.name': 'http' })
+  await noop()
+  span.end()
+  h.record(0.001, { 'mcp.method.name': 'tools/call' })
+}
+async function bareCtx (): Promise<void> {
+  const span = tracer.startSpan('tools/call echo', { kind: 1 })
+  span.setAttributes({ 'mcp.method.name': 'tools/call', 'jsonrpc.request.id': '7', 'mcp.session.id': sid, 'gen_ai.tool.name': 'echo', 'mcp.protocol.version': '2025-06-18', 'network.transport': 'tcp', 'network.protocol.name': 'http' })
+  await context.with(trace.setSpan(context.active(), span), noop)
+  span.end()
+  h.record(0.001, { 'mcp.method.name': 'tools/call' })
+}
+async function none (): Promise<void> {
+  const run = async (): Promise<void> => { await noop() }
+  await run()
+}
+const N = Number(process.env.N ?? 200000)
+async function time (fn: () => Promise<void>): Promise<number> {
+  const t0 = process.cpuUsage()
+  for (let i = 0; i < N; i++) await fn()
+  const c = process.cpuUsage(t0)
+  return (c.user + c.system) * 1000 / N
+}
+const fns = { none, bare, bareCtx, plugin }
+if (process.env.FN !== undefined) { const f = (fns as Record<string, () => Promise<void>>)[process.env.FN]; await time(f); console.log(`${process.env.FN} ${(await time(f)).toFixed(0)} ns`); process.exit(0) }
+for (const f of Object.values(fns)) await time(f)
+const res: Record<string, number[]> = { none: [], bare: [], bareCtx: [], plugin: [] }
+for (let r = 0; r < 7; r++) for (const [k, f] of Object.entries(fns)) res[k].push(await time(f))
+const med = (x: number[]): number => [...x].sort((a, b) => a - b)[x.length >> 1]
+console.log(Object.entries(res).map(([k, v]) => `${k} ${med(v).toFixed(0)} ns`).join(', '))

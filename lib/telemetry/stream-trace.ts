@@ -1,0 +1,59 @@
+/**
+ * The span of a handshake-era GET (opening the session's standalone stream, or resuming one) and
+ * of a DELETE (ending the session). Neither is an MCP request, so the span has no
+ * `mcp.method.name`; it carries what the POST spans carry of the session and the transport
+ * (`mcp.session.id`, `mcp.protocol.version`, `network.*`, `fastify_mcp.era`) and, when refused,
+ * `error.type`, `rpc.response.status_code` and the refusal reason. A GET's span ends once the
+ * stream is open (as a `subscriptions/listen` span does): a span the length of a stream would
+ * stay open for hours. A 429 or 503 is counted in the refusal counter, traced or not.
+ */
+import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Counter, type Tracer } from '@opentelemetry/api'
+import { OWN, SEMCONV } from './attributes.js'
+import { outcomeOfError } from './outcome.js'
+
+/** The HTTP method of the exchange. */
+export type StreamMethod = 'GET' | 'DELETE'
+
+/** Span names (fixed: no client-chosen part). */
+export const STREAM_SPANS: Record<StreamMethod, string> = { GET: 'GET stream', DELETE: 'DELETE session' }
+
+/** A protocol version header longer than this is not a version (and never an attribute). */
+const MAX_VERSION = 32
+
+/** What the span needs of the plugin's telemetry. */
+export interface StreamTelemetry {
+  readonly tracer: Tracer
+  readonly instruments: { readonly refusals: Counter }
+}
+
+/**
+ * Runs `fn` (the GET or DELETE) in its span. `sessionId` is the checked `Mcp-Session-Id` (null
+ * when malformed or absent), `version` the raw `Mcp-Protocol-Version` header.
+ */
+export async function traceStream<T> (t: StreamTelemetry, method: StreamMethod, sessionId: string | null, version: unknown, fn: () => Promise<T>): Promise<T> {
+  const span = t.tracer.startSpan(STREAM_SPANS[method], { kind: SpanKind.SERVER })
+  const live = span.isRecording()
+  if (live) span.setAttributes(attributes(sessionId, version))
+  try {
+    return live ? await context.with(trace.setSpan(context.active(), span), fn) : await fn()
+  } catch (err) {
+    const outcome = outcomeOfError(err)
+    if (outcome.reason !== undefined) t.instruments.refusals.add(1, { [SEMCONV.httpStatus]: outcome.status, [OWN.reason]: outcome.reason })
+    if (live) {
+      span.setAttribute(SEMCONV.errorType, outcome.errorType)
+      if (outcome.code !== undefined) span.setAttribute(SEMCONV.rpcStatus, String(outcome.code))
+      if (outcome.reason !== undefined) span.setAttribute(OWN.reason, outcome.reason)
+      span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.message })
+    }
+    throw err
+  } finally {
+    if (live) span.end()
+  }
+}
+
+function attributes (sessionId: string | null, version: unknown): Attributes {
+  const a: Attributes = { [SEMCONV.transport]: 'tcp', [SEMCONV.protocolName]: 'http', [OWN.era]: '2025' }
+  if (sessionId !== null) a[SEMCONV.session] = sessionId
+  if (typeof version === 'string' && version.length <= MAX_VERSION) a[SEMCONV.protocolVersion] = version
+  return a
+}
