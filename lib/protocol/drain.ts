@@ -100,6 +100,7 @@ export class Drain {
    */
   async drain (timeoutMs: number, log: FastifyBaseLogger): Promise<number> {
     this.#draining = true
+    log.info({ requests: this.#posts.size, drainTimeout: timeoutMs }, 'draining: new MCP requests are refused, those running may finish')
     if (await this.#settled(timeoutMs)) return 0
     const left = [...this.#posts]
     log.warn({ requests: left.length, drainTimeout: timeoutMs }, 'drain deadline reached: stopping the MCP requests still running')
@@ -107,7 +108,9 @@ export class Drain {
     for (const post of left) post.shutdown.abort(reason)
     if (await this.#settled(DEADLINE_GRACE)) return left.length
     // Handlers that ignore their signal: their clients are answered now, the process does not wait for them.
-    for (const post of [...this.#posts]) post.force()
+    const stubborn = [...this.#posts]
+    log.warn({ requests: stubborn.length }, 'drain: handlers ignored their abort signal; their clients are answered without waiting for them')
+    for (const post of stubborn) post.force()
     return left.length
   }
 
