@@ -83,6 +83,7 @@ export class Drain {
   enter (exchange: Exchange, body: ParsedBody & { ok: true }): DrainedPost {
     const post = new DrainedPost(exchange, body, this)
     this.#posts.add(post)
+    if (this.#draining) post.closeConnection()
     return post
   }
 
@@ -91,15 +92,14 @@ export class Drain {
     if (this.#posts.delete(post) && this.#posts.size === 0) this.#idle?.()
   }
 
-  /** Headers every answer carries once draining (`Connection: close`). */
-  get headers (): Record<string, string> | undefined { return this.#draining ? { connection: 'close' } : undefined }
-
   /**
    * Starts the drain and resolves once no POST runs, or at the deadline after stopping what is
    * left (see the module doc). Resolves the number of POSTs stopped.
    */
   async drain (timeoutMs: number, log: FastifyBaseLogger): Promise<number> {
     this.#draining = true
+    // Answers still to come tell the client (a load balancer) not to send more on their connection.
+    for (const post of this.#posts) post.closeConnection()
     log.info({ requests: this.#posts.size, drainTimeout: timeoutMs }, 'draining: new MCP requests are refused, those running may finish')
     if (await this.#settled(timeoutMs)) return 0
     const left = [...this.#posts]
@@ -160,11 +160,14 @@ export class DrainedPost implements Exchange {
 
   channel (options: ChannelOptions): ResponseChannel {
     if (this.#channel !== null && this.#forced) return this.#channel
-    // An answer that starts during the drain tells the client not to keep the connection.
-    const closing = this.#drain.headers
-    const o = closing === undefined ? options : { ...options, headers: { ...options.headers, ...closing } }
-    this.#channel = this.#inner.channel(o)
+    this.#channel = this.#inner.channel(options)
     return this.#channel
+  }
+
+  /** Sends `Connection: close` with the answer, unless its headers went already (an SSE answer). */
+  closeConnection (): void {
+    const conn = this.#inner.connection
+    if (!conn.headersSent) conn.setHeader('connection', 'close')
   }
 
   stream (options: { keepAlive: number, what?: Record<string, unknown> }): EventSink { return this.#inner.stream(options) }

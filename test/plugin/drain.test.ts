@@ -10,10 +10,10 @@
 import { Writable } from 'node:stream'
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
-import mcp, { type McpDecorator, type McpPluginOptions } from '../../lib/index.js'
+import mcp, { MemorySessionLock, type McpDecorator, type McpPluginOptions } from '../../lib/index.js'
 import { modernSend, readReply, send, serve, type Served } from '../helpers/http-client.js'
 import { SseReader } from '../helpers/sse.js'
-import { sleep, until } from '../helpers/time.js'
+import { until } from '../helpers/time.js'
 import { initializeBody, rpc, SSE_ACCEPT, type Session } from '../helpers/wire.js'
 
 const STOPPED = 'Server is shutting down: the request was stopped before it finished.'
@@ -49,15 +49,23 @@ async function start (opts: McpPluginOptions = {}): Promise<Drained> {
   return { app, live, logs, open, elicitErrors }
 }
 
+/** Rejects with the signal's reason once it aborts (no timer: nothing keeps the test process alive). */
+async function aborted (signal: AbortSignal): Promise<never> {
+  return await new Promise<never>((_resolve, reject) => {
+    if (signal.aborted) reject(signal.reason)
+    else signal.addEventListener('abort', () => { reject(signal.reason) }, { once: true })
+  })
+}
+
 function tools (m: McpDecorator, gate: Promise<void>, elicitErrors: unknown[]): void {
   m.tool({ name: 'wait', description: 'waits for the test' }, async (_a, ctx) => {
-    await Promise.race([gate, sleep(600_000, ctx.signal)])
+    await Promise.race([gate, aborted(ctx.signal)])
     return 'finished'
   })
   m.tool({ name: 'stubborn', description: 'never finishes' }, async () => await new Promise<string>(() => {}))
   m.tool({ name: 'count', description: 'progress, then waits' }, async (_a, ctx) => {
     await ctx.progress({ progress: 1, total: 2 })
-    await sleep(600_000, ctx.signal)
+    await aborted(ctx.signal)
     return 'counted'
   })
   m.tool({ name: 'ask', description: 'elicits' }, async (_a, ctx) => {
@@ -114,7 +122,9 @@ t.test('a request running finishes and answers; new ones get 503 + Retry-After +
   await cancel.arrayBuffer()
 
   d.open()
-  const answer = await readReply(await running)
+  const done = await running
+  t.equal(done.headers.get('connection'), 'close', 'its answer closes the connection (a load balancer sends no more on it)')
+  const answer = await readReply(done)
   t.equal(answer.status, 200, 'the running call answers normally')
   t.same(answer.last?.result?.content, [{ type: 'text', text: 'finished' }])
   await closed
@@ -160,6 +170,21 @@ t.test('at the deadline: a JSON answer and an SSE answer end with the error, one
   const lines = d.logs.filter(l => /drain/.test(l.msg))
   t.equal(lines.length, 1, 'one log line (at warn)')
   t.match(lines[0], { level: 40, requests: 2, drainTimeout: 300 })
+})
+
+t.test('at the deadline: a request still queued for its session\'s lock gets the error too', async t => {
+  const d = await start({ drainTimeout: 200, sessions: { lock: new MemorySessionLock() } })
+  const s = await init(d.live.url)
+  const holder = send(d.live.url, callBody(1, 'wait'), s)
+  await until(() => d.app.mcp.status().inflightRequests === 1, { what: 'the first call to run' })
+  const queued = send(d.live.url, callBody(2, 'wait'), s)
+  await until(() => d.app.mcp.status().lockWaiters === 1, { what: 'the second call to queue' })
+  await d.app.close()
+  for (const [res, id] of [[await holder, 1], [await queued, 2]] as const) {
+    t.equal(res.status, 503)
+    t.same(await res.json(), { jsonrpc: '2.0', id, error: { code: -32000, message: STOPPED } })
+  }
+  t.same(d.logs.filter(l => /ignored their abort signal/.test(l.msg)), [], 'answered by the wire, not forced past the grace')
 })
 
 t.test('the 2026-07-28 wire: a running call finishes during the drain, and one left at the deadline gets the error', async t => {
