@@ -164,10 +164,19 @@ export class DrainedPost implements Exchange {
     return this.#channel
   }
 
-  /** Sends `Connection: close` with the answer, unless its headers went already (an SSE answer). */
+  /**
+   * Sends `Connection: close` with the answer; when its headers went already (an SSE answer), the
+   * connection is ended once the answer is: an idle keep-alive connection would otherwise hold
+   * the server's close until the client drops it.
+   */
   closeConnection (): void {
     const conn = this.#inner.connection
     if (!conn.headersSent) conn.setHeader('connection', 'close')
+    else if (!conn.writableFinished) {
+      // Taken now: a finished response lets go of its socket.
+      const socket = conn.socket
+      conn.once('finish', () => { socket?.end() })
+    }
   }
 
   stream (options: { keepAlive: number, what?: Record<string, unknown> }): EventSink { return this.#inner.stream(options) }

@@ -12,6 +12,8 @@
  * Exits are awaited with a generous bound (the drain timeout plus 15 s on a busy machine), never
  * timed against a threshold.
  */
+import { Agent, request } from 'node:http'
+import { Readable } from 'node:stream'
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { startRedisServer } from '../helpers/redis-server.js'
@@ -19,7 +21,7 @@ import { startDemo, type DemoProcess } from './fixtures/cluster.js'
 import { callTool, counterIn, counterOf, initialize, readReply, send } from '../helpers/http-client.js'
 import { SseReader } from '../helpers/sse.js'
 import { until } from '../helpers/time.js'
-import { newId } from '../helpers/wire.js'
+import { headers, newId, type Session } from '../helpers/wire.js'
 
 t.setTimeout(120_000)
 
@@ -40,6 +42,17 @@ async function logged (p: DemoProcess, re: RegExp): Promise<Record<string, any>>
   let line: Record<string, any> | undefined
   await until(() => { line = p.logs.find(l => typeof l.msg === 'string' && re.test(l.msg)); return line !== undefined }, { what: `a log line ${String(re)}` })
   return line!
+}
+
+/** POSTs over `agent` (node:http), the answer as a fetch Response for the SSE reader. */
+async function keptAlivePost (url: string, body: unknown, session: Session, agent: Agent): Promise<Response> {
+  return await new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', agent, headers: headers(session) }, (res) => {
+      resolve(new Response(Readable.toWeb(res) as ReadableStream, { status: res.statusCode }))
+    })
+    req.on('error', reject)
+    req.end(JSON.stringify(body))
+  })
 }
 
 t.test('SIGTERM: a running counter_add answers 200 and is kept; a call during the drain gets 503 + Retry-After', async t => {
@@ -74,7 +87,11 @@ t.test('SIGTERM: a slow_count still streaming at the deadline ends with an error
   const a = await startDemo(t, { ...base, MCP_DRAIN_TIMEOUT_MS: '500' })
   const s = await initialize(a.url)
   const id = newId()
-  const res = await send(a.url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'slow_count', arguments: { steps: 1000, intervalMs: 100 }, _meta: { progressToken: 'p' } } }, s)
+  // Over a keep-alive agent that never drops an idle connection: the server must end it, or it
+  // holds the process's close (fetch's own pool drops idle connections after 4 s).
+  const agent = new Agent({ keepAlive: true })
+  t.teardown(() => { agent.destroy() })
+  const res = await keptAlivePost(a.url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'slow_count', arguments: { steps: 1000, intervalMs: 100 }, _meta: { progressToken: 'p' } } }, s, agent)
   t.equal(res.status, 200)
   const sse = new SseReader(res, { timeout: 20_000 })
   await sse.waitForMessage(m => m.method === 'notifications/progress')
