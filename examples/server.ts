@@ -12,7 +12,8 @@
  * MCP_STATE_SECRET (seals 2026-07-28 requestState; the same on every instance); MCP_DEMO_TOKENS
  * (`token:principal,…`: bearer tokens and the principal each stands for; requests without a known
  * token then get 401, and baskets and tasks belong to their principal); MCP_TASK_TTL_MS (how long a
- * finished task stays readable; it also sets the suggested poll interval to 200 ms). With REDIS_URL set,
+ * finished task stays readable; it also sets the suggested poll interval to 200 ms); MCP_DRAIN_TIMEOUT_MS
+ * (how long SIGTERM lets running requests finish, default 10,000). With REDIS_URL set,
  * the bus and the event log are in Redis too, so instances behind a load balancer need no sticky
  * sessions.
  */
@@ -99,7 +100,9 @@ export function tokensAuth (spec: string | undefined): ((request: FastifyRequest
 
 export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstance> {
   const env = opts.env ?? process.env
-  const app = Fastify({ logger: opts.logger ?? true })
+  // Requests arriving while the app closes reach the plugin, which answers them with a 503 that
+  // carries Retry-After and a JSON-RPC error (Fastify's own 503 has neither).
+  const app = Fastify({ logger: opts.logger ?? true, return503OnClosing: false })
   const sessions = sessionsFromEnv(env, app.log)
   app.addHook('onClose', sessions.close)
   await app.register(mcp, {
@@ -110,6 +113,7 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstanc
     authenticate: tokensAuth(env.MCP_DEMO_TOKENS),
     // The plugin makes its own client from the URL and closes it on app.close().
     redis: env.REDIS_URL,
+    drainTimeout: env.MCP_DRAIN_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_DRAIN_TIMEOUT_MS),
     tasks: env.MCP_TASK_TTL_MS === undefined ? undefined : { ttl: Number(env.MCP_TASK_TTL_MS), pollInterval: 200 }
   })
 

@@ -31,3 +31,11 @@ export const FST_ERR_MCP_NO_STREAM = createError<[string]>(
 /** The session lock was lost or could not be taken back after waiting for the client. */
 export const FST_ERR_MCP_SESSION_BUSY = createError<[string]>(
   'FST_ERR_MCP_SESSION_BUSY', 'Session lock unavailable: %s', 503)
+
+/**
+ * The server is shutting down (`app.close()`) and the request was still running at the drain
+ * deadline (`drainTimeout`): what a handler's `ctx.signal` aborts with, and what a handler waiting
+ * for the client's answer (`elicit`, `sample`, `roots`) gets. Its client gets a JSON-RPC `-32000`.
+ */
+export const FST_ERR_MCP_SERVER_CLOSING = createError<[number]>(
+  'FST_ERR_MCP_SERVER_CLOSING', 'The server is shutting down: the request did not finish within the drain timeout (%d ms)', 503)

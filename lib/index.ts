@@ -70,6 +70,24 @@ function serveStatus (fastify: FastifyInstance, path: string, registry: McpDecor
   })
 }
 
+/**
+ * Fastify's own `return503OnClosing` (on by default) answers every request that arrives while the
+ * app closes with a bare 503 before any hook runs: no `Retry-After`, no JSON-RPC body, and the
+ * plugin's drain never sees it. The option is not public; it is read where Fastify keeps its
+ * options, and a warning says what to set. Nothing is said when it cannot be read.
+ */
+function warnReturn503OnClosing (fastify: FastifyInstance): void {
+  let options: { return503OnClosing?: unknown } | undefined
+  for (let o: object | null = fastify; o !== null && options === undefined; o = Object.getPrototypeOf(o)) {
+    const key = Object.getOwnPropertySymbols(o).find(k => k.description === 'fastify.options')
+    if (key !== undefined) options = (o as Record<symbol, typeof options>)[key]
+  }
+  if (options !== undefined && options.return503OnClosing !== false) {
+    fastify.log.warn('fastify-mcp-http: set Fastify({ return503OnClosing: false }) so that MCP requests arriving while the app closes ' +
+      'get the plugin\'s 503 with Retry-After and a JSON-RPC error (Fastify\'s own 503 has neither)')
+  }
+}
+
 async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): Promise<void> {
   const opts = resolveOptions(options ?? {}, VERSION)
   const backends = buildBackends(opts.backends, fastify.log)
@@ -124,7 +142,12 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
       [...registry.tools.values()].some(tool => (tool.limits !== undefined && tool.limits !== false) || tool.taskSupport !== 'forbidden')
     if (limited) await backends.limiter.ready().catch((err: unknown) => fastify.log.error({ err }, 'tool limit backend not reachable at start-up'))
   })
-  fastify.addHook('preClose', async () => { await engine.close(opts.retryInterval) })
+  warnReturn503OnClosing(fastify)
+  // Drain first (running requests finish, new ones get 503), then end what is left.
+  fastify.addHook('preClose', async () => {
+    await engine.drain(opts.drainTimeout, opts.retryInterval)
+    await engine.close(opts.retryInterval)
+  })
   fastify.addHook('onClose', async () => { await backends.close() })
 }
 

@@ -91,6 +91,11 @@ export interface McpPluginOptions {
   keepAliveInterval?: number
   /** `retry` (ms) sent before the server closes an SSE connection deliberately. Default 1,000. */
   retryInterval?: number
+  /**
+   * Milliseconds `app.close()` lets requests already running finish before it stops them with an
+   * error (new requests get 503 meanwhile). Default 10,000; 0 stops them at once. At most 1 hour.
+   */
+  drainTimeout?: number
   /** Items per page of the list methods. Default 100. */
   pageSize?: number
   /** Pending requests to the client allowed per session. Default 32. */
@@ -199,6 +204,7 @@ export interface ResolvedOptions {
   clientRequestTimeout: number
   keepAliveInterval: number
   retryInterval: number
+  drainTimeout: number
   pageSize: number
   maxPendingClientRequests: number
   maxBatchSize: number
@@ -400,6 +406,7 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     clientRequestTimeout: nonNegativeInt(o, 'clientRequestTimeout', 60_000, 1),
     keepAliveInterval: nonNegativeInt(o, 'keepAliveInterval', 15_000),
     retryInterval: nonNegativeInt(o, 'retryInterval', 1000),
+    drainTimeout: boundedInt(o, 'drainTimeout', 10_000, 0, 3_600_000, 'drainTimeout'),
     pageSize: nonNegativeInt(o, 'pageSize', 100, 1),
     maxPendingClientRequests: nonNegativeInt(o, 'maxPendingClientRequests', 32, 1),
     maxBatchSize: nonNegativeInt(o, 'maxBatchSize', 64, 1),

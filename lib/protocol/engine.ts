@@ -32,6 +32,7 @@ import { Telemetry, type Era, type KnownNames } from '../telemetry/index.js'
 import { HandleCalls } from './handle-calls.js'
 import type { Exchange } from './exchange.js'
 import { LegacyWire } from './legacy.js'
+import { Drain } from './drain.js'
 import { endExpired, watchExpiry } from './ended-sessions.js'
 import { deleteSession, openGetStream, type StreamDeps } from './legacy-streams.js'
 import { isModernPost } from './modern-headers.js'
@@ -76,6 +77,10 @@ export interface EngineStatus {
   lockWaiters: number
   /** Requests to clients (elicitation, sampling, roots) whose answer a handler of this instance waits for. */
   pendingClientRequests: number
+  /** POSTs running on this instance (both wires), those a drain waits for. */
+  inflightRequests: number
+  /** Whether `app.close()` has started draining this instance (new requests get 503). */
+  draining: boolean
 }
 
 /** @internal See the module doc. */
@@ -91,10 +96,14 @@ export class McpEngine {
   readonly #telemetry: Telemetry
   readonly #stopExpiry: (() => void) | null
   readonly #handleCalls: HandleCalls
+  readonly #drain: Drain
+  readonly #logger: FastifyBaseLogger
 
   constructor (d: EngineDeps) {
     const { opts, registry, logger } = d
     this.#bus = d.bus
+    this.#logger = logger
+    this.#drain = new Drain(opts.retryInterval)
     const known: KnownNames = {
       method: (m) => METHODS.has(m) || OTHER_METHODS.has(m) || TASK_METHODS.has(m),
       tool: (name) => registry.tools.has(name),
@@ -153,7 +162,10 @@ export class McpEngine {
   }
 
   /** A POST whose body parsed: the modern wire or the handshake-era one, each request in its span. */
-  async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null): Promise<void> {
+  async post (outer: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null): Promise<void> {
+    // While draining, only what serves requests already running (a client's answer, a cancel) is taken.
+    if (body.messages.some(m => m.kind === 'request')) this.#refuseWhileDraining()
+    const exchange = this.#drain.enter(outer, body)
     const modern = isModernPost(exchange.request, body)
     const trace = this.#trace(exchange, body, modern ? '2026-07-28' : '2025')
     try {
@@ -166,8 +178,14 @@ export class McpEngine {
       trace.failed(err)
       throw err
     } finally {
+      exchange.release()
       trace.end()
     }
+  }
+
+  #refuseWhileDraining (): void {
+    const refusal = this.#drain.refusal()
+    if (refusal !== null) throw refusal
   }
 
   /** The telemetry of a POST: the session and version its headers name (checked: they become attributes). */
@@ -185,12 +203,18 @@ export class McpEngine {
 
   /** GET of a handshake-era session's stream. */
   async get (exchange: Exchange, principal: McpPrincipal | null): Promise<void> {
-    await this.#telemetry.stream('GET', sessionHeader(exchange), exchange.request.headers['mcp-protocol-version'], async () => { await openGetStream(this.#streams, exchange, principal) })
+    await this.#telemetry.stream('GET', sessionHeader(exchange), exchange.request.headers['mcp-protocol-version'], async () => {
+      this.#refuseWhileDraining()
+      await openGetStream(this.#streams, exchange, principal)
+    })
   }
 
   /** DELETE of a handshake-era session. */
   async delete (exchange: Exchange, principal: McpPrincipal | null): Promise<void> {
-    await this.#telemetry.stream('DELETE', sessionHeader(exchange), exchange.request.headers['mcp-protocol-version'], async () => { await deleteSession(this.#streams, exchange, principal) })
+    await this.#telemetry.stream('DELETE', sessionHeader(exchange), exchange.request.headers['mcp-protocol-version'], async () => {
+      this.#refuseWhileDraining()
+      await deleteSession(this.#streams, exchange, principal)
+    })
   }
 
   /** A notification for one session's GET stream, on whatever instance holds it. */
@@ -209,15 +233,31 @@ export class McpEngine {
       getStreams: this.hub.getStreams.size,
       listenStreams: this.#modern.listeners.size,
       lockWaiters: this.#legacy.lockWaiters + this.#handleCalls.lockWaiters,
-      pendingClientRequests: this.hub.answers.size
+      pendingClientRequests: this.hub.answers.size,
+      inflightRequests: this.#drain.inflight,
+      draining: this.#drain.draining
     }
+  }
+
+  /**
+   * The first step of `app.close()` (`drain.ts`): new requests are refused from now on; GET,
+   * resumed and listen streams end at once with `retry` (their clients come back elsewhere); the
+   * POSTs running may finish within `timeoutMs`, then what is left is stopped. Resolves the number
+   * of POSTs stopped.
+   */
+  async drain (timeoutMs: number, retryMs: number): Promise<number> {
+    const draining = this.#drain.drain(timeoutMs, this.#logger)
+    this.#modern.close(retryMs)
+    this.hub.getStreams.close(retryMs)
+    this.hub.followers.close(retryMs)
+    return await draining
   }
 
   /** Server shutdown: streams end (with `retry` or their final result), waiting handlers are rejected. */
   async close (retryMs: number): Promise<void> {
     this.#stopExpiry?.()
     this.#telemetry.close()
-    this.#modern.close()
+    this.#modern.close(retryMs)
     await this.hub.close(retryMs)
     await this.#subscription.then(unsub => unsub()).catch(() => {})
   }

@@ -8,6 +8,16 @@ import type { FastifyRequest } from 'fastify'
 import type { BusMessage } from '../bus/bus.js'
 import type { EventLog } from '../bus/event-log.js'
 import type { EventSink } from '../bus/event-sink.js'
+import type { RequestAbort } from './request-abort.js'
+
+/** The event log of an answer nobody resumes (2026-07-28 responses, an answer without a session). */
+export const NULL_EVENT_LOG: EventLog = {
+  open: async () => '',
+  append: async () => '',
+  replay: async () => null,
+  finish: async () => {},
+  dropSession: async () => {}
+}
 
 /** How a POST's answer is written (see {@link ResponseChannel}). */
 export interface ChannelOptions {
@@ -55,6 +65,11 @@ export interface Exchange {
   stream (options: { keepAlive: number, what?: Record<string, unknown> }): EventSink
   /** Answers with no body. */
   empty (status: number): void
+  /**
+   * Aborted at the drain deadline of `app.close()` (`drain.ts`): the wire's request aborts follow
+   * it. Absent when nothing drains (an exchange served outside the engine).
+   */
+  readonly shutdown?: RequestAbort
   /**
    * Adds fields to every later log line of this request, Fastify's "request completed" included
    * (e.g. how long it waited for its session's lock).

@@ -24,6 +24,7 @@ import type { HandleCalls } from './handle-calls.js'
 import { LegacyContext } from './legacy-context.js'
 import { initialize } from './legacy-initialize.js'
 import { LeaseLostError, busDown, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './legacy-session.js'
+import { closingHeaders, stoppedByDrain, stoppedError, stoppedResponse } from './drain.js'
 import { RequestAbort } from './request-abort.js'
 import { allowsBatches, supportsSsePolling } from './versions.js'
 
@@ -107,6 +108,8 @@ export class LegacyWire {
     // Counted (and cancellable) from now on, in the same turn as the cap check above: requests that
     // arrive together cannot all pass it while waiting for the session.
     const tracked = this.#track(sid, body, abort)
+    // Stopped at the drain deadline of app.close(): answered with an error (`#abortedResponse`).
+    const unfollow = exchange.shutdown?.follow(abort)
     try {
       // Answers and notifications never wait behind a running handler (that handler may be waiting for them).
       const lock = requests > 0 && this.#d.sessions.lock !== null
@@ -124,7 +127,11 @@ export class LegacyWire {
       trace.opened(waited, lock)
       // Given up while queued: a client that left hears nothing; a cancelled request, like a
       // cancelled running one, gets no response (202).
-      if (scope === null) { if (!exchange.connection.destroyed) exchange.empty(202); return }
+      if (scope === null) {
+        if (stoppedByDrain(abort.reason)) throw stoppedError(this.#d.opts.retryInterval)
+        if (!exchange.connection.destroyed) exchange.empty(202)
+        return
+      }
       scope.onLost(() => { abort.abort(new LeaseLostError()) })
       try {
         await this.#serve(exchange, body, scope, tracked, principal, trace)
@@ -134,6 +141,7 @@ export class LegacyWire {
       }
     } finally {
       abort.unwatch()
+      unfollow?.()
       for (const r of tracked.requests.values()) r.untrack()
     }
   }
@@ -285,10 +293,15 @@ export class LegacyWire {
   }
 
   /**
-   * A cancelled request gets no response; one stopped because its lease was lost, or because its
-   * session ended, gets an error.
+   * A cancelled request gets no response; one stopped because its lease was lost, because its
+   * session ended, or at the drain deadline of app.close(), gets an error.
    */
   #abortedResponse (run: PostRun, id: RequestId, abort: RequestAbort): unknown {
+    if (stoppedByDrain(abort.reason)) {
+      run.status = 503
+      run.headers = closingHeaders(this.#d.opts.retryInterval)
+      return stoppedResponse(id)
+    }
     const unkept = unkeptAnswer({ status: 'unchanged' }, abort.reason)
     if (unkept === null) return null
     run.status = unkept.status

@@ -139,11 +139,11 @@ export class ListenStreams {
     for (const s of this.#streams) if (s.uris.has(uri)) this.#send(s, 'notifications/resources/updated', { uri })
   }
 
-  /** Server shutdown: each listen stream ends with its final result. */
-  close (): void {
+  /** Server shutdown: each listen stream ends with its final result, and `retry` when given (the client listens elsewhere). */
+  close (retryMs?: number): void {
     for (const s of this.#streams) {
       s.sink.event(null, JSON.stringify(resultResponse(s.id, { resultType: 'complete', _meta: { [META_SUB]: s.id } })))
-      s.sink.end()
+      s.sink.end(retryMs)
     }
     this.#streams.clear()
     this.#perClient.clear()

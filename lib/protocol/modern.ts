@@ -5,7 +5,6 @@
  * `subscriptions/listen` streams (`listen.ts`). The envelope checks are in `modern-headers.ts`.
  */
 import type { FastifyBaseLogger } from 'fastify'
-import type { EventLog } from '../bus/event-log.js'
 import { InputRequiredSignal, LOG_LEVELS, type LogLevel, type McpPrincipal } from '../context.js'
 import type { CacheHint } from '../features/cache-hints.js'
 import { METHODS, methodNotFound, needCapability, type CacheKind, type MethodEntry } from '../features/method-table.js'
@@ -16,12 +15,13 @@ import type { ToolLimiter } from '../limits/limiter.js'
 import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
 import { isClientCapabilityError } from './base-context.js'
-import type { Exchange, ResponseChannel } from './exchange.js'
+import { NULL_EVENT_LOG, type Exchange, type ResponseChannel } from './exchange.js'
 import { ListenStreams } from './listen.js'
 import { META_CAPS, META_LOG, META_SERVER, MODERN_VERSIONS } from './meta.js'
 import { checkNotificationEnvelope, checkRequestEnvelope, refuseUnservable } from './modern-headers.js'
 import type { HandleCalls } from './handle-calls.js'
 import { ModernContext } from './modern-context.js'
+import { closingHeaders, stoppedByDrain, stoppedResponse } from './drain.js'
 import { RequestAbort } from './request-abort.js'
 import { TASK_METHODS, type TaskCalls } from './task-calls.js'
 import type { StateSealer } from './request-state.js'
@@ -69,14 +69,6 @@ function asWireError (err: unknown): unknown {
     { requiredCapabilities: err.requiredCapabilities }, 400)
 }
 
-/** Modern SSE responses are not resumable: no event log. */
-const nullLog: EventLog = {
-  open: async () => '',
-  append: async () => '',
-  replay: async () => null,
-  finish: async () => {},
-  dropSession: async () => {}
-}
 
 /** @internal The modern engine. */
 export class ModernWire {
@@ -120,18 +112,24 @@ export class ModernWire {
       this.listeners.open(exchange, msg, this.#d.capabilities(), principal)
       return
     }
-    const channel = exchange.channel({ sessionId: null, polling: false, log: nullLog })
+    const channel = exchange.channel({ sessionId: null, polling: false, log: NULL_EVENT_LOG })
     // Closing the response stream is cancellation on this revision.
     const abort = new RequestAbort()
     abort.watch(exchange.connection, channel)
+    // Stopped at the drain deadline of app.close() like a cancellation, but answered.
+    const unfollow = exchange.shutdown?.follow(abort)
     try {
       const caps = meta[META_CAPS] as Record<string, unknown>
       const response = await trace.run(msg, async () => await this.#run({ exchange, msg, caps, logLevel: logLevel as LogLevel | undefined, principal, channel, abort }))
       trace.answered(msg, response.body, response.status)
-      if (abort.aborted) return
+      if (abort.aborted) {
+        if (stoppedByDrain(abort.reason)) channel.finish([stoppedResponse(msg.id)], true, 503, closingHeaders(this.#d.opts.retryInterval))
+        return
+      }
       channel.finish([response.body], true, response.status, response.headers)
     } finally {
       abort.unwatch()
+      unfollow?.()
     }
   }
 
@@ -195,6 +193,6 @@ export class ModernWire {
   /** A resource changed: tell the listen streams subscribed to its URI. */
   resourceUpdated (uri: string): void { this.listeners.resourceUpdated(uri) }
 
-  /** Server shutdown: each listen stream ends with its final result. */
-  close (): void { this.listeners.close() }
+  /** Server shutdown: each listen stream ends with its final result, and `retry` when given. */
+  close (retryMs?: number): void { this.listeners.close(retryMs) }
 }

@@ -6,7 +6,7 @@
 import t from 'tap'
 import { build, initialize } from '../plugin/helper.js'
 
-const KEYS = ['getStreams', 'listenStreams', 'lockWaiters', 'pendingClientRequests', 'sessionsHeld']
+const KEYS = ['draining', 'getStreams', 'inflightRequests', 'listenStreams', 'lockWaiters', 'pendingClientRequests', 'sessionsHeld']
 
 t.test('off by default: 404', async t => {
   const app = await build(t)
@@ -21,7 +21,7 @@ t.test('on: the counts, fresh, and nothing that names a session or a principal',
   t.equal(empty.headers['cache-control'], 'no-store')
   t.match(empty.headers['content-type'], /application\/json/)
   t.same(Object.keys(empty.json()).sort(), KEYS)
-  t.ok(Object.values(empty.json()).every(v => v === 0), 'all 0 when idle')
+  t.ok(Object.values(empty.json()).every(v => v === 0 || v === false), 'all 0 (and not draining) when idle')
   const sessions = []
   for (let i = 0; i < 20; i++) sessions.push(await initialize(app))
   const res = await app.inject({ method: 'GET', url: '/mcp/status' })
