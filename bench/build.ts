@@ -21,8 +21,14 @@ async function sources (dir: string): Promise<string[]> {
   return out
 }
 
-/** Transpiles lib/ and bench/servers/ into `BUILD_DIR`; returns the number of files. */
-export async function buildServers (): Promise<number> {
+/**
+ * Transpiles lib/ and bench/servers/ into `BUILD_DIR`; returns the number of files. With
+ * `beforeRoot` (`--before <checkout>`): that checkout's lib/ with this tree's bench/servers/ into
+ * bench/.build-before, so the same servers run on the code before a change.
+ */
+export async function buildServers (beforeRoot?: string): Promise<number> {
+  const outDir = beforeRoot === undefined ? BUILD_DIR : join(ROOT, 'bench', '.build-before')
+  const libRoot = beforeRoot ?? ROOT
   const configPath = join(ROOT, 'tsconfig.json')
   const read = ts.readConfigFile(configPath, ts.sys.readFile)
   if (read.error !== undefined) throw new Error(ts.flattenDiagnosticMessageText(read.error.messageText, '\n'))
@@ -33,21 +39,21 @@ export async function buildServers (): Promise<number> {
     ...parsed.options,
     module: ts.ModuleKind.ESNext,
     moduleResolution: ts.ModuleResolutionKind.Bundler,
-    rootDir: ROOT,
+    rootDir: undefined, // one file at a time; a --before checkout lies outside ROOT
     outDir: undefined,
     declaration: false,
     declarationMap: false,
     sourceMap: false,
     noEmit: false
   }
-  await rm(BUILD_DIR, { recursive: true, force: true })
-  const files = [...await sources(join(ROOT, 'lib')), ...await sources(join(ROOT, 'bench', 'servers'))]
+  await rm(outDir, { recursive: true, force: true })
+  const files = [...await sources(join(libRoot, 'lib')), ...await sources(join(ROOT, 'bench', 'servers'))]
   for (const file of files) {
-    const rel = relative(ROOT, file)
+    const rel = relative(file.startsWith(join(libRoot, 'lib')) ? libRoot : ROOT, file)
     const out = ts.transpileModule(await readFile(file, 'utf8'), { compilerOptions, fileName: file, reportDiagnostics: true })
     const errors = (out.diagnostics ?? []).filter(d => d.category === ts.DiagnosticCategory.Error)
     if (errors.length > 0) throw new Error(`${rel}: ${ts.flattenDiagnosticMessageText(errors[0]?.messageText ?? '', '\n')}`)
-    const target = join(BUILD_DIR, rel.replace(/\.ts$/, '.js'))
+    const target = join(outDir, rel.replace(/\.ts$/, '.js'))
     await mkdir(dirname(target), { recursive: true })
     await writeFile(target, out.outputText)
   }

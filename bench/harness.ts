@@ -14,8 +14,8 @@ import autocannon from 'autocannon'
 import { Redis } from 'ioredis'
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url))
-/** The compiled servers (see build.ts: `buildServers()` runs first). */
-const SERVERS = join(ROOT, 'bench', '.build', 'bench', 'servers')
+/** The compiled servers (see build.ts: `buildServers()` runs first); `before` servers run on another checkout's lib/. */
+const serversDir = (before: boolean): string => join(ROOT, 'bench', before ? '.build-before' : '.build', 'bench', 'servers')
 
 /**
  * CPU placement (Linux, 2 or more CPUs, `taskset` on PATH): the driver and its load generator on
@@ -46,6 +46,8 @@ export type ServerKind = 'bare' | 'ours' | 'sdk-v2' | 'sdk-v1'
 export interface StartOptions {
   /** `--expose-gc` (memory measurements). */
   exposeGc?: boolean
+  /** Run the server on the `--before` checkout's lib/ (bench/.build-before). */
+  before?: boolean
 }
 
 export interface CpuWindow {
@@ -95,7 +97,7 @@ export class ServerProcess {
   static async start (label: string, kind: ServerKind, config: object = {}, opts: StartOptions = {}): Promise<ServerProcess> {
     const execArgv: string[] = []
     if (opts.exposeGc === true) execArgv.push('--expose-gc')
-    const child = fork(join(SERVERS, `${kind}.js`), [], {
+    const child = fork(join(serversDir(opts.before === true), `${kind}.js`), [], {
       cwd: ROOT,
       execArgv,
       env: { ...process.env, BENCH_SERVER: JSON.stringify(config) },
@@ -274,8 +276,11 @@ export interface LoadSpec {
   duration: number
   /** Total requests instead of a duration. */
   amount?: number
-  /** Per-connection headers (e.g. one session per connection); called once per connection. */
-  perConnection?: (index: number) => Record<string, string>
+  /**
+   * Per-connection request (one session or one state handle per connection): its headers and
+   * body; called once per connection.
+   */
+  perConnection?: (index: number) => { headers: Record<string, string>, body: string }
 }
 
 export interface LoadResult {
@@ -315,7 +320,10 @@ export async function load (spec: LoadSpec): Promise<LoadResult> {
   else opts.duration = spec.duration
   if (spec.perConnection !== undefined) {
     const per = spec.perConnection
-    opts.setupClient = (client) => { client.setHeaders({ ...spec.headers, ...per(index++) }) }
+    opts.setupClient = (client) => {
+      const req = per(index++)
+      client.setHeadersAndBody(req.headers, req.body)
+    }
   }
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon(opts, (err, res) => { if (err !== null && err !== undefined) reject(err); else resolve(res) })

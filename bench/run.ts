@@ -15,8 +15,11 @@
  * `<!-- bench:end -->` (the README's performance section is generated, not hand-typed).
  *
  * Scenarios: modern (2026-07-28 tools/call, JSON), session (2025-wire tools/call on an existing
- * session, memory store), stores (memory/file/Redis stores, lock off and on, one session and one
- * per connection, Redis round trips per request), sse (10 progress notifications on SSE),
+ * session, memory store), stores (memory/file/Redis stores, lock off and on, one request at a time,
+ * and at the largest connection count one session and one per connection; Redis round trips per
+ * request), handles (2026-07-28 basket_add on a state handle, one for all connections and one per
+ * connection, memory and Redis store + lock, against a handle-less 2026 call on the Redis
+ * server; every run checks that no update was lost), sse (10 progress notifications on SSE),
  * parallel (100 parallel calls on one session with the lock on), idle (10,000 idle sessions),
  * tracing (2025-wire tools/call with the memory lock: telemetry off vs on without an SDK, and with
  * an SDK registered whose span processor does nothing, telemetry off vs on).
@@ -32,12 +35,12 @@ import {
   type LoadResult, type PrivateRedis, type ServerKind
 } from './harness.js'
 import {
-  BARE, OURS_MEMORY, OURS_REDIS_LOCKED, SDK_V1, SDK_V2, TRACING_API, TRACING_OFF, TRACING_SDK, TRACING_SDK_OFF, addRatios, checkTargets, machine, renderMarkdown, renderText,
+  BARE, HANDLES_REDIS, OURS_MEMORY, OURS_REDIS_LOCKED, SDK_V1, SDK_V2, TRACING_API, TRACING_OFF, TRACING_SDK, TRACING_SDK_OFF, addRatios, checkTargets, machine, renderMarkdown, renderText,
   type IdleResult, type ParallelResult, type Results, type Row
 } from './report.js'
 import { ECHO_TEXT, expectToolResult, initializeRequest, legacyCall, modernCall, openSession, post, type RequestSpec } from './requests.js'
 
-const SCENARIOS = ['modern', 'session', 'stores', 'sse', 'parallel', 'idle', 'tracing'] as const
+const SCENARIOS = ['modern', 'session', 'stores', 'handles', 'sse', 'parallel', 'idle', 'tracing'] as const
 /** The README's generated performance block lies between these markers (`--readme`). */
 const README_START = '<!-- bench:start -->'
 const README_END = '<!-- bench:end -->'
@@ -56,6 +59,7 @@ const { values: args } = parseArgs({
     'handler-ms': { type: 'string' },
     'idle-sessions': { type: 'string' },
     profile: { type: 'boolean', default: false },
+    before: { type: 'string' },
     'no-pin': { type: 'boolean', default: false },
     readme: { type: 'boolean', default: false },
     out: { type: 'string' },
@@ -77,6 +81,9 @@ if (args.help === true) {
   --idle-sessions <n>     idle scenario: sessions (default 10000)
   --no-pin                do not pin the load generator to CPU 0 and the servers to the other CPUs
   --profile               write V8 CPU profiles of the servers to <out>/profiles (see bench/profile.ts)
+  --before <checkout>     also run the plugin's main rows on that checkout's lib/ (e.g. /work/main, or a
+                          \`git worktree\` of the commit before a change), with this tree's bench servers,
+                          alternating with the others in the same run: rows labelled "@ before"
   --readme                also replace the block between ${README_START} and ${README_END} in README.md
                           with results.md
   --out <dir>             results directory (default bench/results)`)
@@ -104,6 +111,7 @@ const opts = {
   handlerMs: int(args['handler-ms'], 20, 'handler-ms'),
   idleSessions: int(args['idle-sessions'], 10_000, 'idle-sessions'),
   profile: args.profile === true,
+  before: args.before,
   pin: args['no-pin'] !== true,
   readme: args.readme === true,
   out: args.out ?? join(ROOT, 'bench', 'results')
@@ -122,6 +130,10 @@ interface ServerDef {
   label: string
   kind: ServerKind
   config?: object
+  /** With `--before`, this server is run a second time on the before checkout's lib/. */
+  compare?: boolean
+  /** This is that second run (bench/.build-before). */
+  before?: boolean
   /** URL path of the endpoint. */
   path?: string
   /** Whether this server talks to the private Redis (round trips are counted). */
@@ -136,19 +148,37 @@ interface Block {
   sessions?: Array<'one' | 'many'>
   /** Whether requests name a 2025-era session (opened per server before timing). */
   needsSession: boolean
-  /** The request for a server (with the session id when `needsSession`). */
-  request: (s: ServerDef, sessionId: string | undefined) => RequestSpec
+  /**
+   * What a request is about, opened per server before timing when there is one: a 2025-era
+   * session (the default when `needsSession`), or a state handle. Bare routes get none.
+   */
+  open?: (url: string) => Promise<string>
+  /** The request for a server (with the session id or handle when there is one). */
+  request: (s: ServerDef, key: string | undefined) => RequestSpec
+  /**
+   * Counts the updates the server kept on these keys (state handles: no lost update): read before
+   * and after every measured run, whose 2xx answers must equal the difference.
+   */
+  tally?: (url: string, keys: string[]) => Promise<number>
+  /** Which servers' runs `tally` checks. */
+  tallies?: (s: ServerDef) => boolean
   /** Throws unless the answer is the expected one. */
   validate: (s: ServerDef, answer: Awaited<ReturnType<typeof post>>) => void
 }
 
 interface Running { def: ServerDef, proc: ServerProcess, url: string }
 
+/** With `--before`, each server marked `compare` gets a twin on the before checkout, right after it. */
+function withBefore (defs: ServerDef[]): ServerDef[] {
+  if (opts.before === undefined) return defs
+  return defs.flatMap(d => d.compare === true ? [d, { ...d, label: `${d.label} @ before`, before: true, compare: false }] : [d])
+}
+
 async function startServers (defs: ServerDef[]): Promise<Running[]> {
   const out: Running[] = []
   for (const def of defs) {
     log(`  starting ${def.label}`)
-    const proc = await ServerProcess.start(def.label, def.kind, def.config, {})
+    const proc = await ServerProcess.start(def.label, def.kind, def.config, { before: def.before })
     out.push({ def, proc, url: `${proc.url}${def.path ?? '/mcp'}` })
   }
   return out
@@ -160,19 +190,22 @@ async function stopAll (servers: Running[]): Promise<void> {
 
 async function runBlock (block: Block, redis: PrivateRedis | null): Promise<Row[]> {
   log(`\n== ${block.title}`)
-  const servers = await startServers(block.servers)
+  const servers = await startServers(withBefore(block.servers))
   const rows: Row[] = []
   try {
     for (const connections of block.connections) {
-      for (const sessions of block.sessions ?? [undefined]) {
-        const tag = `c=${connections}${sessions === undefined ? '' : `, ${sessions === 'one' ? 'one session' : 'session per connection'}`}`
-        // Sessions: one for all connections, or one per connection.
+      // With one connection, one session and a session per connection are the same block.
+      for (const sessions of connections === 1 && block.sessions !== undefined ? ['one' as const] : block.sessions ?? [undefined]) {
+        const what = block.open === undefined ? 'session' : 'handle'
+        const tag = `c=${connections}${sessions === undefined ? '' : `, ${sessions === 'one' ? `one ${what}` : `${what} per connection`}`}`
+        // Sessions (or handles): one for all connections, or one per connection.
+        const open = block.open ?? (block.needsSession ? openSession : undefined)
         const sids = new Map<Running, string[]>()
         for (const s of servers) {
-          if (!block.needsSession || s.def.kind === 'bare') { sids.set(s, ['bare-has-no-session']); continue }
+          if (open === undefined || s.def.kind === 'bare') { sids.set(s, ['bare-has-no-session']); continue }
           const n = sessions === 'many' ? connections : 1
           const list: string[] = []
-          for (let i = 0; i < n; i++) list.push(await openSession(s.url))
+          for (let i = 0; i < n; i++) list.push(await open(s.url))
           sids.set(s, list)
         }
         // Validate every server's answer before timing.
@@ -189,23 +222,54 @@ async function runBlock (block: Block, redis: PrivateRedis | null): Promise<Row[
             body: req.body,
             connections,
             duration: opts.duration,
-            perConnection: list.length > 1 ? (i) => ({ 'mcp-session-id': list[i % list.length] as string }) : undefined
+            perConnection: list.length > 1 ? (i) => block.request(s.def, list[i % list.length]) : undefined
           }
         }
+        /**
+         * Runs `load` and checks that every 2xx answer's update was kept (blocks with a `tally`);
+         * `window` brackets the load alone (the tally's own requests stay out of the CPU window).
+         */
+        const counted = async (s: Running, spec: Parameters<typeof load>[0], window?: { start: () => Promise<void>, stop: () => Promise<void> }): Promise<LoadResult & { lost: number }> => {
+          const keys = sids.get(s) as string[]
+          const tally = block.tally !== undefined && block.tallies?.(s.def) === true ? block.tally : undefined
+          const before = tally === undefined ? 0 : await tally(s.url, keys)
+          await window?.start()
+          const result = await load(spec)
+          await window?.stop()
+          // The server may have applied calls whose answers arrived after the run ended (at most one
+          // per connection), never fewer than were answered 2xx.
+          const kept = tally === undefined ? result.ok : await tally(s.url, keys) - before
+          const lost = Math.max(0, result.ok - kept)
+          if (lost > 0 || kept > result.ok + spec.connections) log(`  ${s.def.label}: ${lost} LOST UPDATES (${result.ok} answered 2xx, ${kept} kept)`)
+          return { ...result, lost: kept > result.ok + spec.connections ? NaN : lost }
+        }
         log(`  ${tag}: warm-up`)
-        for (const s of servers) await load({ ...spec(s), duration: opts.warmup })
-        const perServer = new Map<Running, Array<{ load: LoadResult, cpuUs: number, rss: number, otherCores: number, redisCommands?: number }>>()
+        for (const s of servers) await counted(s, { ...spec(s), duration: opts.warmup })
+        const perServer = new Map<Running, Array<{ load: LoadResult & { lost: number }, cpuUs: number, rss: number, otherCores: number, redisCommands?: number }>>()
         for (let round = 1; round <= opts.rounds; round++) {
           for (const s of servers) {
-            const before = s.def.redis === true && redis !== null ? await redisCommandsProcessed(redis.client) : 0
-            const host0 = hostCpu()
-            const self0 = process.cpuUsage()
-            await s.proc.cpuStart()
-            const result = await load(spec(s))
-            const cpu = await s.proc.cpuStop()
-            const self = process.cpuUsage(self0)
-            const host1 = hostCpu()
-            const after = s.def.redis === true && redis !== null ? await redisCommandsProcessed(redis.client) : 0
+            let before = 0
+            let after = 0
+            let host0 = hostCpu()
+            let host1 = host0
+            let self0 = process.cpuUsage()
+            let self = self0
+            let cpu: Awaited<ReturnType<typeof s.proc.cpuStop>> | undefined
+            const result = await counted(s, spec(s), {
+              start: async () => {
+                before = s.def.redis === true && redis !== null ? await redisCommandsProcessed(redis.client) : 0
+                host0 = hostCpu()
+                self0 = process.cpuUsage()
+                await s.proc.cpuStart()
+              },
+              stop: async () => {
+                cpu = await s.proc.cpuStop()
+                self = process.cpuUsage(self0)
+                host1 = hostCpu()
+                after = s.def.redis === true && redis !== null ? await redisCommandsProcessed(redis.client) : 0
+              }
+            })
+            if (cpu === undefined) throw new Error('no CPU window')
             const wall = cpu.wallMs / 1000
             // Cores busy with anything but this server and the load generator (Redis included).
             const otherCores = ((host1.busy - host0.busy) - (cpu.userUs + cpu.systemUs) / 1e6 - (self.user + self.system) / 1e6) / wall
@@ -221,7 +285,7 @@ async function runBlock (block: Block, redis: PrivateRedis | null): Promise<Row[
             perServer.set(s, list)
             const bad = result.non2xx + result.errors
             log(`  ${tag} round ${round} ${s.def.label}: ${result.reqPerSec.toFixed(0)} req/s, p50 ${result.p50.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms, ` +
-              `${(entry.cpuUs / Math.max(1, result.ok)).toFixed(0)} µs CPU/req, other load ${otherCores.toFixed(2)} cores` +
+              `${(entry.cpuUs / Math.max(1, result.ok)).toFixed(0)} µs CPU/req (${(cpu.userUs / Math.max(1, result.ok)).toFixed(0)} user), other load ${otherCores.toFixed(2)} cores` +
               `${bad > 0 ? `, ${bad} FAILED ${JSON.stringify(result.statusCodes)}` : ''}`)
           }
         }
@@ -264,6 +328,7 @@ async function runBlock (block: Block, redis: PrivateRedis | null): Promise<Row[
             rssMiB: median(perRound.map(r => r.rssMiB)),
             otherCores: median(perRound.map(r => r.otherCores)),
             failures: runs.reduce((a, r) => a + r.load.non2xx + r.load.errors, 0),
+            lostUpdates: block.tallies?.(s.def) === true ? runs.reduce((a, r) => a + r.load.lost, 0) : undefined,
             statusCodes,
             ratio: { reqPerSec: NaN, p50: NaN, p99: NaN, cpuUsPerReq: NaN, rssMiB: NaN },
             perRound
@@ -306,7 +371,7 @@ function modernBlock (): Block {
     servers: [
       { label: BARE, kind: 'bare' },
       { label: SDK_V2, kind: 'sdk-v2', config: { mode: 'json' } },
-      { label: OURS_MEMORY, kind: 'ours', config: { store: 'memory' } }
+      { label: OURS_MEMORY, kind: 'ours', config: { store: 'memory' }, compare: true }
     ],
     request: () => modernCall('echo', echoArgs),
     validate: (s, answer) => expectToolResult(s.label, answer, { text: ECHO_TEXT })
@@ -322,7 +387,7 @@ function sessionBlock (): Block {
     servers: [
       { label: BARE, kind: 'bare' },
       { label: SDK_V1, kind: 'sdk-v1' },
-      { label: OURS_MEMORY, kind: 'ours', config: { store: 'memory' } }
+      { label: OURS_MEMORY, kind: 'ours', config: { store: 'memory' }, compare: true }
     ],
     request: (_s, sid) => legacyCall('echo', echoArgs, sid),
     validate: (s, answer) => expectToolResult(s.label, answer, { text: ECHO_TEXT })
@@ -356,19 +421,66 @@ async function storesBlock (redis: PrivateRedis, dirs: string[]): Promise<Block>
   return {
     scenario: 'stores',
     title: 'stores, 2025-wire tools/call',
-    connections: [maxConnections],
+    // One request at a time shows the CPU of the path itself; many, how it scales.
+    connections: [...new Set([1, maxConnections])],
     sessions: opts.sessions,
     needsSession: true,
     servers: [
-      { label: OURS_MEMORY, kind: 'ours', config: { store: 'memory' } },
+      { label: OURS_MEMORY, kind: 'ours', config: { store: 'memory' }, compare: true },
       { label: 'ours, memory store + memory lock', kind: 'ours', config: { store: 'memory', lock: 'memory' } },
       { label: 'ours, file store', kind: 'ours', config: { store: 'file', dir: await dir() } },
       { label: 'ours, file store + file lock', kind: 'ours', config: { store: 'file', lock: 'file', dir: await dir() } },
       { label: 'ours, Redis store', kind: 'ours', config: { store: 'redis', redisUrl: redis.url }, redis: true },
-      { label: OURS_REDIS_LOCKED, kind: 'ours', config: { store: 'redis', lock: 'redis', redisUrl: redis.url }, redis: true }
+      { label: OURS_REDIS_LOCKED, kind: 'ours', config: { store: 'redis', lock: 'redis', redisUrl: redis.url }, redis: true, compare: true }
     ],
     request: (_s, sid) => legacyCall('echo', echoArgs, sid),
     validate: (s, answer) => expectToolResult(s.label, answer, { text: ECHO_TEXT })
+  }
+}
+
+/** The structured result of a bench `basket_*` tool (JSON answer). */
+function structured (answer: Awaited<ReturnType<typeof post>>): Record<string, unknown> {
+  const m = JSON.parse(answer.text) as { result?: { structuredContent?: Record<string, unknown>, isError?: boolean } }
+  if (answer.status !== 200 || m.result?.structuredContent === undefined || m.result.isError === true) {
+    throw new Error(`unexpected answer ${answer.status}: ${answer.text.slice(0, 300)}`)
+  }
+  return m.result.structuredContent
+}
+
+/**
+ * State handles on the 2026-07-28 wire (issue 13): `basket_add` (read the basket's count, add one,
+ * save) on one handle for every connection and on a handle per connection, against the same
+ * server's handle-less `echo` (the baseline). Every run checks that the handles gained exactly one
+ * item per 2xx answer.
+ */
+function handlesBlock (redis: PrivateRedis): Block {
+  const redisConfig = { store: 'redis', lock: 'redis', redisUrl: redis.url }
+  return {
+    scenario: 'handles',
+    title: 'state handles, 2026-wire tools/call',
+    connections: [...new Set([1, maxConnections])],
+    sessions: opts.sessions,
+    needsSession: false,
+    open: async (url) => {
+      const id = structured(await post(url, modernCall('basket_create', {}))).basket
+      if (typeof id !== 'string') throw new Error('basket_create returned no handle')
+      return id
+    },
+    tally: async (url, keys) => {
+      let total = 0
+      for (const basket of new Set(keys)) total += Number(structured(await post(url, modernCall('basket_count', { basket }))).count)
+      return total
+    },
+    tallies: (s) => s.label.includes('basket_add'),
+    servers: [
+      { label: 'ours, echo without a handle, Redis store + Redis lock', kind: 'ours', config: redisConfig, redis: true, compare: true },
+      { label: 'ours, basket_add, memory store + memory lock', kind: 'ours', config: { store: 'memory', lock: 'memory' } },
+      { label: HANDLES_REDIS, kind: 'ours', config: redisConfig, redis: true, compare: true }
+    ],
+    request: (s, basket) => s.label.includes('basket_add')
+      ? modernCall('basket_add', { basket, item: 'apple' })
+      : modernCall('echo', echoArgs),
+    validate: (s, answer) => expectToolResult(s.label, answer, { text: s.label.includes('basket_add') ? 'added' : ECHO_TEXT })
   }
 }
 
@@ -382,7 +494,7 @@ function sseBlock (): Block {
     servers: [
       { label: BARE, kind: 'bare', path: '/sse' },
       { label: SDK_V2, kind: 'sdk-v2', config: { mode: 'auto' } },
-      { label: OURS_MEMORY, kind: 'ours', config: { store: 'memory' } }
+      { label: OURS_MEMORY, kind: 'ours', config: { store: 'memory' }, compare: true }
     ],
     request: () => modernCall('progress', { steps }, { progressToken: 'p1' }),
     validate: (s, answer) => expectToolResult(s.label, answer, { text: `counted to ${steps}`, sse: true, progress: steps })
@@ -557,7 +669,7 @@ function readmeBlock (readme: string): { start: number, end: number } {
 async function main (): Promise<void> {
   const started = performance.now()
   const wants = (s: Scenario): boolean => opts.scenarios.includes(s)
-  const needsRedis = wants('stores') || wants('parallel')
+  const needsRedis = wants('stores') || wants('handles') || wants('parallel')
   const dirs: string[] = []
   let redis: PrivateRedis | null = null
   const results: Results = { meta: machine(), options: { ...opts, out: undefined }, rows: [], parallel: [], idle: [], targets: [] }
@@ -565,6 +677,7 @@ async function main (): Promise<void> {
   if (profileDir !== undefined) await mkdir(profileDir, { recursive: true })
   if (opts.readme) readmeBlock(await readFile(join(ROOT, 'README.md'), 'utf8')) // fail before, not after, the run
   log(`compiled ${await buildServers()} files into bench/.build`)
+  if (opts.before !== undefined) log(`compiled ${await buildServers(opts.before)} files of ${opts.before} into bench/.build-before`)
   try {
     if (needsRedis) {
       redis = await startRedis()
@@ -573,6 +686,7 @@ async function main (): Promise<void> {
     if (wants('modern')) results.rows.push(...await runBlock(modernBlock(), redis))
     if (wants('session')) results.rows.push(...await runBlock(sessionBlock(), redis))
     if (wants('stores') && redis !== null) results.rows.push(...await runBlock(await storesBlock(redis, dirs), redis))
+    if (wants('handles') && redis !== null) results.rows.push(...await runBlock(handlesBlock(redis), redis))
     if (wants('sse')) results.rows.push(...await runBlock(sseBlock(), redis))
     if (wants('parallel')) results.parallel = await parallelScenario(redis, dirs)
     if (wants('idle')) results.idle = await idleScenario(dirs)

@@ -5,7 +5,8 @@
  * whose span processor does nothing). Tools: `echo` (the
  * tool every server has), `progress` (`steps` progress notifications, then the result: the SSE
  * scenario) and `counter_add` (read-modify-write of a session counter around `delayMs` of work:
- * the parallel-calls scenario).
+ * the parallel-calls scenario), and `basket_create` / `basket_add` / `basket_count` on a state
+ * handle (the handles scenario).
  */
 import { readdir, utimes } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -13,7 +14,7 @@ import Fastify from 'fastify'
 import { Redis } from 'ioredis'
 import { Type } from '@sinclair/typebox'
 import mcp, {
-  FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
+  FileSessionLock, FileSessionStore, MemorySessionLock, createLockClient, MemorySessionStore, RedisSessionLock, RedisSessionStore,
   type SessionLock, type SessionStore
 } from '../../lib/index.js'
 import { config, serve } from './child.js'
@@ -25,6 +26,8 @@ interface OursConfig {
   redisUrl?: string
   /** Session idle TTL (ms). */
   ttl?: number
+  /** The Redis lock client's command timeout (ms), instead of the fail-fast 500 (valgrind runs). */
+  commandTimeout?: number
   /** MemorySessionStore `max`. */
   max?: number
   /** Telemetry: off, on without an SDK (default), on with an SDK and a no-op span processor. */
@@ -53,7 +56,11 @@ switch (cfg.lock ?? 'none') {
   case 'memory': lock = new MemorySessionLock({}); break
   case 'file': lock = new FileSessionLock({ dir }); break
   case 'redis': {
-    const l = new RedisSessionLock({ redis: redisUrl })
+    // Under valgrind (bench/instructions.ts) everything runs ~50× slower: the lock's own client
+    // then gets a longer command timeout than the fail-fast 500 ms, or requests would fail.
+    const client = cfg.commandTimeout === undefined ? undefined : createLockClient(redisUrl)
+    if (client !== undefined) (client.options as { commandTimeout?: number }).commandTimeout = cfg.commandTimeout
+    const l = new RedisSessionLock({ redis: client ?? redisUrl })
     await l.ready()
     lock = l
     break
@@ -122,6 +129,37 @@ app.mcp.tool({
   name: 'counter_get',
   description: 'Returns the session counter.'
 }, async (_args, ctx) => ({ content: [{ type: 'text', text: String(ctx.session?.get<number>('counter') ?? 0) }] }))
+
+// State handles (issue 13's bench block): a basket holds a count, so its state stays the same size
+// over a run of thousands of calls; `basket_count` lets the driver check no update was lost.
+app.mcp.handleKind('basket', { ttl: ttl })
+const basket = Type.String()
+
+app.mcp.tool({
+  name: 'basket_create',
+  description: 'Creates an empty basket; returns its handle.'
+}, async (_args, ctx) => {
+  const id = await ctx.handles.create('basket', { count: 0 })
+  return { content: [{ type: 'text', text: id }], structuredContent: { basket: id } }
+})
+
+app.mcp.tool({
+  name: 'basket_add',
+  description: 'Adds an item to the basket (read, add one, write back).',
+  input: Type.Object({ basket, item: Type.String() }),
+  handle: { argument: 'basket', kind: 'basket' }
+}, async (_args, ctx) => {
+  const count = (ctx.handle?.get<number>('count') ?? 0) + 1
+  ctx.handle?.set('count', count)
+  return { content: [{ type: 'text', text: 'added' }], structuredContent: { count } }
+})
+
+app.mcp.tool({
+  name: 'basket_count',
+  description: 'Returns how many items the basket holds.',
+  input: Type.Object({ basket }),
+  handle: { argument: 'basket', kind: 'basket' }
+}, async (_args, ctx) => ({ content: [{ type: 'text', text: 'count' }], structuredContent: { count: ctx.handle?.get<number>('count') ?? 0 } }))
 
 await serve(app, {
   /** Times `store.gc()`. */
