@@ -22,7 +22,7 @@ export interface EndLogger {
 
 /**
  * Removes what belongs to the ended session `sid`. A log failure is logged (its keys expire with
- * their ttl); a bus failure rejects (the caller decides: DELETE answers 503, expiry logs).
+ * their ttl); a bus failure rejects (the caller decides: DELETE still answers 200, as the session is gone, and logs; expiry logs).
  */
 export async function endSession (d: SessionEndDeps, sid: string, log: EndLogger): Promise<void> {
   await d.eventLog.dropSession(sid).catch((err: unknown) => { log.warn({ err, sessionId: sid }, 'event log cleanup failed') })

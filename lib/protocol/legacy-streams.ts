@@ -113,6 +113,10 @@ export async function deleteSession (d: StreamDeps, exchange: Exchange, principa
     throw unavailable(err, request.log, sid)
   }
   if (typeof created === 'number') d.ended?.(Math.max(0, Date.now() - created) / 1000, scope.handle.getProtocol<string>(K.version))
-  await endSession(d, sid, request.log)
+  // The session is gone from the store: that is what DELETE promised, so the client is told 200.
+  // What else held it (other instances' streams, the event log) ends by its own checks and TTLs.
+  await endSession(d, sid, request.log).catch((err: unknown) => {
+    request.log.warn({ err, sessionId: sid }, 'session deleted, but its end could not be told to other instances (bus unavailable)')
+  })
   exchange.empty(200)
 }
