@@ -15,6 +15,7 @@
  * - without: `dropSession` leaves a mark `<prefix>{<sid>}:evx` for `ttl` ms that refuses writes.
  */
 import { parseEventId, type EventLog, type EventLogOptions, type Replay } from './event-log.js'
+import { LiveStreams } from './live-streams.js'
 
 /** What the event log calls on a Redis client (structural: an ioredis 5 or 6 client or Cluster). */
 export interface RedisStreamsClient {
@@ -82,6 +83,7 @@ export class RedisEventLog implements EventLog {
   readonly #maxEvents: number
   readonly #ttl: number
   readonly #sessionKey: ((sessionId: string) => string) | undefined
+  readonly #live: LiveStreams
 
   constructor (options: RedisEventLogOptions) {
     this.#redis = options.redis as ScriptedClient
@@ -90,6 +92,7 @@ export class RedisEventLog implements EventLog {
     this.#maxEvents = options.maxEvents ?? 1000
     this.#ttl = options.ttl ?? 300_000
     this.#sessionKey = options.sessionKey
+    this.#live = new LiveStreams(this.#ttl)
     if (typeof this.#redis.mcpEventWrite !== 'function') {
       this.#redis.defineCommand('mcpEventWrite', { numberOfKeys: 3, lua: WRITE })
       this.#redis.defineCommand('mcpEventEnd', { numberOfKeys: 2, lua: END })
@@ -99,6 +102,9 @@ export class RedisEventLog implements EventLog {
   /** Whether writes are checked against the session's hash (else against an end mark). */
   get guardsBySession (): boolean { return this.#sessionKey !== undefined }
 
+  /** Streams this instance wrote that still live in Redis, as far as it can tell ({@link LiveStreams}). */
+  get size (): number { return this.#live.size() }
+
   #streamKey (sid: string, streamId: string): string { return `${this.#prefix}{${sid}}:ev:${streamId}` }
   #setKey (sid: string): string { return `${this.#prefix}{${sid}}:evs` }
   #markKey (sid: string): string { return `${this.#prefix}{${sid}}:evx` }
@@ -107,7 +113,9 @@ export class RedisEventLog implements EventLog {
     const guard = this.#sessionKey?.(sessionId) ?? this.#markKey(sessionId)
     const id = await this.#redis.mcpEventWrite(this.#streamKey(sessionId, streamId), this.#setKey(sessionId), guard, field, data,
       this.#maxEvents, this.#ttl, streamId, this.#sessionKey === undefined ? 'm' : 's')
-    return id === null ? null : `${streamId}_${id.slice(id.indexOf('-') + 1)}`
+    if (id === null) return null
+    this.#live.wrote(sessionId, streamId)
+    return `${streamId}_${id.slice(id.indexOf('-') + 1)}`
   }
 
   async open (sessionId: string, streamId: string): Promise<string | null> {
@@ -143,5 +151,6 @@ export class RedisEventLog implements EventLog {
   async dropSession (sessionId: string): Promise<void> {
     await this.#redis.mcpEventEnd(this.#setKey(sessionId), this.#markKey(sessionId), `${this.#prefix}{${sessionId}}:ev:`,
       this.#ttl, this.#sessionKey === undefined ? 'm' : 's')
+    this.#live.dropped(sessionId)
   }
 }

@@ -51,7 +51,7 @@ export class Instruments {
       meter.createObservableGauge(METRICS.lockWaiters, { unit: '{request}', description: 'Requests of this instance waiting for a lock, by fastify_mcp.lock.kind: a session\'s or a state handle\'s.' }),
       meter.createObservableGauge(METRICS.streams, { unit: '{stream}', description: 'GET and listen streams open on this instance.' }),
       meter.createObservableGauge(METRICS.pending, { unit: '{request}', description: 'Requests to clients (elicitation, sampling, roots) this instance waits on.' }),
-      meter.createObservableGauge(METRICS.eventLog, { unit: '{stream}', description: 'Resumable streams the in-process event log keeps.' })
+      meter.createObservableGauge(METRICS.eventLog, { unit: '{stream}', description: 'Resumable streams the event log keeps (the Redis one: the streams this instance wrote that are still within their TTL).' })
     ]
   }
 

@@ -108,3 +108,20 @@ t.test('a prefix with a brace is refused (it would break the hash tag)', async t
     t.throws(() => new RedisEventLog({ redis: admin, prefix }), TypeError, prefix)
   }
 })
+
+t.test('size: the streams this instance wrote that still live; a dropped session and refused writes do not count', async t => {
+  const prefix = newPrefix()
+  const log = newLog(t, { prefix })
+  const [s1, s2] = [generateSessionId(), generateSessionId()]
+  const a = newStreamId()
+  await log.open(s1, a)
+  await log.append(s1, a, 'again')
+  await log.open(s1, newStreamId())
+  await log.open(s2, newStreamId())
+  t.equal(log.size, 3, 'three streams, each counted once however often written')
+  t.equal((await admin.keys(`${prefix}*:ev:*`)).length, 3, 'as many as Redis holds')
+  await log.dropSession(s1)
+  t.equal(log.size, 1, 'the dropped session\'s streams are gone')
+  t.equal(await log.open(s1, newStreamId()), null, 'a late write is refused…')
+  t.equal(log.size, 1, '…and not counted')
+})
