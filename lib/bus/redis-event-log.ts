@@ -100,8 +100,6 @@ export class RedisEventLog implements EventLog {
   }
 
   /** Whether writes are checked against the session's hash (else against an end mark). */
-  get guardsBySession (): boolean { return this.#sessionKey !== undefined }
-
   /** Streams this instance wrote that still live in Redis, as far as it can tell ({@link LiveStreams}). */
   get size (): number { return this.#live.size() }
 

@@ -164,7 +164,7 @@ export class McpEngine {
   /** A POST whose body parsed: the modern wire or the handshake-era one, each request in its span. */
   async post (outer: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null): Promise<void> {
     // While draining, only what serves requests already running (a client's answer, a cancel) is taken.
-    if (body.messages.some(m => m.kind === 'request')) this.#refuseWhileDraining()
+    if (this.#drain.draining && body.messages.some(m => m.kind === 'request')) this.#refuseWhileDraining()
     const exchange = this.#drain.enter(outer, body)
     const modern = isModernPost(exchange.request, body)
     const trace = this.#trace(exchange, body, modern ? '2026-07-28' : '2025')
