@@ -6,6 +6,12 @@
  *
  *   npx tsx bench/instructions.ts --config '{"store":"redis","lock":"redis"}' [--requests 2000] [--before /work/main]
  *   npx tsx bench/instructions.ts --config '{"store":"memory"}' --request modern
+ *   npx tsx bench/instructions.ts --request sse [--server bare] [--keep cg.out]
+ *
+ * `--request sse` is the sse scenario's request (a 2026-07-28 `progress` call with 10 progress
+ * notifications, answered on SSE); `--server bare` runs bench/servers/bare.ts instead, whose
+ * `POST /sse` writes the same events straight to the socket (the ceiling). `--keep` copies the
+ * window's dump for `callgrind_annotate`.
  *
  * The server (bench/servers/ours.ts, compiled as `npm run bench` does) runs under
  * `valgrind --tool=callgrind`; after a warm-up of sequential requests the
@@ -13,7 +19,7 @@
  * them. A Redis config gets a private redis-server.
  */
 import { spawn, spawnSync } from 'node:child_process'
-import { readFile, readdir, mkdtemp, rm } from 'node:fs/promises'
+import { copyFile, readFile, readdir, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -27,13 +33,29 @@ const { values: args } = parseArgs({
     requests: { type: 'string', default: '2000' },
     warmup: { type: 'string', default: '1500' },
     request: { type: 'string', default: 'session' },
-    before: { type: 'string' }
+    before: { type: 'string' },
+    server: { type: 'string', default: 'ours' },
+    keep: { type: 'string' }
   }
 })
 
 const requests = Number(args.requests)
 const warmup = Number(args.warmup)
 const config = JSON.parse(args.config) as Record<string, unknown>
+const SSE_STEPS = 10
+if (args.server !== 'ours' && args.server !== 'bare') throw new Error('--server is ours or bare')
+if (args.server === 'bare' && args.request !== 'sse') throw new Error('--server bare serves only --request sse')
+
+/** The request, the path it goes to, and what its answer must be. */
+async function requestOf (url: string): Promise<{ spec: RequestSpec, path: string, want: Parameters<typeof expectToolResult>[2] }> {
+  if (args.request === 'sse') {
+    const spec = modernCall('progress', { steps: SSE_STEPS }, { progressToken: 'p1' })
+    return { spec, path: args.server === 'bare' ? '/sse' : '/mcp', want: { text: `counted to ${SSE_STEPS}`, sse: true, progress: SSE_STEPS } }
+  }
+  if (args.request === 'modern') return { spec: modernCall('echo', { text: ECHO_TEXT }), path: '/mcp', want: { text: ECHO_TEXT } }
+  if (args.request === 'session') return { spec: legacyCall('echo', { text: ECHO_TEXT }, await openSession(url)), path: '/mcp', want: { text: ECHO_TEXT } }
+  throw new Error('--request is session, modern or sse')
+}
 
 async function main (): Promise<void> {
   await buildServers()
@@ -45,7 +67,7 @@ async function main (): Promise<void> {
     config.commandTimeout ??= 60_000
     const build = args.before === undefined ? '.build' : '.build-before'
     const child = spawn('valgrind', ['--tool=callgrind', '--smc-check=all-non-file',
-      `--callgrind-out-file=${join(dir, 'cg.%p')}`, process.execPath, join(ROOT, 'bench', build, 'bench', 'servers', 'ours.js')], {
+      `--callgrind-out-file=${join(dir, 'cg.%p')}`, process.execPath, join(ROOT, 'bench', build, 'bench', 'servers', `${args.server}.js`)], {
       cwd: ROOT,
       env: { ...process.env, BENCH_SERVER: JSON.stringify(config) },
       stdio: ['ignore', 'inherit', 'pipe', 'ipc']
@@ -55,17 +77,15 @@ async function main (): Promise<void> {
       child.on('message', (m: { type?: string, port?: number }) => { if (m.type === 'ready') resolve(m.port as number) })
       child.once('exit', (code) => reject(new Error(`server exited ${String(code)}`)))
     })
-    const url = `http://127.0.0.1:${port}/mcp`
-    let spec: RequestSpec
-    if (args.request === 'modern') spec = modernCall('echo', { text: ECHO_TEXT })
-    else spec = legacyCall('echo', { text: ECHO_TEXT }, await openSession(url))
-    for (let i = 0; i < warmup; i++) expectToolResult('server', await post(url, spec), { text: ECHO_TEXT })
+    const { spec, path, want } = await requestOf(`http://127.0.0.1:${port}/mcp`)
+    const url = `http://127.0.0.1:${port}${path}`
+    for (let i = 0; i < warmup; i++) expectToolResult('server', await post(url, spec), want)
     const control = (flag: string): void => {
       const r = spawnSync('callgrind_control', [flag, String(child.pid)], { encoding: 'utf8' })
       if (r.status !== 0) throw new Error(`callgrind_control ${flag}: ${r.stderr}`)
     }
     control('--zero')
-    for (let i = 0; i < requests; i++) expectToolResult('server', await post(url, spec), { text: ECHO_TEXT })
+    for (let i = 0; i < requests; i++) expectToolResult('server', await post(url, spec), want)
     control('--dump=window')
     child.kill('SIGKILL')
     // The dump with the highest part number holds the measured window.
@@ -76,8 +96,9 @@ async function main (): Promise<void> {
       if (!text.includes('desc: Trigger: Client Request: window') && !/^desc: Trigger: .*window/m.test(text)) continue
       const m = /^summary:\s+(\d+)/m.exec(text) ?? /^totals:\s+(\d+)/m.exec(text)
       if (m !== null) total = Number(m[1])
+      if (args.keep !== undefined) await copyFile(join(dir, f), args.keep)
     }
-    console.log(JSON.stringify({ config: args.config, before: args.before ?? null, request: args.request, requests, instructionsPerRequest: Math.round(total / requests), dumps }))
+    console.log(JSON.stringify({ config: args.config, server: args.server, before: args.before ?? null, request: args.request, requests, instructionsPerRequest: Math.round(total / requests), dumps }))
   } finally {
     await redis?.stop()
     await rm(dir, { recursive: true, force: true })
