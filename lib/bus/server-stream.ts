@@ -3,7 +3,9 @@
  * resumable, each event is logged first (so a client that lost the connection can resume with
  * GET + `Last-Event-ID`, on any instance), then written to the connection attached right now, then
  * published for followers on other connections or instances. Writes go through one promise chain,
- * so events keep their order although logging is async. The connection is an {@link EventSink}.
+ * so events keep their order although logging is async; while nothing async is pending (always, on
+ * a stream that is not resumable), a write runs at once instead of costing two promises and a
+ * closure per event. The connection is an {@link EventSink}.
  */
 import type { BusMessage } from './bus.js'
 import { newStreamId, type EventLog } from './event-log.js'
@@ -30,18 +32,29 @@ export interface ServerStreamOptions {
 
 /** A logical SSE stream (see module doc). */
 export class ServerStream {
-  readonly id: string
   readonly sessionId: string
   readonly #o: ServerStreamOptions
+  #id: string | undefined
   #sink: EventSink | null = null
   #onDetach: (() => void) | null = null
   #ended = false
   #chain: Promise<void> = Promise.resolve()
+  /** Works in the chain that have not finished: while 0, a synchronous work runs at once. */
+  #pending = 0
 
   constructor (options: ServerStreamOptions) {
     this.#o = options
     this.sessionId = options.sessionId
-    this.id = options.id ?? `${options.kind}-${newStreamId()}`
+    this.#id = options.id
+  }
+
+  /**
+   * The stream's id (encoded in its event ids). Made on first use: a stream that is not resumable
+   * only names it in log lines, and most never log one.
+   */
+  get id (): string {
+    this.#id ??= `${this.#o.kind}-${newStreamId()}`
+    return this.#id
   }
 
   get ended (): boolean { return this.#ended }
@@ -56,10 +69,31 @@ export class ServerStream {
     sink.onClose(() => { if (this.#sink === sink) this.#detach() })
   }
 
+  /** Runs `work` after everything enqueued before it: at once when nothing is pending. */
   #enqueue (work: () => Promise<void> | void): void {
-    this.#chain = this.#chain.then(work).catch((err: unknown) => {
-      this.#o.logger.warn({ err, sessionId: this.sessionId, streamId: this.id }, 'SSE stream write failed')
-    })
+    if (this.#pending === 0) {
+      let result: Promise<void> | void
+      try {
+        result = work()
+      } catch (err) {
+        this.#warn(err)
+        return
+      }
+      if (result === undefined) return
+      // Async work (the event log): what comes after it waits for it.
+      this.#pending++
+      this.#chain = result.then(this.#settled, this.#failed)
+      return
+    }
+    this.#pending++
+    this.#chain = this.#chain.then(work).then(this.#settled, this.#failed)
+  }
+
+  readonly #settled = (): void => { this.#pending-- }
+  readonly #failed = (err: unknown): void => { this.#pending--; this.#warn(err) }
+
+  #warn (err: unknown): void {
+    this.#o.logger.warn({ err, sessionId: this.sessionId, streamId: this.id }, 'SSE stream write failed')
   }
 
   /** Resolves when everything enqueued so far was written. */

@@ -1,10 +1,13 @@
 /**
  * THE server-sent-events writer: every SSE response of the endpoint (a POST's response stream, a
  * session's GET stream, a 2026-07-28 listen stream, a resumed stream followed from elsewhere) goes
- * out through one of these. It takes the response over from Fastify and sends the headers at once,
- * frames events, writes keep-alive comments, ends with `retry`, writes a burst of frames in one
- * socket write (cork until the next turn), and closes a connection whose reader is too slow
- * instead of buffering without bound (a resumable stream's events are in the event log).
+ * out through one of these. It takes the response over from Fastify, frames events, writes
+ * keep-alive comments, ends with `retry`, writes a burst of frames in one socket write (cork until
+ * the next turn), and closes a connection whose reader is too slow instead of buffering without
+ * bound (a resumable stream's events are in the event log). The headers leave with the first
+ * burst, or alone at the end of the first turn when it wrote nothing (a stream that stays silent
+ * for a while): a POST answered on SSE, whose writer opens for the event it writes, costs one
+ * socket write instead of two.
  */
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { FastifyBaseLogger, FastifyReply } from 'fastify'
@@ -40,8 +43,13 @@ export class SseWriter implements EventSink {
   #corked = false
   /** Bytes written in the current turn (corked, not offered to the socket yet). */
   #burst = 0
+  /** Whether anything went out after the headers (else they are flushed at the end of the turn). */
+  #wrote = false
 
-  /** Takes the response over from Fastify and sends the status line and headers at once. */
+  /**
+   * Takes the response over from Fastify; the status line and headers go out with the first
+   * frames, or by the end of this turn (see the module doc).
+   */
   constructor (reply: FastifyReply, options: SseWriterOptions) {
     const headers: OutgoingHttpHeaders = {}
     for (const [k, v] of Object.entries(reply.getHeaders())) if (v !== undefined) headers[k] = v
@@ -49,9 +57,8 @@ export class SseWriter implements EventSink {
     reply.hijack()
     const conn = reply.raw
     conn.writeHead(200, headers)
-    // A stream may stay silent for a while, and the client waits for the headers.
-    conn.flushHeaders()
     this.#conn = conn
+    if (!conn.destroyed) this.#cork()
     this.#logger = options.logger
     this.#what = options.what ?? {}
     const keepAlive = options.keepAlive ?? 0
@@ -103,15 +110,27 @@ export class SseWriter implements EventSink {
       conn.destroy()
       return false
     }
-    // Frames written in one burst (progress, then the result) leave in one socket write.
-    if (!this.#corked) {
-      this.#corked = true
-      conn.cork()
-      setImmediate(() => { this.#corked = false; this.#burst = 0; conn.uncork() })
-    }
+    if (!this.#corked) this.#cork()
     this.#burst += Buffer.byteLength(text)
+    this.#wrote = true
     conn.write(text)
     return true
+  }
+
+  /** Frames written in one burst (progress, then the result) leave in one socket write. */
+  #cork (): void {
+    this.#corked = true
+    this.#conn.cork()
+    setImmediate(this.#uncork)
+  }
+
+  readonly #uncork = (): void => {
+    const conn = this.#conn
+    this.#corked = false
+    this.#burst = 0
+    // A stream may stay silent for a while, and the client waits for the headers.
+    if (!this.#wrote && !this.closed) { this.#wrote = true; conn.flushHeaders() }
+    conn.uncork()
   }
 
   #stopTimer (): void {
