@@ -115,7 +115,12 @@ export class ServerStream {
   send (message: unknown): void {
     if (this.#ended) return
     const data = JSON.stringify(message)
-    if (!this.#o.resumable) { this.#enqueue(() => { this.#write(null, data) }); return }
+    if (!this.#o.resumable) {
+      // The common case (a 2026-07-28 answer): written now, no closure.
+      if (this.#pending === 0) this.#write(null, data)
+      else this.#enqueue(() => { this.#write(null, data) })
+      return
+    }
     this.#enqueue(async () => {
       let id: string | null = null
       try {

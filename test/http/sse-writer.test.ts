@@ -23,6 +23,8 @@ interface Opened {
   raw: ServerResponse
   /** Date.now() just before the writer was made (its keep-alive timer starts in the constructor). */
   at: number
+  /** The socket writes of the response (`write` or `writev`), counted from before the writer was made. */
+  writes: string[]
 }
 
 /** A server whose `/sse` route opens an SseWriter and hands it to the test. */
@@ -43,6 +45,7 @@ async function serve (t: Test): Promise<Server> {
   const waiting: Array<(o: Opened) => void> = []
   app.get('/sse', async (request, reply) => {
     const q = request.query as Record<string, string>
+    const writes = countWrites(reply.raw.socket as Socket)
     const at = Date.now()
     const writer = new SseWriter(reply, {
       keepAlive: q.keepAlive === undefined ? undefined : Number(q.keepAlive),
@@ -50,7 +53,9 @@ async function serve (t: Test): Promise<Server> {
       logger,
       what: q.name === undefined ? undefined : { stream: q.name, sessionId: q.session }
     })
-    waiting.shift()?.({ writer, raw: reply.raw, at })
+    // `first`: an event written in the writer's first turn, as a POST answered on SSE does.
+    if (q.first !== undefined) writer.event(null, q.first)
+    waiting.shift()?.({ writer, raw: reply.raw, at, writes })
   })
   const url = await app.listen({ port: 0, host: '127.0.0.1' })
   t.teardown(async () => { await app.close() })
@@ -60,6 +65,17 @@ async function serve (t: Test): Promise<Server> {
     return { server: await server, client }
   }
   return { url, logs, open }
+}
+
+/** Records each socket write (`write` or `writev`) into the array returned. */
+function countWrites (socket: Socket): string[] {
+  const writes: string[] = []
+  const s = socket as Socket & { _write: (...a: unknown[]) => void, _writev: (...a: unknown[]) => void }
+  const realWrite = s._write
+  const realWritev = s._writev
+  s._write = function (this: Socket, ...args: unknown[]) { writes.push('write'); return realWrite.apply(this, args) }
+  s._writev = function (this: Socket, ...args: unknown[]) { writes.push('writev'); return realWritev.apply(this, args) }
+  return writes
 }
 
 /** A raw HTTP client reading one SSE response as text, with arrival times of each chunk. */
@@ -149,6 +165,16 @@ t.test('status 200 and headers, sent before any event', async t => {
   t.equal(h['mcp-session-id'], 'sid-1', 'the extra headers option')
   t.equal(client.text, '', 'no body yet')
   t.equal(server.writer.closed, false)
+  server.writer.end()
+})
+
+t.test('headers and the frames of the first turn leave in one socket write', async t => {
+  const s = await serve(t)
+  const { client, server } = await s.open({ first: 'hello' })
+  await client.until(c => c.text.includes('hello'), 'the first frame')
+  t.equal(client.res.headers['content-type'], 'text/event-stream')
+  t.equal(client.text, 'data: hello\n\n')
+  t.equal(server.writes.length, 1, 'one socket write for the headers and the frame')
   server.writer.end()
 })
 
