@@ -42,7 +42,8 @@ export class PostResponse implements ResponseChannel {
     stream.attach(new SseWriter(this.#reply, {
       headers: this.#opts.headers,
       logger: this.#request.log,
-      what: { sessionId: sid, streamId: stream.id }
+      // The stream's id is made only when a line names it (a random id costs a crypto call).
+      what: () => ({ sessionId: sid, streamId: stream.id })
     }))
     if (resumable) stream.prime()
     this.#stream = stream

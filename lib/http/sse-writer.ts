@@ -33,14 +33,15 @@ export interface SseWriterOptions {
   headers?: Record<string, string>
   /** Where a slow reader is reported, and with what context (session, stream). */
   logger: FastifyBaseLogger
-  what?: Record<string, unknown>
+  /** The context, or what makes it (called only when a line is logged). */
+  what?: Record<string, unknown> | (() => Record<string, unknown>)
 }
 
 /** One SSE response (see the module doc). */
 export class SseWriter implements EventSink {
   readonly #conn: ServerResponse
   readonly #logger: FastifyBaseLogger
-  readonly #what: Record<string, unknown>
+  readonly #what: Record<string, unknown> | (() => Record<string, unknown>)
   #timer: NodeJS.Timeout | null = null
   /** Whether the end of the current turn is scheduled (it flushes {@link #frames}). */
   #inTurn = false
@@ -126,7 +127,8 @@ export class SseWriter implements EventSink {
     const conn = this.#conn
     if (conn.destroyed || conn.writableEnded) return false
     if (conn.writableLength > MAX_BUFFERED_BYTES) {
-      this.#logger.warn(this.#what, 'SSE reader too slow; closing its connection')
+      const what = this.#what
+      this.#logger.warn(typeof what === 'function' ? what() : what, 'SSE reader too slow; closing its connection')
       this.#stopTimer()
       this.#frames = ''
       conn.destroy()

@@ -25,6 +25,8 @@ interface Opened {
   at: number
   /** The socket writes of the response (`write` or `writev`), counted from before the writer was made. */
   writes: string[]
+  /** How often the writer asked for its `what` context (`lazy` streams: a function). */
+  whatCalls: () => number
 }
 
 /** A server whose `/sse` route opens an SseWriter and hands it to the test. */
@@ -46,16 +48,17 @@ async function serve (t: Test): Promise<Server> {
   app.get('/sse', async (request, reply) => {
     const q = request.query as Record<string, string>
     const writes = countWrites(reply.raw.socket as Socket)
+    let calls = 0
     const at = Date.now()
     const writer = new SseWriter(reply, {
       keepAlive: q.keepAlive === undefined ? undefined : Number(q.keepAlive),
       headers: q.session === undefined ? undefined : { 'mcp-session-id': q.session },
       logger,
-      what: q.name === undefined ? undefined : { stream: q.name, sessionId: q.session }
+      what: q.name === undefined ? undefined : q.lazy === undefined ? { stream: q.name, sessionId: q.session } : () => { calls++; return { stream: q.name, sessionId: q.session } }
     })
     // `first`: an event written in the writer's first turn, as a POST answered on SSE does.
     if (q.first !== undefined) writer.event(null, q.first)
-    waiting.shift()?.({ writer, raw: reply.raw, at, writes })
+    waiting.shift()?.({ writer, raw: reply.raw, at, writes, whatCalls: () => calls })
   })
   const url = await app.listen({ port: 0, host: '127.0.0.1' })
   t.teardown(async () => { await app.close() })
@@ -327,9 +330,9 @@ t.test('a burst written in one turn (across nextTicks and microtasks) leaves in 
   w.end()
 })
 
-t.test('a reader that stops reading is disconnected once the buffer passes the bound', async t => {
+for (const lazy of [false, true]) t.test(`a reader that stops reading is disconnected once the buffer passes the bound${lazy ? ' (context made when logged)' : ''}`, async t => {
   const s = await serve(t)
-  const { client, server } = await s.open({ name: 'slow', session: 'sid-slow' })
+  const { client, server } = await s.open({ name: 'slow', session: 'sid-slow', ...(lazy ? { lazy: '1' } : {}) })
   const w = server.writer
   let closedCalls = 0
   w.onClose(() => { closedCalls++ })
@@ -363,6 +366,7 @@ t.test('a reader that stops reading is disconnected once the buffer passes the b
   const warns = s.logs.filter(l => l.msg === 'SSE reader too slow; closing its connection')
   t.equal(warns.length, 1, 'one warn line')
   t.match(warns[0], { level: 40, stream: 'slow', sessionId: 'sid-slow' }, 'with the what context')
+  if (lazy) t.equal(server.whatCalls(), 1, 'the context was made for the line, once')
   await closing
   t.equal(closedCalls, 1, 'onClose fired')
   // Reading again, the client drains what the kernel held and then sees the connection end
