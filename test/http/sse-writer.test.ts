@@ -309,6 +309,10 @@ t.test('a burst written in one turn (across nextTicks and microtasks) leaves in 
   socket._write = function (this: Socket, ...args: unknown[]) { writes.push('write'); return realWrite.apply(this, args) }
   socket._writev = function (this: Socket, ...args: unknown[]) { writes.push('writev'); return realWritev.apply(this, args) }
 
+  // One chunk of the chunked encoding for the whole turn, not one per frame.
+  const chunks: unknown[] = []
+  const realResWrite = server.raw.write
+  server.raw.write = function (this: ServerResponse, ...args: unknown[]) { chunks.push(args[0]); return realResWrite.apply(this, args as Parameters<ServerResponse['write']>) } as ServerResponse['write']
   const w = server.writer
   w.event('1', 'progress')
   // Node corks a chunked response only until the next tick: hops past it stay in the burst here.
@@ -320,6 +324,7 @@ t.test('a burst written in one turn (across nextTicks and microtasks) leaves in 
   await client.until(c => c.text.includes('result'), 'the last frame')
   t.equal(client.text, 'id: 1\ndata: progress\n\nid: 2\ndata: more\n\nid: 3\ndata: result\n\n', 'all frames, in order')
   t.same(writes, ['writev'], 'one socket write for the three frames')
+  t.equal(chunks.length, 1, 'handed to the response as one chunk')
 
   // The next turn starts a new burst.
   writes.length = 0
