@@ -6,6 +6,7 @@
  *
  *   npx tsx bench/instructions.ts --config '{"store":"redis","lock":"redis"}' [--requests 2000] [--before /work/main]
  *   npx tsx bench/instructions.ts --config '{"store":"memory"}' --request modern
+ *   npx tsx bench/instructions.ts --config '{"store":"redis","lock":"redis"}' --request handle   (basket_add on a state handle)
  *
  * The server (bench/servers/ours.ts, compiled as `npm run bench` does) runs under
  * `valgrind --tool=callgrind`; after a warm-up of sequential requests the
@@ -57,15 +58,23 @@ async function main (): Promise<void> {
     })
     const url = `http://127.0.0.1:${port}/mcp`
     let spec: RequestSpec
+    let expected = ECHO_TEXT
     if (args.request === 'modern') spec = modernCall('echo', { text: ECHO_TEXT })
-    else spec = legacyCall('echo', { text: ECHO_TEXT }, await openSession(url))
-    for (let i = 0; i < warmup; i++) expectToolResult('server', await post(url, spec), { text: ECHO_TEXT })
+    else if (args.request === 'handle') {
+      // basket_add on one state handle (issue 13): the 2026 wire's locked path.
+      const created = await post(url, modernCall('basket_create', {}))
+      const basket = (JSON.parse(created.text) as { result?: { structuredContent?: { basket?: unknown } } }).result?.structuredContent?.basket
+      if (typeof basket !== 'string') throw new Error(`basket_create returned no handle: ${created.text.slice(0, 300)}`)
+      spec = modernCall('basket_add', { basket, item: 'apple' })
+      expected = 'added'
+    } else spec = legacyCall('echo', { text: ECHO_TEXT }, await openSession(url))
+    for (let i = 0; i < warmup; i++) expectToolResult('server', await post(url, spec), { text: expected })
     const control = (flag: string): void => {
       const r = spawnSync('callgrind_control', [flag, String(child.pid)], { encoding: 'utf8' })
       if (r.status !== 0) throw new Error(`callgrind_control ${flag}: ${r.stderr}`)
     }
     control('--zero')
-    for (let i = 0; i < requests; i++) expectToolResult('server', await post(url, spec), { text: ECHO_TEXT })
+    for (let i = 0; i < requests; i++) expectToolResult('server', await post(url, spec), { text: expected })
     control('--dump=window')
     child.kill('SIGKILL')
     // The dump with the highest part number holds the measured window.
