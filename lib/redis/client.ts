@@ -18,7 +18,7 @@ import type { RedisClientLike, RedisConnectionOptions } from './scripts.js'
  * disconnected fails at once), no per-command retries, a 500 ms command timeout (a hung server),
  * and reconnection within a second once Redis is back. No auto-pipelining: its Pipeline object per
  * batch cost more than the commands at low concurrency; a client the plugin makes coalesces the
- * writes of a tick itself instead (`coalesce.ts`).
+ * writes of a turn of the event loop itself instead (`coalesce.ts`).
  */
 export const LOCK_CLIENT_OPTIONS = {
   enableAutoPipelining: false,
@@ -68,7 +68,7 @@ function newRedisClient (connection: string | RedisConnectionOptions = {}, overr
 
 /**
  * Creates a fail-fast lock client (see {@link LOCK_CLIENT_OPTIONS}) of the app's ioredis from a URL
- * or options; the commands it sends in one tick leave in one socket write.
+ * or options; the commands it sends in one turn of the event loop leave in one socket write.
  */
 export function createLockClient (connection: string | RedisConnectionOptions = {}): RedisClientLike {
   return coalesceWrites(newRedisClient(connection, LOCK_CLIENT_OPTIONS))
