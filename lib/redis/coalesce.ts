@@ -1,14 +1,16 @@
 /**
- * One socket write per turn of the event loop for the commands of a client the plugin makes, without ioredis'
- * auto-pipelining.
+ * One socket write per turn of the event loop for the commands of a client the plugin makes,
+ * without ioredis' auto-pipelining.
  *
  * Auto-pipelining builds a Pipeline object per batch and defers it with setImmediate: with one
  * request at a time every batch holds a single command, and that machinery cost more CPU than the
- * rest of the Redis path. Corking the socket on the first command and uncorking it in a
- * `setImmediate` (after the I/O callbacks of this turn of the event loop) keeps what
- * auto-pipelining was for: under load, the commands of all the requests read in one turn go out in
- * one write. (Uncorking on `process.nextTick` batches only one request's commands: at 50
- * connections that was a write per command, and fewer requests per second than auto-pipelining.)
+ * rest of the Redis path. Here a command sent while the connection has nothing in flight is written
+ * at once (one request at a time: nothing to batch, nothing deferred); a command sent while others
+ * await their replies (under load) corks the socket until a `setImmediate`, after the I/O
+ * callbacks of this turn of the event loop, so the commands of all the requests read in one turn
+ * go out in one write, as auto-pipelining batched them. (Uncorking on `process.nextTick` batches
+ * only one request's commands: at 50 connections that was a write per command; deferring every
+ * command to a `setImmediate` cost one request at a time ~4% more instructions.)
  *
  * Reconnection: ioredis makes a new socket (`client.stream`) on every connection. The socket is
  * looked up when a command is sent, and the uncork is tied to the socket that was corked, so a
@@ -21,7 +23,9 @@ interface CorkableClient {
   readonly isCluster: boolean
   /** The current connection's socket (replaced on every reconnection). */
   readonly stream?: { cork?: () => void, uncork?: () => void, writable?: boolean }
-  sendCommand: (...args: unknown[]) => unknown
+  /** ioredis' commands awaiting a reply (absent in a version without it: then always corked). */
+  readonly commandQueue?: { length: number }
+  sendCommand: (command: unknown, stream?: unknown) => unknown
 }
 
 function uncork (stream: { uncork: () => void }): void {
@@ -29,8 +33,8 @@ function uncork (stream: { uncork: () => void }): void {
 }
 
 /**
- * Makes the commands `client` sends in one turn of the event loop leave in one socket write (see the module doc).
- * For a client the plugin made itself, with `enableAutoPipelining` off; a Cluster is left as it is
+ * Makes the commands `client` sends in one turn of the event loop under load leave in one socket
+ * write (see the module doc). For a client the plugin made itself, with `enableAutoPipelining` off; a Cluster is left as it is
  * (its commands go to the node clients). Returns the client.
  */
 export function coalesceWrites<T extends object> (client: T): T {
@@ -39,9 +43,9 @@ export function coalesceWrites<T extends object> (client: T): T {
   const send = target.sendCommand
   // The socket corked in this turn, if any: no second cork (one uncork per cork).
   let corked: CorkableClient['stream'] | null = null
-  target.sendCommand = function (this: CorkableClient, ...args: unknown[]): unknown {
+  target.sendCommand = function (this: CorkableClient, command: unknown, to?: unknown): unknown {
     const stream = this.stream
-    if (stream !== corked && stream?.writable === true && typeof stream.cork === 'function') {
+    if (stream !== corked && (this.commandQueue?.length ?? 1) > 0 && stream?.writable === true && typeof stream.cork === 'function') {
       stream.cork()
       corked = stream
       setImmediate(() => {
@@ -49,7 +53,7 @@ export function coalesceWrites<T extends object> (client: T): T {
         uncork(stream as { uncork: () => void })
       })
     }
-    return send.apply(this, args)
+    return send.call(this, command, to)
   }
   return client
 }
