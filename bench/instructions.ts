@@ -11,7 +11,8 @@
  * `--request sse` is the sse scenario's request (a 2026-07-28 `progress` call with 10 progress
  * notifications, answered on SSE); `--server bare` runs bench/servers/bare.ts instead, whose
  * `POST /sse` writes the same events straight to the socket (the ceiling). `--keep` copies the
- * window's dump for `callgrind_annotate`.
+ * window's dump for `callgrind_annotate`. `--request handle` is `basket_add` on one state handle
+ * (the 2026 wire's locked path; use it with a Redis store and lock).
  *
  * The server (bench/servers/ours.ts, compiled as `npm run bench` does) runs under
  * `valgrind --tool=callgrind`; after a warm-up of sequential requests the
@@ -55,8 +56,14 @@ async function requestOf (url: string): Promise<{ spec: RequestSpec, path: strin
     return { spec, path: args.server === 'bare' ? '/sse' : '/mcp', want: { text: `counted to ${SSE_STEPS}`, sse: true, progress: SSE_STEPS } }
   }
   if (args.request === 'modern') return { spec: modernCall('echo', { text: ECHO_TEXT }), path: '/mcp', want: { text: ECHO_TEXT } }
+  if (args.request === 'handle') {
+    const created = await post(url, modernCall('basket_create', {}))
+    const basket = (JSON.parse(created.text) as { result?: { structuredContent?: { basket?: unknown } } }).result?.structuredContent?.basket
+    if (typeof basket !== 'string') throw new Error(`basket_create returned no handle: ${created.text.slice(0, 300)}`)
+    return { spec: modernCall('basket_add', { basket, item: 'apple' }), path: '/mcp', want: { text: 'added' } }
+  }
   if (args.request === 'session') return { spec: legacyCall('echo', { text: ECHO_TEXT }, await openSession(url)), path: '/mcp', want: { text: ECHO_TEXT } }
-  throw new Error('--request is session, modern or sse')
+  throw new Error('--request is session, modern, sse or handle')
 }
 
 async function main (): Promise<void> {

@@ -27,7 +27,7 @@ import {
 } from './errors.js'
 import { KeyedFifo, type FifoRelease } from './keyed-fifo.js'
 import { Lease } from './lease.js'
-import { Renewal } from './renewal.js'
+import { RenewalClock, type Renewal } from './renewal.js'
 import type { AcquireOptions, SessionLease, SessionLock } from './session-lock.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
 import { roundTrip } from '../telemetry/index.js'
@@ -122,6 +122,8 @@ export class RedisSessionLock implements SessionLock {
   readonly #closing = new AbortController()
   /** Leases being passed on, by session id: set just before the slot goes to the next waiter. */
   readonly #batons = new Map<string, Baton>()
+  /** Renews every held lease of this lock, on one timer. */
+  readonly #renewals: RenewalClock
 
   /**
    * @throws {RangeError} for a negative `timeout` or a `ttl` that is not positive.
@@ -131,6 +133,7 @@ export class RedisSessionLock implements SessionLock {
     const ttl = options.ttl ?? 30_000
     if (!Number.isInteger(ttl) || ttl < 3) throw new RangeError('ttl must be an integer greater than or equal to 3.')
     this.ttl = ttl
+    this.#renewals = new RenewalClock(ttl)
     const prefix = options.prefix ?? DEFAULT_KEY_PREFIX
     assertKeyPrefix(prefix)
     this.prefix = prefix
@@ -217,6 +220,7 @@ export class RedisSessionLock implements SessionLock {
     // the QUIT below (which would overtake a release sent later through auto-pipelining).
     const passing = [...this.#batons.values()].map(b => this.#client.mcpLockRelease(b.key, b.token).catch(() => {}))
     await withTimeout(Promise.all([...passing, ...[...this.#leases].map(lease => lease.revoke(closedError()))]), CLOSE_TIMEOUT)
+    this.#renewals.stopAll()
     if (this.#ownsClient && this.#client.status !== 'end') {
       const client = this.#client
       const ended = new Promise(resolve => client.once('end', resolve))
@@ -302,7 +306,7 @@ export class RedisSessionLock implements SessionLock {
         throw new SessionLockError(`Failed to release the lock of session ${id}; it expires in ${this.ttl} ms`, { cause: err })
       }
     }, { key, token })
-    const renewal = new Renewal(this.ttl, sentAt, async () => await this.#client.mcpLockExtend(key, token, this.ttl), () => {
+    const renewal = this.#renewals.start(sentAt, async () => await this.#client.mcpLockExtend(key, token, this.ttl), () => {
       // Our token is gone from Redis (or may be): tell the holder; it still releases the lease.
       lease.lose(new SessionLockError(`The lock of session ${id} was lost`, { code: SessionLockErrorCodes.LEASE_LOST }))
     })

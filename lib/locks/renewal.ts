@@ -1,75 +1,142 @@
 /**
- * Keeping a Redis lease alive: every ttl/3 after the last confirmation, a compare-and-PEXPIRE;
+ * Keeping Redis leases alive: every ttl/3 after the last confirmation, a compare-and-PEXPIRE;
  * a local deadline when the lease would expire in Redis (measured from when the last confirming
  * command was sent). "Not ours any more" ends it at once; transport errors are retried until the
  * deadline, which then ends it.
+ *
+ * One {@link RenewalClock} per lock drives all its leases with a single timer, armed for the
+ * earliest moment any lease needs something: a lease that lives less than ttl/3 (nearly every
+ * request) costs no timer at all, where a pair of timers per lease was a large part of the CPU of
+ * a locked request.
  */
 
-/** The renewal of one lease (see the module doc). */
+/** The renewal of one lease (see the module doc); made by {@link RenewalClock.start}. */
 export class Renewal {
   /** When the last command that confirmed the lease was sent (`performance.now()`). */
   confirmedAt: number
-  readonly #ttl: number
-  readonly #extend: () => Promise<number>
-  readonly #onLost: () => void
-  #renewTimer: NodeJS.Timeout | undefined
-  #deadlineTimer: NodeJS.Timeout | undefined
-  #stopped = false
+  /** When the next renewal is due (a retry after a transport error, or ttl/3 after confirmation). */
+  renewAt: number
+  /** Whether a renewal command is on its way. */
+  inFlight = false
+  stopped = false
+  readonly clock: RenewalClock
+  readonly extend: () => Promise<number>
+  readonly onLost: () => void
 
-  /**
-   * @param extend renews the lease in Redis: resolves 1 while it is ours, 0 once it is not.
-   * @param onLost called once when the lease is (or may be) lost.
-   */
-  constructor (ttl: number, sentAt: number, extend: () => Promise<number>, onLost: () => void) {
-    this.#ttl = ttl
-    this.#extend = extend
-    this.#onLost = onLost
+  constructor (clock: RenewalClock, sentAt: number, extend: () => Promise<number>, onLost: () => void) {
+    this.clock = clock
+    this.extend = extend
+    this.onLost = onLost
     this.confirmedAt = sentAt
-    this.#confirmed(sentAt)
-  }
-
-  /** The lease is ours until `sentAt + ttl`: arm the local deadline and the next renewal. */
-  #confirmed (sentAt: number): void {
-    clearTimeout(this.#deadlineTimer)
-    this.confirmedAt = sentAt
-    const now = performance.now()
-    this.#deadlineTimer = setTimeout(() => { this.#lost() }, Math.max(0, sentAt + this.#ttl - now)).unref()
-    // A third of the ttl after the confirmation (sooner for a lease passed on from a holder that
-    // had it for a while).
-    this.#renewTimer = setTimeout(() => { void this.#renew(sentAt + this.#ttl) },
-      Math.max(1, Math.floor(sentAt + this.#ttl / 3 - now))).unref()
-  }
-
-  async #renew (expiresAt: number): Promise<void> {
-    const sentAt = performance.now()
-    let renewed: number
-    try {
-      renewed = await this.#extend()
-    } catch {
-      if (this.#stopped) return
-      // Transient: retry until the lease would have expired; the deadline timer ends it then.
-      const wait = Math.min(Math.max(10, Math.floor(this.#ttl / 10)), 1000)
-      if (performance.now() + wait < expiresAt) {
-        this.#renewTimer = setTimeout(() => { void this.#renew(expiresAt) }, wait).unref()
-      }
-      return
-    }
-    if (this.#stopped) return
-    if (renewed === 1) this.#confirmed(sentAt)
-    else this.#lost()
-  }
-
-  #lost (): void {
-    this.stop()
-    this.#onLost()
+    this.renewAt = sentAt + clock.ttl / 3
   }
 
   /** Stops renewing (the lease ended, was lost, or is being passed on). */
   stop (): void {
-    this.#stopped = true
-    clearTimeout(this.#renewTimer)
-    clearTimeout(this.#deadlineTimer)
-    this.#renewTimer = undefined
-    this.#deadlineTimer = undefined
+    if (this.stopped) return
+    this.stopped = true
+    this.clock.remove(this)
+  }
+}
+
+/** The single timer behind the renewals of one lock's leases (see the module doc). */
+export class RenewalClock {
+  /** Lease time-to-live in milliseconds. */
+  readonly ttl: number
+  readonly #renewals = new Set<Renewal>()
+  #timer: NodeJS.Timeout | undefined
+  /** When the armed timer fires (`performance.now()` scale); Infinity when none is armed. */
+  #armedFor = Infinity
+
+  constructor (ttl: number) {
+    this.ttl = ttl
+  }
+
+  /**
+   * Starts renewing a lease confirmed by a command sent at `sentAt`.
+   * @param extend renews the lease in Redis: resolves 1 while it is ours, 0 once it is not.
+   * @param onLost called once when the lease is (or may be) lost.
+   */
+  start (sentAt: number, extend: () => Promise<number>, onLost: () => void): Renewal {
+    const renewal = new Renewal(this, sentAt, extend, onLost)
+    this.#renewals.add(renewal)
+    // A timer armed for an earlier moment will see this lease then; only a lease due sooner
+    // (passed on after a while) moves it.
+    if (renewal.renewAt < this.#armedFor) this.#arm(renewal.renewAt)
+    return renewal
+  }
+
+  /** Leases being renewed (for tests). */
+  get size (): number {
+    return this.#renewals.size
+  }
+
+  /** @internal Called by {@link Renewal.stop}; the timer is left armed (it stops when idle). */
+  remove (renewal: Renewal): void {
+    this.#renewals.delete(renewal)
+  }
+
+  /** Stops every renewal and the timer (the lock closes). */
+  stopAll (): void {
+    for (const renewal of this.#renewals) renewal.stopped = true
+    this.#renewals.clear()
+    clearTimeout(this.#timer)
+    this.#timer = undefined
+    this.#armedFor = Infinity
+  }
+
+  #arm (at: number): void {
+    clearTimeout(this.#timer)
+    this.#armedFor = at
+    this.#timer = setTimeout(() => { this.#tick() }, Math.max(1, Math.ceil(at - performance.now()))).unref()
+  }
+
+  #tick (): void {
+    this.#timer = undefined
+    this.#armedFor = Infinity
+    const now = performance.now()
+    let next = Infinity
+    for (const renewal of this.#renewals) {
+      const deadline = renewal.confirmedAt + this.ttl
+      if (now >= deadline) {
+        this.#lost(renewal)
+        continue
+      }
+      if (!renewal.inFlight && now >= renewal.renewAt) void this.#renew(renewal, now)
+      // While a renewal is in flight only the deadline is due.
+      next = Math.min(next, deadline, !renewal.inFlight ? renewal.renewAt : Infinity)
+    }
+    if (next !== Infinity && next < this.#armedFor) this.#arm(next)
+  }
+
+  async #renew (renewal: Renewal, sentAt: number): Promise<void> {
+    const expiresAt = renewal.confirmedAt + this.ttl
+    renewal.inFlight = true
+    let renewed: number
+    try {
+      renewed = await renewal.extend()
+    } catch {
+      renewal.inFlight = false
+      if (renewal.stopped) return
+      // Transient: retry until the lease would have expired; the deadline ends it then.
+      const wait = Math.min(Math.max(10, Math.floor(this.ttl / 10)), 1000)
+      renewal.renewAt = performance.now() + wait
+      if (renewal.renewAt < expiresAt && renewal.renewAt < this.#armedFor) this.#arm(renewal.renewAt)
+      return
+    }
+    renewal.inFlight = false
+    if (renewal.stopped) return
+    if (renewed !== 1) {
+      this.#lost(renewal)
+      return
+    }
+    renewal.confirmedAt = sentAt
+    renewal.renewAt = sentAt + this.ttl / 3
+    if (renewal.renewAt < this.#armedFor) this.#arm(renewal.renewAt)
+  }
+
+  #lost (renewal: Renewal): void {
+    renewal.stop()
+    renewal.onLost()
   }
 }

@@ -10,17 +10,18 @@
  */
 import { createRequire } from 'node:module'
 import type { RedisOptions } from 'ioredis'
+import { coalesceWrites } from './coalesce.js'
 import type { RedisClientLike, RedisConnectionOptions } from './scripts.js'
 
 /**
  * ioredis options of a lock client that fails fast: no offline queue (a command sent while
  * disconnected fails at once), no per-command retries, a 500 ms command timeout (a hung server),
- * and reconnection within a second once Redis is back. Commands issued in the same tick go out in
- * one write (auto-pipelining): under load each request's two scripts would otherwise cost a
- * socket write each, which was the largest single cost of a locked request.
+ * and reconnection within a second once Redis is back. No auto-pipelining: its Pipeline object per
+ * batch cost more than the commands at low concurrency; a client the plugin makes coalesces the
+ * writes of a turn of the event loop itself instead (`coalesce.ts`).
  */
 export const LOCK_CLIENT_OPTIONS = {
-  enableAutoPipelining: true,
+  enableAutoPipelining: false,
   enableOfflineQueue: false,
   maxRetriesPerRequest: 0,
   commandTimeout: 500,
@@ -65,9 +66,12 @@ function newRedisClient (connection: string | RedisConnectionOptions = {}, overr
     : new Redis({ ...connection, ...overrides })
 }
 
-/** Creates a fail-fast lock client (see {@link LOCK_CLIENT_OPTIONS}) of the app's ioredis from a URL or options. */
+/**
+ * Creates a fail-fast lock client (see {@link LOCK_CLIENT_OPTIONS}) of the app's ioredis from a URL
+ * or options; the commands it sends in one turn of the event loop leave in one socket write.
+ */
 export function createLockClient (connection: string | RedisConnectionOptions = {}): RedisClientLike {
-  return newRedisClient(connection, LOCK_CLIENT_OPTIONS)
+  return coalesceWrites(newRedisClient(connection, LOCK_CLIENT_OPTIONS))
 }
 
 /** Where {@link createRedisClient} reports connection errors (a Fastify/pino logger fits). */

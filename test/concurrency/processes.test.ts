@@ -8,8 +8,9 @@
  * - a busy session answers 503 after the lock timeout, even when the holder is another process;
  * - a holder SIGKILLed mid-handler leaves its lease behind, which expires after the TTL: the
  *   session then works through another process;
- * - a holder SIGSTOPped past its TTL cannot overwrite the newer state when it wakes: its save is
- *   fenced, it answers 503, and the final counter is exactly the other process's write.
+ * - a holder SIGSTOPped past its TTL cannot overwrite the newer state when it wakes: it is told its
+ *   lease is lost (or its save is fenced), it answers 503, and the final counter is exactly the
+ *   other process's write.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -216,12 +217,17 @@ t.test('a holder SIGSTOPped past its TTL cannot overwrite the newer state when i
   const ra = await a
 
   const final = await counterOf(p4.url, session)
-  t.equal(final, 1, 'the final counter is B\'s write: A\'s stale save (100) was fenced')
+  t.equal(final, 1, 'the final counter is B\'s write: nothing of A (100) was kept')
   t.equal(await counterOf(p3.url, session), 1, 'A\'s process reads the same')
   t.comment(`A answered ${ra.status} ${ra.text.slice(0, 200)}`)
   t.equal(ra.status, 503, 'A is not told its write of 100 succeeded: 503')
   t.same(ra.last?.error, { code: -32000, message: 'Session lock was lost; the changes of this request were not saved.' }, 'its changes were dropped, and it says so')
   t.equal(ra.last?.id, ra.id, 'under A\'s request id')
-  t.ok(p3.logs.find(l => l.level === 40 && l.result === 'fenced'), 'A\'s process logged the fenced save')
+  // Which way A learns of the loss is timer order, not something to assert: woken past its lease's
+  // deadline, A's process sees it from its lock's renewal clock (armed before A's handler delay
+  // ends) and stops A's handler before it writes; a handler that finished first would send its
+  // save, which the fence refuses (the handle path, whose handlers are not stopped, asserts that
+  // in handles-processes.test.ts). Either way: 503, and the counter is B's (asserted above).
+  t.comment(`A's process: ${p3.logs.find(l => l.result === 'fenced') === undefined ? 'handler stopped before the save' : 'save fenced'}`)
   await noLockKeys(t)
 })
