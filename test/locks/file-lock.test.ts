@@ -188,7 +188,9 @@ t.test('the inode re-check: a file removed between open and lock is not a lock',
     await unlink(join(dir, `${id}.lock`))
     newcomerLease = await newcomer.acquire(id, { timeout: 0 })
   }
-  await t.rejects(hooked.acquire(id, { timeout: 200 }), SessionLockTimeoutError,
+  // Matched by name and code, not by class: t.mockImport loads the mocked module's whole import
+  // graph afresh, so `Hooked` throws its own copy of SessionLockTimeoutError, not this file's.
+  await t.rejects(hooked.acquire(id, { timeout: 200 }), { name: 'SessionLockTimeoutError', code: 'MCP_SESSION_LOCK_TIMEOUT' },
     'the removed file was locked, noticed, and the new (held) one waited for')
   t.ok(newcomerLease, 'the newcomer holds the file at the path')
   await newcomerLease?.release()
