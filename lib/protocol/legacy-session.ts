@@ -104,9 +104,16 @@ function gaveUp (abort: RequestAbort, request: FastifyRequest, sid: string): nul
   return null
 }
 
-/** Logs what a close that did not write means (the caller decides what the client is told). */
-export function reportClose (closed: CloseResult, log: FastifyBaseLogger, sid: string): void {
+/**
+ * Logs what a close that did not write means (the caller decides what the client is told);
+ * `abortReason` is why the request's handlers were stopped, if they were.
+ */
+export function reportClose (closed: CloseResult, log: FastifyBaseLogger, sid: string, abortReason?: unknown): void {
   switch (closed.status) {
+    case 'unchanged':
+      // Stopped by the loss before it changed anything: nothing to drop, but its client is told 503.
+      if (abortReason instanceof LeaseLostError) log.warn({ sessionId: sid, result: 'lost' }, 'session lock lost; the request was stopped before it changed anything')
+      break
     case 'gone': log.warn({ sessionId: sid, result: 'gone' }, 'session ended meanwhile; changes dropped'); break
     case 'fenced': log.warn({ sessionId: sid, result: 'fenced' }, 'session lock lost and the session changed meanwhile; changes dropped'); break
     case 'lost': log.warn({ sessionId: sid, result: 'lost' }, 'session lock lost; changes dropped'); break

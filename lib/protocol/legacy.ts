@@ -207,7 +207,7 @@ export class LegacyWire {
     const saving = performance.now()
     const closed = await scope.close()
     trace.closed(performance.now() - saving)
-    reportClose(closed, request.log, sid)
+    reportClose(closed, request.log, sid, abort.reason)
     const unkept = unkeptAnswer(closed, abort.reason)
     if (unkept !== null) {
       // What the requests changed was not kept: their results must not be reported as done.

@@ -229,5 +229,6 @@ t.test('a holder SIGSTOPped past its TTL cannot overwrite the newer state when i
   // save, which the fence refuses (the handle path, whose handlers are not stopped, asserts that
   // in handles-processes.test.ts). Either way: 503, and the counter is B's (asserted above).
   t.comment(`A's process: ${p3.logs.find(l => l.result === 'fenced') === undefined ? 'handler stopped before the save' : 'save fenced'}`)
+  t.ok(p3.logs.find(l => l.level === 40 && (l.result === 'fenced' || l.result === 'lost')), 'A\'s process logged the lost lock (a warning), whichever way it learned of it')
   await noLockKeys(t)
 })
