@@ -9,8 +9,8 @@ import type { SessionLock } from './locks/session-lock.js'
 import type { Bus } from './bus/bus.js'
 import type { EventLog } from './bus/event-log.js'
 import type { RedisClientLike } from './redis/scripts.js'
-import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 import type { CacheOptions } from './features/cache-hints.js'
+import { boundedInt, checkCache, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
 import { resolveAuth, type AuthOptions, type ResolvedAuth } from './auth/resource-server.js'
 import { resolveToolLimits, type ResolvedToolLimits, type ToolLimitsOptions } from './limits/policy.js'
 import { resolveTelemetry, type ResolvedTelemetry, type TelemetryOption } from './telemetry/index.js'
@@ -220,72 +220,6 @@ export interface ResolvedOptions {
   statusRoute: string | null
 }
 
-const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1'])
-
-/** Host name of a `Host` header value or an origin, without port; lowercased. */
-export function hostName (value: string): string {
-  const v = value.trim().toLowerCase()
-  if (v.startsWith('[')) return v.slice(0, v.indexOf(']') + 1)
-  const colon = v.indexOf(':')
-  return colon === -1 ? v : v.slice(0, colon)
-}
-
-function isLoopbackOrigin (origin: string): boolean {
-  try {
-    const u = new URL(origin)
-    return (u.protocol === 'http:' || u.protocol === 'https:') && LOOPBACK_HOSTS.has(u.hostname)
-  } catch {
-    return false
-  }
-}
-
-function fail (name: string, why: string): never {
-  throw new FST_ERR_MCP_INVALID_OPTION(name, why)
-}
-
-function nonNegativeInt (opts: Record<string, unknown>, name: string, def: number, min = 0, label = name): number {
-  const v = opts[name]
-  if (v === undefined) return def
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) fail(label, `must be an integer ≥ ${min}, got ${JSON.stringify(v)}`)
-  return v
-}
-
-/** An integer option within [min, max]. */
-function boundedInt (opts: Record<string, unknown>, name: string, def: number, min: number, max: number, label: string): number {
-  const v = nonNegativeInt(opts, name, def, min, label)
-  if (v > max) fail(label, `must be at most ${max}, got ${v}`)
-  return v
-}
-
-function checkTasks (t: unknown): ResolvedOptions['tasks'] {
-  if (t !== undefined && (typeof t !== 'object' || t === null)) fail('tasks', 'must be an object')
-  const o = (t ?? {}) as Record<string, unknown>
-  return Object.freeze({
-    ttl: boundedInt(o, 'ttl', 3_600_000, 1000, 86_400_000, 'tasks.ttl'),
-    pollInterval: boundedInt(o, 'pollInterval', 1000, 100, 60_000, 'tasks.pollInterval'),
-    maxPerPrincipal: nonNegativeInt(o, 'maxPerPrincipal', 100, 1, 'tasks.maxPerPrincipal')
-  })
-}
-
-function checkSecret (secret: unknown): string | undefined {
-  if (secret === undefined) return undefined
-  if (typeof secret !== 'string' || secret.length < 16) fail('requestStateSecret', 'must be a string of at least 16 characters')
-  return secret
-}
-
-function checkCache (cache: unknown): CacheOptions {
-  if (cache === undefined) return {}
-  if (typeof cache !== 'object' || cache === null) fail('cache', 'must be an object')
-  for (const [k, v] of Object.entries(cache)) {
-    if (!['discover', 'tools', 'resources', 'templates', 'prompts', 'read'].includes(k)) fail(`cache.${k}`, 'is not a cacheable result')
-    const h = v as Record<string, unknown>
-    if (typeof h !== 'object' || h === null) fail(`cache.${k}`, 'must be { ttlMs?, cacheScope? }')
-    if (h.ttlMs !== undefined && (typeof h.ttlMs !== 'number' || !Number.isInteger(h.ttlMs) || h.ttlMs < 0)) fail(`cache.${k}.ttlMs`, 'must be an integer ≥ 0')
-    if (h.cacheScope !== undefined && h.cacheScope !== 'public' && h.cacheScope !== 'private') fail(`cache.${k}.cacheScope`, 'must be "public" or "private"')
-  }
-  return cache as CacheOptions
-}
-
 /** `redis`, `bus`, `eventLog` and their options, and the session store and lock. */
 function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBackends {
   if (s.store !== undefined && (typeof s.store !== 'object' || typeof s.store.load !== 'function' || typeof s.store.save !== 'function')) {
@@ -316,21 +250,6 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
     },
     limits: opts.limits === undefined ? null : resolveToolLimits(opts.limits, fail)
   }
-}
-
-function checkOrigins (allowed: McpPluginOptions['allowedOrigins']): (origin: string) => boolean {
-  if (allowed === undefined) return isLoopbackOrigin
-  if (typeof allowed === 'function') return allowed
-  if (!Array.isArray(allowed) || !allowed.every(x => typeof x === 'string')) fail('allowedOrigins', 'must be an array of origins or a function')
-  const set = new Set(allowed.map(x => x.toLowerCase().replace(/\/$/, '')))
-  return (origin) => set.has('*') || set.has(origin.toLowerCase())
-}
-
-function checkHosts (allowed: McpPluginOptions['allowedHosts']): (host: string) => boolean {
-  if (allowed === undefined) return (h) => LOOPBACK_HOSTS.has(hostName(h))
-  if (!Array.isArray(allowed) || !allowed.every(x => typeof x === 'string')) fail('allowedHosts', 'must be an array of host names')
-  const set = new Set(allowed.map(x => hostName(x)))
-  return (h) => set.has(hostName(h)) || LOOPBACK_HOSTS.has(hostName(h))
 }
 
 function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<ResolvedOptions, 'path' | 'prefix' | 'serverInfo' | 'instructions'> {
@@ -378,12 +297,6 @@ function checkAuth (opts: McpPluginOptions): Pick<ResolvedOptions, 'authenticate
     requireAuth: opts.requireAuth ?? opts.authenticate !== undefined,
     wwwAuthenticate: opts.wwwAuthenticate ?? 'Bearer'
   }
-}
-
-function checkStatusRoute (route: unknown): string | null {
-  if (route === undefined || route === false) return null
-  if (typeof route !== 'string' || !route.startsWith('/')) fail('statusRoute', 'must be false or a path starting with "/"')
-  return route
 }
 
 /**

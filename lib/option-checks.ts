@@ -1,0 +1,94 @@
+/**
+ * The option checks that need nothing of the plugin's own types: numbers within bounds, origins and
+ * hosts, the request-state secret, cache hints, tasks, the status route. Each fails with
+ * `FST_ERR_MCP_INVALID_OPTION` naming the option (`options.ts` assembles them).
+ */
+import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
+import type { CacheOptions } from './features/cache-hints.js'
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1'])
+
+/** Host name of a `Host` header value or an origin, without port; lowercased. */
+export function hostName (value: string): string {
+  const v = value.trim().toLowerCase()
+  if (v.startsWith('[')) return v.slice(0, v.indexOf(']') + 1)
+  const colon = v.indexOf(':')
+  return colon === -1 ? v : v.slice(0, colon)
+}
+
+function isLoopbackOrigin (origin: string): boolean {
+  try {
+    const u = new URL(origin)
+    return (u.protocol === 'http:' || u.protocol === 'https:') && LOOPBACK_HOSTS.has(u.hostname)
+  } catch {
+    return false
+  }
+}
+
+export function fail (name: string, why: string): never {
+  throw new FST_ERR_MCP_INVALID_OPTION(name, why)
+}
+
+export function nonNegativeInt (opts: Record<string, unknown>, name: string, def: number, min = 0, label = name): number {
+  const v = opts[name]
+  if (v === undefined) return def
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) fail(label, `must be an integer ≥ ${min}, got ${JSON.stringify(v)}`)
+  return v
+}
+
+/** An integer option within [min, max]. */
+export function boundedInt (opts: Record<string, unknown>, name: string, def: number, min: number, max: number, label: string): number {
+  const v = nonNegativeInt(opts, name, def, min, label)
+  if (v > max) fail(label, `must be at most ${max}, got ${v}`)
+  return v
+}
+
+export function checkTasks (t: unknown): { ttl: number, pollInterval: number, maxPerPrincipal: number } {
+  if (t !== undefined && (typeof t !== 'object' || t === null)) fail('tasks', 'must be an object')
+  const o = (t ?? {}) as Record<string, unknown>
+  return Object.freeze({
+    ttl: boundedInt(o, 'ttl', 3_600_000, 1000, 86_400_000, 'tasks.ttl'),
+    pollInterval: boundedInt(o, 'pollInterval', 1000, 100, 60_000, 'tasks.pollInterval'),
+    maxPerPrincipal: nonNegativeInt(o, 'maxPerPrincipal', 100, 1, 'tasks.maxPerPrincipal')
+  })
+}
+
+export function checkSecret (secret: unknown): string | undefined {
+  if (secret === undefined) return undefined
+  if (typeof secret !== 'string' || secret.length < 16) fail('requestStateSecret', 'must be a string of at least 16 characters')
+  return secret
+}
+
+export function checkCache (cache: unknown): CacheOptions {
+  if (cache === undefined) return {}
+  if (typeof cache !== 'object' || cache === null) fail('cache', 'must be an object')
+  for (const [k, v] of Object.entries(cache)) {
+    if (!['discover', 'tools', 'resources', 'templates', 'prompts', 'read'].includes(k)) fail(`cache.${k}`, 'is not a cacheable result')
+    const h = v as Record<string, unknown>
+    if (typeof h !== 'object' || h === null) fail(`cache.${k}`, 'must be { ttlMs?, cacheScope? }')
+    if (h.ttlMs !== undefined && (typeof h.ttlMs !== 'number' || !Number.isInteger(h.ttlMs) || h.ttlMs < 0)) fail(`cache.${k}.ttlMs`, 'must be an integer ≥ 0')
+    if (h.cacheScope !== undefined && h.cacheScope !== 'public' && h.cacheScope !== 'private') fail(`cache.${k}.cacheScope`, 'must be "public" or "private"')
+  }
+  return cache as CacheOptions
+}
+
+export function checkOrigins (allowed: string[] | ((origin: string) => boolean) | undefined): (origin: string) => boolean {
+  if (allowed === undefined) return isLoopbackOrigin
+  if (typeof allowed === 'function') return allowed
+  if (!Array.isArray(allowed) || !allowed.every(x => typeof x === 'string')) fail('allowedOrigins', 'must be an array of origins or a function')
+  const set = new Set(allowed.map(x => x.toLowerCase().replace(/\/$/, '')))
+  return (origin) => set.has('*') || set.has(origin.toLowerCase())
+}
+
+export function checkHosts (allowed: string[] | undefined): (host: string) => boolean {
+  if (allowed === undefined) return (h) => LOOPBACK_HOSTS.has(hostName(h))
+  if (!Array.isArray(allowed) || !allowed.every(x => typeof x === 'string')) fail('allowedHosts', 'must be an array of host names')
+  const set = new Set(allowed.map(x => hostName(x)))
+  return (h) => set.has(hostName(h)) || LOOPBACK_HOSTS.has(hostName(h))
+}
+
+export function checkStatusRoute (route: unknown): string | null {
+  if (route === undefined || route === false) return null
+  if (typeof route !== 'string' || !route.startsWith('/')) fail('statusRoute', 'must be false or a path starting with "/"')
+  return route
+}
