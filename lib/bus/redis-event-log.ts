@@ -83,6 +83,8 @@ export class RedisEventLog implements EventLog {
   readonly #maxEvents: number
   readonly #ttl: number
   readonly #sessionKey: ((sessionId: string) => string) | undefined
+  /** What a write is checked against: the session's hash (`s`) or an end mark (`m`). */
+  readonly #mode: GuardMode
   readonly #live: LiveStreams
 
   constructor (options: RedisEventLogOptions) {
@@ -92,6 +94,7 @@ export class RedisEventLog implements EventLog {
     this.#maxEvents = options.maxEvents ?? 1000
     this.#ttl = options.ttl ?? 300_000
     this.#sessionKey = options.sessionKey
+    this.#mode = options.sessionKey === undefined ? 'm' : 's'
     this.#live = new LiveStreams(this.#ttl)
     if (typeof this.#redis.mcpEventWrite !== 'function') {
       this.#redis.defineCommand('mcpEventWrite', { numberOfKeys: 3, lua: WRITE })
@@ -99,7 +102,6 @@ export class RedisEventLog implements EventLog {
     }
   }
 
-  /** Whether writes are checked against the session's hash (else against an end mark). */
   /** Streams this instance wrote that still live in Redis, as far as it can tell ({@link LiveStreams}). */
   get size (): number { return this.#live.size() }
 
@@ -110,7 +112,7 @@ export class RedisEventLog implements EventLog {
   async #add (sessionId: string, streamId: string, field: string, data: string): Promise<string | null> {
     const guard = this.#sessionKey?.(sessionId) ?? this.#markKey(sessionId)
     const id = await this.#redis.mcpEventWrite(this.#streamKey(sessionId, streamId), this.#setKey(sessionId), guard, field, data,
-      this.#maxEvents, this.#ttl, streamId, this.#sessionKey === undefined ? 'm' : 's')
+      this.#maxEvents, this.#ttl, streamId, this.#mode)
     if (id === null) return null
     this.#live.wrote(sessionId, streamId)
     return `${streamId}_${id.slice(id.indexOf('-') + 1)}`
@@ -148,7 +150,7 @@ export class RedisEventLog implements EventLog {
 
   async dropSession (sessionId: string): Promise<void> {
     await this.#redis.mcpEventEnd(this.#setKey(sessionId), this.#markKey(sessionId), `${this.#prefix}{${sessionId}}:ev:`,
-      this.#ttl, this.#sessionKey === undefined ? 'm' : 's')
+      this.#ttl, this.#mode)
     this.#live.dropped(sessionId)
   }
 }

@@ -217,7 +217,7 @@ export class RedisSessionLock implements SessionLock {
     this.#closing.abort(closedError())
     this.#fifo.rejectAll(closedError())
     // Leases on their way to a next holder, who will find the lock closed: released here, before
-    // the QUIT below (which would overtake a release sent later through auto-pipelining).
+    // the QUIT below (a release sent after it would find the connection closing).
     const passing = [...this.#batons.values()].map(b => this.#client.mcpLockRelease(b.key, b.token).catch(() => {}))
     await withTimeout(Promise.all([...passing, ...[...this.#leases].map(lease => lease.revoke(closedError()))]), CLOSE_TIMEOUT)
     this.#renewals.stopAll()

@@ -28,7 +28,7 @@ import { MemorySessionLock } from '../locks/memory-lock.js'
 import { MemorySessionStore } from '../sessions/memory-store.js'
 import { TaskService } from '../tasks/task-service.js'
 import { TASK_METHODS, TaskCalls } from './task-calls.js'
-import { Telemetry, type Era, type KnownNames } from '../telemetry/index.js'
+import { MAX_VERSION, Telemetry, type Era, type KnownNames } from '../telemetry/index.js'
 import { HandleCalls } from './handle-calls.js'
 import type { Exchange } from './exchange.js'
 import { LegacyWire } from './legacy.js'
@@ -57,9 +57,6 @@ const OTHER_METHODS = new Set([
   'initialize', 'ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe', 'server/discover', 'subscriptions/listen',
   'notifications/initialized', 'notifications/cancelled', 'notifications/progress', 'notifications/roots/list_changed', 'notifications/message'
 ])
-
-/** The longest `MCP-Protocol-Version` header taken as an attribute (versions are dates). */
-const MAX_VERSION = 32
 
 /** What this instance holds right now, for operators and tests (all counts; 0 when idle). */
 export interface EngineStatus {

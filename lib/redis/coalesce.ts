@@ -28,10 +28,6 @@ interface CorkableClient {
   sendCommand: (command: unknown, stream?: unknown) => unknown
 }
 
-function uncork (stream: { uncork: () => void }): void {
-  stream.uncork()
-}
-
 /**
  * Makes the commands `client` sends in one turn of the event loop under load leave in one socket
  * write (see the module doc). For a client the plugin made itself, with `enableAutoPipelining` off; a Cluster is left as it is
@@ -48,9 +44,10 @@ export function coalesceWrites<T extends object> (client: T): T {
     if (stream !== corked && (this.commandQueue?.length ?? 1) > 0 && stream?.writable === true && typeof stream.cork === 'function') {
       stream.cork()
       corked = stream
+      const uncorked = stream as { uncork: () => void }
       setImmediate(() => {
         if (corked === stream) corked = null
-        uncork(stream as { uncork: () => void })
+        uncorked.uncork()
       })
     }
     return send.call(this, command, to)

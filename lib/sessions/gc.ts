@@ -69,8 +69,10 @@ export class GcPolicy {
     return (async () => {
       try {
         const removed = await store.gc()
-        if (removed.length > 0) log?.debug?.({ removed: removed.length }, 'expired sessions collected')
-        if (removed.length > 0) onRemoved?.(removed)
+        if (removed.length > 0) {
+          log?.debug?.({ removed: removed.length }, 'expired sessions collected')
+          onRemoved?.(removed)
+        }
       } catch (err) {
         // Nobody awaits this run: even a throwing logger must not become an unhandled rejection.
         try { log?.warn({ err }, 'session gc failed') } catch {}

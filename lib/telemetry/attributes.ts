@@ -76,3 +76,6 @@ export const METRICS = {
 
 /** Client-chosen strings (tool names, request ids) are cut to this many characters in attributes. */
 export const MAX_ATTRIBUTE = 256
+
+/** The longest `MCP-Protocol-Version` taken as an attribute (versions are dates; a longer one is not a version). */
+export const MAX_VERSION = 32

@@ -3,4 +3,5 @@ export { Telemetry, resolveTelemetry, type TelemetryOption, type TelemetryOption
 export { NO_POST, type PostTrace, type Era } from './post-trace.js'
 export { NO_CLIENT_REQUEST, NO_ANSWER, type ClientRequestTrace, type AnswerTrace } from './client-trace.js'
 export { roundTrip } from './round-trips.js'
+export { MAX_VERSION } from './attributes.js'
 export type { GaugeSource } from './instruments.js'

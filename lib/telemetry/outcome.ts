@@ -3,6 +3,8 @@
  * (`"-32602"`), or `tool_error` for a tool result with `isError: true`; a refusal (HTTP 429 or
  * 503) also gets a low-cardinality reason for the refusal counter.
  */
+import { SpanStatusCode, type Span } from '@opentelemetry/api'
+import { OWN, SEMCONV } from './attributes.js'
 
 /** The outcome of one request (`null`: success). */
 export interface Outcome {
@@ -67,4 +69,12 @@ export function outcomeOfError (err: unknown): Outcome {
     return { errorType: String(e.code), code: e.code, message, status, reason: refusalReason(status, message, e.data) }
   }
   return { errorType: '-32603', code: -32603, message: 'Internal error', status: 500 }
+}
+
+/** Marks `span` with an error outcome: `error.type`, the JSON-RPC code, the refusal reason, and an ERROR status. */
+export function markError (span: Span, outcome: Outcome): void {
+  span.setAttribute(SEMCONV.errorType, outcome.errorType)
+  if (outcome.code !== undefined) span.setAttribute(SEMCONV.rpcStatus, String(outcome.code))
+  if (outcome.reason !== undefined) span.setAttribute(OWN.reason, outcome.reason)
+  span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.message })
 }

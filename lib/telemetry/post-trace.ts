@@ -8,10 +8,10 @@
  * whose methods do nothing. When the app registered no SDK (or the span is sampled out) a span
  * does not record, and nothing is allocated for attributes.
  */
-import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api'
+import { context, SpanKind, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api'
 import type { Parsed } from '../jsonrpc/messages.js'
 import { MAX_ATTRIBUTE, OWN, SEMCONV } from './attributes.js'
-import { outcomeOfError, outcomeOfResponse, type Outcome } from './outcome.js'
+import { markError, outcomeOfError, outcomeOfResponse, type Outcome } from './outcome.js'
 import { ROUND_TRIPS, type RoundTrips } from './round-trips.js'
 import type { Instruments } from './instruments.js'
 import { contextFromMeta } from './trace-context.js'
@@ -244,12 +244,7 @@ export class LivePost implements PostTrace {
     if (this.#saveMs >= 0) span.setAttribute(OWN.save, this.#saveMs)
     if (this.#holdMs >= 0) span.setAttribute(OWN.lockHold, this.#holdMs)
     if (this.#trips.n > 0) span.setAttribute(OWN.roundTrips, this.#trips.n)
-    if (outcome !== null) {
-      span.setAttribute(SEMCONV.errorType, outcome.errorType)
-      if (outcome.code !== undefined) span.setAttribute(SEMCONV.rpcStatus, String(outcome.code))
-      if (outcome.reason !== undefined) span.setAttribute(OWN.reason, outcome.reason)
-      span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.message })
-    }
+    if (outcome !== null) markError(span, outcome)
     span.end()
   }
 

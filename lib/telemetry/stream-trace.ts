@@ -7,18 +7,15 @@
  * stream is open (as a `subscriptions/listen` span does): a span the length of a stream would
  * stay open for hours. A 429 or 503 is counted in the refusal counter, traced or not.
  */
-import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Counter, type Tracer } from '@opentelemetry/api'
-import { OWN, SEMCONV } from './attributes.js'
-import { outcomeOfError } from './outcome.js'
+import { context, SpanKind, trace, type Attributes, type Counter, type Tracer } from '@opentelemetry/api'
+import { MAX_VERSION, OWN, SEMCONV } from './attributes.js'
+import { markError, outcomeOfError } from './outcome.js'
 
 /** The HTTP method of the exchange. */
 export type StreamMethod = 'GET' | 'DELETE'
 
 /** Span names (fixed: no client-chosen part). */
 export const STREAM_SPANS: Record<StreamMethod, string> = { GET: 'GET stream', DELETE: 'DELETE session' }
-
-/** A protocol version header longer than this is not a version (and never an attribute). */
-const MAX_VERSION = 32
 
 /** What the span needs of the plugin's telemetry. */
 export interface StreamTelemetry {
@@ -39,12 +36,7 @@ export async function traceStream<T> (t: StreamTelemetry, method: StreamMethod, 
   } catch (err) {
     const outcome = outcomeOfError(err)
     if (outcome.reason !== undefined) t.instruments.refusals.add(1, { [SEMCONV.httpStatus]: outcome.status, [OWN.reason]: outcome.reason })
-    if (live) {
-      span.setAttribute(SEMCONV.errorType, outcome.errorType)
-      if (outcome.code !== undefined) span.setAttribute(SEMCONV.rpcStatus, String(outcome.code))
-      if (outcome.reason !== undefined) span.setAttribute(OWN.reason, outcome.reason)
-      span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.message })
-    }
+    if (live) markError(span, outcome)
     throw err
   } finally {
     if (live) span.end()

@@ -46,7 +46,6 @@ export function resolveTelemetry (option: unknown, fail: (name: string, why: str
   return { enabled: true, tracerProvider: o.tracerProvider, meterProvider: o.meterProvider }
 }
 
-
 /** @internal See the module doc. */
 export class Telemetry {
   readonly enabled: boolean
