@@ -124,7 +124,7 @@ t.test('the kernel lock dies with its process: after SIGKILL of the holder, acqu
   t.equal(await exited, 'SIGKILL')
   const started = performance.now()
   const lease = await lock.acquire(id, { timeout: 0 })
-  t.ok(performance.now() - started < 100, 'at once: no TTL to wait for')
+  t.ok(performance.now() - started < 1000, 'at once: no TTL to wait for')
   await lease.release()
 })
 

@@ -182,7 +182,7 @@ export function runSessionLockContract<L extends SessionLock> (t: Test, name: st
       controller.abort(reason)
       const started = performance.now()
       await t.rejects(waiting, reason)
-      t.ok(performance.now() - started < 200, 'at once')
+      t.ok(performance.now() - started < 1000, 'at once, not after the 10 s timeout')
       await holder.release()
       const next = await lock.acquire(id, { timeout: 0 })
       t.pass('the aborted waiter did not take the lock')
