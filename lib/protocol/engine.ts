@@ -10,6 +10,7 @@ import { BROADCAST_CHANNEL, type Bus, type BusMessage } from '../bus/bus.js'
 import type { EventLog } from '../bus/event-log.js'
 import { Hub } from '../bus/hub.js'
 import type { McpPrincipal } from '../context.js'
+import { FST_ERR_MCP_SERVER_CLOSING } from '../errors.js'
 import { cacheHints } from '../features/cache-hints.js'
 import { serverCapabilities } from '../features/capabilities.js'
 import { METHODS } from '../features/method-table.js'
@@ -94,6 +95,7 @@ export class McpEngine {
   readonly #stopExpiry: (() => void) | null
   readonly #handleCalls: HandleCalls
   readonly #drain: Drain
+  readonly #tasks: TaskCalls
   readonly #logger: FastifyBaseLogger
 
   constructor (d: EngineDeps) {
@@ -127,7 +129,7 @@ export class McpEngine {
     this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
     const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
-    const tasks = new TaskCalls(new TaskService({
+    const tasks = this.#tasks = new TaskCalls(new TaskService({
       store: d.store,
       // A task's runner holds a lease of the sessions' lock; without one, an in-process lock does
       // for the in-process store (a store shared by instances then cannot tell a dead runner).
@@ -239,15 +241,21 @@ export class McpEngine {
   /**
    * The first step of `app.close()` (`drain.ts`): new requests are refused from now on; GET,
    * resumed and listen streams end at once with `retry` (their clients come back elsewhere); the
-   * POSTs running may finish within `timeoutMs`, then what is left is stopped. Resolves the number
-   * of POSTs stopped.
+   * POSTs running may finish within `timeoutMs`, then what is left is stopped; then the tasks
+   * running here get what is left of `timeoutMs` before they end `failed` (`task-calls.ts`), so
+   * that nothing of theirs is written after the stores close. Resolves the number of POSTs and
+   * tasks stopped.
    */
   async drain (timeoutMs: number, retryMs: number): Promise<number> {
+    const deadline = performance.now() + timeoutMs
     const draining = this.#drain.drain(timeoutMs, this.#logger)
     this.#modern.close(retryMs)
     this.hub.getStreams.close(retryMs)
     this.hub.followers.close(retryMs)
-    return await draining
+    // After the POSTs: one of them may still create a task (its beforeTask round ending).
+    const posts = await draining
+    const left = Math.max(0, deadline - performance.now())
+    return posts + await this.#tasks.drain(left, new FST_ERR_MCP_SERVER_CLOSING(timeoutMs), this.#logger)
   }
 
   /** Server shutdown: streams end (with `retry` or their final result), waiting handlers are rejected. */

@@ -10,6 +10,7 @@
  * `ctx.signal` aborts on `tasks/cancel` (through the bus) or a lost lease; `ctx.progress` becomes
  * the task's `statusMessage`; `ctx.log` sends nothing (there is no stream to send it on).
  */
+import type { FastifyBaseLogger } from 'fastify'
 import { type LogLevel, type McpContext, type ProgressUpdate } from '../context.js'
 import type { TaskStarter } from '../features/methods.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
@@ -20,6 +21,7 @@ import type { TaskService } from '../tasks/task-service.js'
 import { BaseContext, isClientCapabilityError } from './base-context.js'
 import type { ResponseChannel } from './exchange.js'
 import { VALID_ANSWER } from './modern-context.js'
+import { DEADLINE_GRACE, REFUSED, stoppedByDrain } from './drain.js'
 import { RequestAbort } from './request-abort.js'
 
 /** The methods of the extension this wire serves (`tasks/result` and `tasks/list` are gone: -32601). */
@@ -44,6 +46,22 @@ function taskNotFound (): McpError {
 
 /** A channel that is done: a task's context never writes to the POST that created it. */
 const CLOSED: ResponseChannel = { done: true, resumable: false, emit () {}, disconnect () {}, finish () {} }
+
+/** 503: the instance is shutting down (a task would not outlive it). */
+function closing (): McpError {
+  return new McpError(ErrorCode.ServerError, REFUSED, undefined, 503)
+}
+
+/** Resolves true once every one of `promises` has settled, false after `ms`. */
+async function settledWithin (promises: Array<Promise<unknown>>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<boolean>(resolve => { timer = setTimeout(() => { resolve(false) }, ms) })
+  try {
+    return await Promise.race([Promise.allSettled(promises).then(() => true), late])
+  } finally {
+    clearTimeout(timer)
+  }
+}
 
 /** The `ctx` of a task's handler (see the module doc). */
 class TaskContext extends BaseContext {
@@ -89,12 +107,40 @@ function taskError (err: unknown): { code: number, message: string, data?: unkno
   return { code: ErrorCode.InternalError, message: 'Internal error' }
 }
 
+/** How a task still running when the drain deadline passes ends: `failed`, with this error. */
+export const SERVER_CLOSED = { code: ErrorCode.InternalError, message: 'The server running this task shut down before the task ended.' }
+
 /** The tasks of the 2026-07-28 wire (see the module doc). */
 export class TaskCalls implements TaskStarter {
   readonly #tasks: TaskService
+  /** Tasks whose handler runs on this instance, and what settles once each has ended. */
+  readonly #running = new Map<TaskRun, Promise<void>>()
+  #closed = false
 
   constructor (tasks: TaskService) {
     this.#tasks = tasks
+  }
+
+  /** Tasks whose handler runs on this instance. */
+  get running (): number { return this.#running.size }
+
+  /**
+   * Part of `app.close()`, after the POSTs have drained: no task is created from now on (a 503);
+   * the tasks running may finish until `timeoutMs`, then each still running is stopped: its
+   * handler's signal aborts with `reason` and the task is written `failed` with
+   * {@link SERVER_CLOSED} (its client learns it at its next `tasks/get`, not after a lease TTL),
+   * its lease and slot given back — before the stores close. Resolves the number stopped.
+   */
+  async drain (timeoutMs: number, reason: Error, log: FastifyBaseLogger): Promise<number> {
+    this.#closed = true
+    if (this.#running.size === 0) return 0
+    log.info({ tasks: this.#running.size, timeoutMs }, 'draining: the tasks running may finish')
+    if (await settledWithin([...this.#running.values()], timeoutMs)) return 0
+    const left = [...this.#running.keys()]
+    log.warn({ tasks: left.length }, 'drain deadline reached: the tasks still running end failed')
+    // Bounded: a store that hangs must not hold the shutdown (the lease then expires as after a crash).
+    await settledWithin(left.map(run => run.stop(reason, { error: SERVER_CLOSED })), DEADLINE_GRACE)
+    return left.length
   }
 
   /** The server capabilities with the extension advertised. */
@@ -115,20 +161,27 @@ export class TaskCalls implements TaskStarter {
   }
 
   async #create (tool: string, ctx: McpContext, work: (ctx: McpContext) => Promise<Record<string, unknown>>): Promise<Record<string, unknown>> {
+    if (this.#closed) throw closing()
     const slot = ctx.principal === null ? `ip:${ctx.request.ip}` : `p:${ctx.principal.id}`
     const { run, record } = await this.#tasks.create(ownerOf(ctx.principal), slot)
+    if (this.#closed) {
+      await run.finish({ error: SERVER_CLOSED })
+      throw closing()
+    }
     const log = ctx.request.log
     // After the answer: the handler's first await must not race the response being written.
-    setImmediate(() => {
+    const ended = new Promise<void>(resolve => setImmediate(() => {
       const taskCtx = new TaskContext(ctx, run)
       work(taskCtx).then(
         async (result) => { await run.finish({ result }) },
         async (err: unknown) => {
-          if (!(err instanceof TaskAbortError) && !(err instanceof McpError)) log.error({ err, tool, task: run.id }, 'task handler failed')
+          if (!(err instanceof TaskAbortError) && !stoppedByDrain(err) && !(err instanceof McpError)) log.error({ err, tool, task: run.id }, 'task handler failed')
           await run.finish({ error: taskError(err) })
         }
-      ).catch((err: unknown) => { log.error({ err, task: run.id }, 'task end failed') })
-    })
+      ).catch((err: unknown) => { log.error({ err, task: run.id }, 'task end failed') }).finally(resolve)
+    }))
+    this.#running.set(run, ended)
+    void ended.then(() => this.#running.delete(run))
     return createResult(run.id, record)
   }
 

@@ -68,6 +68,8 @@ export class TaskRun {
   #unsubscribe: Promise<(() => Promise<void>) | null> = Promise.resolve(null)
   #flushing = false
   #done = false
+  /** The write of the task's end, once `finish` or `stop` started it. */
+  #finished: Promise<void> | null = null
   /** The progress message waiting to be written, and when the last one was. */
   #note: string | null = null
   #lastNote = 0
@@ -138,9 +140,26 @@ export class TaskRun {
     }, wait).unref()
   }
 
-  /** Writes how the task ended (a cancellation mark wins), and lets go of the lease and the slot. */
+  /**
+   * Writes how the task ended (a cancellation mark wins), and lets go of the lease and the slot.
+   * Only the first call writes; every call resolves once that write is over.
+   */
   async finish (outcome: TaskOutcome): Promise<void> {
-    if (this.#done) return
+    this.#finished ??= this.#end(outcome)
+    await this.#finished
+  }
+
+  /**
+   * Ends the task now, whatever its handler does (this instance is shutting down): the handler's
+   * `ctx.signal` aborts with `reason`, and `outcome` is written as the task's end unless the
+   * handler's own end is already being written (then that one is awaited).
+   */
+  async stop (reason: Error, outcome: TaskOutcome): Promise<void> {
+    this.#abort(reason)
+    await this.finish(outcome)
+  }
+
+  async #end (outcome: TaskOutcome): Promise<void> {
     this.#done = true
     if (this.#timer !== null) clearInterval(this.#timer)
     for (const p of this.#pending.values()) p.reject(new TaskAbortError('lost', 'the task ended'))
@@ -168,10 +187,10 @@ export class TaskRun {
     }
   }
 
-  #abort (reason: TaskAbortError): void {
+  #abort (reason: Error): void {
     if (this.#controller.signal.aborted) return
-    // Cancellation is the client's doing; anything else means this instance lost the task.
-    if (reason.kind === 'lost') this.#d.warn({ task: this.id, reason: reason.message }, 'task runner stops: it lost the task')
+    // Cancellation is the client's doing, a shutdown this instance's; anything else means it lost the task.
+    if (reason instanceof TaskAbortError && reason.kind === 'lost') this.#d.warn({ task: this.id, reason: reason.message }, 'task runner stops: it lost the task')
     this.#controller.abort(reason)
     for (const p of this.#pending.values()) p.reject(reason)
     this.#pending.clear()

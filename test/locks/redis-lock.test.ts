@@ -111,9 +111,9 @@ t.test('a waiting instance polls at least every 50 ms, however long it has waite
   const realSetTimeout = globalThis.setTimeout
   const asked: number[] = []
   Math.random = () => 0.999
-  globalThis.setTimeout = ((fn: () => void, ms?: number, ...rest: unknown[]) => {
+  globalThis.setTimeout = ((fn: () => void, ms?: number) => {
     asked.push(ms ?? 0)
-    return realSetTimeout(fn, ms, ...rest)
+    return realSetTimeout(fn, ms)
   }) as typeof setTimeout
   const restore = (): void => { Math.random = random; globalThis.setTimeout = realSetTimeout }
   t.teardown(restore)
