@@ -91,3 +91,13 @@ for (const backend of ['memory', 'file'] as const) {
     if (backend === 'file') t.equal((await stat(t.testdirName)).mtimeMs, file, 'nothing written into the directory after close')
   })
 }
+
+t.test('a store that hangs while a stopped task is written cannot hold the shutdown', async t => {
+  const { app, store } = await build(t, 'memory', 100)
+  const id = await start(app, 'long')
+  await until(async () => (await statusOf(store, id))?.status === 'working', { what: 'the task to run' })
+  store.load = async () => await new Promise(() => {})
+  // Without its bound the close would wait forever (the test's timeout).
+  await app.close()
+  t.pass('closed')
+})
