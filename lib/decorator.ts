@@ -57,7 +57,7 @@ export class McpDecorator extends Registry {
 
   /** What this instance holds right now (counts; 0 when idle). */
   status (): EngineStatus {
-    return this.#engine?.status() ?? { sessionsHeld: 0, getStreams: 0, listenStreams: 0, lockWaiters: 0, pendingClientRequests: 0, inflightRequests: 0, draining: false }
+    return this.#engine?.status() ?? { sessionsHeld: 0, getStreams: 0, listenStreams: 0, lockWaiters: 0, pendingClientRequests: 0, inflightRequests: 0, runningTasks: 0, draining: false }
   }
 }
 

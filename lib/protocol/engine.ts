@@ -77,6 +77,8 @@ export interface EngineStatus {
   pendingClientRequests: number
   /** POSTs running on this instance (both wires), those a drain waits for. */
   inflightRequests: number
+  /** 2026-07-28 tasks whose handler runs on this instance; a drain waits for them too. */
+  runningTasks: number
   /** Whether `app.close()` has started draining this instance (new requests get 503). */
   draining: boolean
 }
@@ -234,6 +236,7 @@ export class McpEngine {
       lockWaiters: this.#legacy.lockWaiters + this.#handleCalls.lockWaiters,
       pendingClientRequests: this.hub.answers.size,
       inflightRequests: this.#drain.inflight,
+      runningTasks: this.#tasks.running,
       draining: this.#drain.draining
     }
   }

@@ -67,7 +67,9 @@ for (const backend of ['memory', 'file'] as const) {
     const { app, store, lock, aborts } = await build(t, backend, 200)
     const id = await start(app, 'long')
     await until(async () => (await statusOf(store, id))?.status === 'working', { what: 'the task to run' })
+    t.equal(app.mcp.status().runningTasks, 1, 'status counts the task running here')
     await app.close()
+    t.equal(app.mcp.status().runningTasks, 0, 'none left')
     t.equal(aborts.length, 1, "the handler's signal aborted")
     t.type(aborts[0], FST_ERR_MCP_SERVER_CLOSING, 'with the drain reason, as a request would be')
     t.match(await statusOf(store, id), { status: 'failed', error: { code: -32603, message: /shut down before the task ended/ } },

@@ -6,7 +6,7 @@
 import t from 'tap'
 import { build, initialize } from '../plugin/helper.js'
 
-const KEYS = ['draining', 'getStreams', 'inflightRequests', 'listenStreams', 'lockWaiters', 'pendingClientRequests', 'sessionsHeld']
+const KEYS = ['draining', 'getStreams', 'inflightRequests', 'listenStreams', 'lockWaiters', 'pendingClientRequests', 'runningTasks', 'sessionsHeld']
 
 t.test('off by default: 404', async t => {
   const app = await build(t)
