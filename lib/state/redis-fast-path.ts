@@ -9,7 +9,7 @@
  * has the shape of `LockedAccess` (`locked-access.ts`), which picks it.
  */
 import type { RedisSessionLock } from '../locks/redis-lock.js'
-import type { AcquireOptions, SessionLease } from '../locks/session-lock.js'
+import type { LocalAcquireOptions, SessionLease } from '../locks/session-lock.js'
 import { sessionKey } from '../redis/keys.js'
 import type { SessionReply } from '../redis/scripts.js'
 import { decodeSession, saveArguments, type RedisSessionStore } from '../sessions/redis-store.js'
@@ -44,7 +44,7 @@ export class RedisFastPath {
    * state (returned as one JSON document). Resolves null, holding nothing, when the state does not exist. State that cannot be
    * decoded releases the lease and rejects.
    */
-  async acquireAndLoad (id: string, options: AcquireOptions = {}): Promise<LockedSession | null> {
+  async acquireAndLoad (id: string, options: LocalAcquireOptions = {}): Promise<LockedSession | null> {
     const store = this.#store
     const lock = this.#lock
     const hash = sessionKey(store.prefix, id)
