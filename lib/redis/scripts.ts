@@ -123,19 +123,29 @@ end
  * array of them. Reserved fields (NUL first) are not data.
  */
 const SESSION_DOCUMENT = `
+local byte, find, encode, concat = string.byte, string.find, cjson.encode, table.concat
 local function document (h)
-  local parts, n, version, ttl = {}, 0, 0, false
+  -- pieces joined once by table.concat: a string per concatenation cost Redis more than the reply
+  local parts, p, n, version, ttl = {}, 0, 0, 0, false
   for i = 1, #h, 2 do
     local f = h[i]
-    if string.byte(f, 1) == 0 then
+    if byte(f, 1) == 0 then
       if f == '\\0v' then version = tonumber(h[i + 1]) or 0 elseif f == '\\0t' then ttl = h[i + 1] end
     else
       n = n + 1
-      if string.find(f, '[%c"\\\\]') then f = cjson.encode(f) else f = '"' .. f .. '"' end
-      parts[n] = f .. ':' .. h[i + 1]
+      if find(f, '[%c"\\\\]') then
+        parts[p + 1] = ','; parts[p + 2] = encode(f); parts[p + 3] = ':'
+      else
+        parts[p + 1] = ',"'; parts[p + 2] = f; parts[p + 3] = '":'
+      end
+      parts[p + 4] = h[i + 1]
+      p = p + 4
     end
   end
-  return version, ttl, n, '{' .. table.concat(parts, ',') .. '}'
+  if p == 0 then return version, ttl, 0, '{}' end
+  parts[1] = parts[1] == ',' and '{' or '{"'
+  parts[p + 1] = '}'
+  return version, ttl, n, concat(parts)
 end
 `
 
