@@ -28,7 +28,7 @@ import { KeyedFifo, type FifoRelease } from './keyed-fifo.js'
 import { Lease } from './lease.js'
 import { isFileSafeKey } from './file-safe-id.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
-import type { AcquireOptions, SessionLease, SessionLock } from './session-lock.js'
+import { signalOf, type AcquireOptions, type LocalAcquireOptions, type SessionLease, type SessionLock } from './session-lock.js'
 
 interface NativeFileLocks {
   /** Exclusive non-blocking lock on the whole file; false when another descriptor holds it. */
@@ -128,7 +128,7 @@ export class FileSessionLock implements SessionLock {
     return join(this.dir, `${id}.lock`)
   }
 
-  async acquire (id: string, options: AcquireOptions = {}): Promise<SessionLease> {
+  async acquire (id: string, options: LocalAcquireOptions = {}): Promise<SessionLease> {
     if (this.#closing.signal.aborted) throw closedError()
     const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout)
     const path = this.pathFor(id)
@@ -144,7 +144,7 @@ export class FileSessionLock implements SessionLock {
         const remaining = deadline - performance.now()
         if (remaining <= 0) throw onTimeout()
         await delay(Math.max(1, Math.min(remaining, fullJitter(poll++, POLL_BASE, POLL_CAP))),
-          options.signal, this.#closing.signal)
+          signalOf(options.signal), this.#closing.signal)
       }
     } catch (err) {
       slot()

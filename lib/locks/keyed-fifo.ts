@@ -8,6 +8,8 @@
  * map returns to empty after every burst.
  */
 
+import { signalOf, type AbortSource } from './session-lock.js'
+
 /** Releases a slot; calling it again does nothing. */
 export type FifoRelease = () => void
 
@@ -15,8 +17,11 @@ export type FifoRelease = () => void
 export interface FifoAcquireOptions {
   /** Milliseconds to wait; `0` only takes a free slot; `Infinity` waits forever. */
   timeout: number
-  /** Aborting it drops the waiter, which rejects with the signal's reason. */
-  signal?: AbortSignal
+  /**
+   * Aborting it drops the waiter, which rejects with the signal's reason. An `AbortSource`'s signal
+   * is asked for only when the caller has to wait.
+   */
+  signal?: AbortSignal | AbortSource
   /** Recorded as the holder once the slot is granted (see {@link KeyedFifo.isHeldBy}). */
   owner?: object
   /** Queue at the head instead of the tail (before every other waiter of the key). */
@@ -76,12 +81,13 @@ export class KeyedFifo {
 
   /** Waits for the slot of `key`, behind every earlier waiter of that key. */
   acquire (key: string, options: FifoAcquireOptions): Promise<FifoRelease> {
-    const { timeout, signal, owner, onTimeout } = options
-    if (signal?.aborted === true) return Promise.reject(signal.reason)
+    const { timeout, owner, onTimeout } = options
+    if (options.signal?.aborted === true) return Promise.reject(options.signal.reason)
     const free = this.tryAcquire(key, owner)
     if (free !== null) return Promise.resolve(free)
     if (!(timeout > 0)) return Promise.reject(onTimeout())
     const entry = this.#entries.get(key) as Entry
+    const signal = signalOf(options.signal)
     return new Promise((resolve, reject) => {
       const waiter: Waiter = { owner, resolve, reject }
       const drop = (err: unknown): void => {

@@ -7,7 +7,7 @@ import { SessionLockTimeoutError, alreadyHeldError, closedError } from './errors
 import { KeyedFifo } from './keyed-fifo.js'
 import { Lease } from './lease.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout } from './wait.js'
-import type { AcquireOptions, SessionLease, SessionLock } from './session-lock.js'
+import type { AcquireOptions, LocalAcquireOptions, SessionLease, SessionLock } from './session-lock.js'
 
 /** Options of {@link MemorySessionLock}. */
 export interface MemorySessionLockOptions {
@@ -37,7 +37,7 @@ export class MemorySessionLock implements SessionLock {
     return this.#fifo.waiting
   }
 
-  async acquire (id: string, options: AcquireOptions = {}): Promise<SessionLease> {
+  async acquire (id: string, options: LocalAcquireOptions = {}): Promise<SessionLease> {
     if (this.#closed) throw closedError()
     const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout)
     if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)

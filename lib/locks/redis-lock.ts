@@ -28,7 +28,7 @@ import {
 import { KeyedFifo, type FifoRelease } from './keyed-fifo.js'
 import { Lease } from './lease.js'
 import { RenewalClock, type Renewal } from './renewal.js'
-import type { AcquireOptions, SessionLease, SessionLock } from './session-lock.js'
+import { signalOf, type AcquireOptions, type LocalAcquireOptions, type SessionLease, type SessionLock } from './session-lock.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
 import { roundTrip } from '../telemetry/index.js'
 
@@ -190,7 +190,7 @@ export class RedisSessionLock implements SessionLock {
     })
   }
 
-  async acquire (id: string, options: AcquireOptions = {}): Promise<SessionLease> {
+  async acquire (id: string, options: LocalAcquireOptions = {}): Promise<SessionLease> {
     const taken = await this.acquireWith(id, options, async (client, key, token) => {
       roundTrip()
       return await client.set(key, token, 'PX', this.ttl, 'NX') === 'OK' ? { status: 'taken', value: undefined } : { status: 'busy' }
@@ -238,7 +238,7 @@ export class RedisSessionLock implements SessionLock {
    * lease's release and takes it afresh. For the store + lock fast path (`state/redis-fast-path.ts`).
    * @internal
    */
-  async acquireWith<T> (id: string, options: AcquireOptions, attempt: LeaseAttempt<T>,
+  async acquireWith<T> (id: string, options: LocalAcquireOptions, attempt: LeaseAttempt<T>,
     adopt: (handed: unknown) => { value: T } | null = () => null): Promise<{ lease: Lease, value: T } | null> {
     if (this.#closing.signal.aborted) throw closedError()
     const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout)
@@ -286,7 +286,7 @@ export class RedisSessionLock implements SessionLock {
         }
         const remaining = deadline - performance.now()
         if (remaining <= 0) throw onTimeout()
-        await delay(Math.max(1, Math.min(remaining, fullJitter(poll, 5, 50))), options.signal, this.#closing.signal)
+        await delay(Math.max(1, Math.min(remaining, fullJitter(poll, 5, 50))), signalOf(options.signal), this.#closing.signal)
       }
     } catch (err) {
       slot()

@@ -32,6 +32,27 @@ export interface AcquireOptions {
   priority?: boolean
 }
 
+/**
+ * @internal A cancellation whose `AbortSignal` is made only when someone asks for it (a request's:
+ * making a signal costs more than the rest of an uncontended acquire). The bundled locks take one
+ * in place of `signal` and ask for the signal only when they have to wait.
+ */
+export interface AbortSource {
+  readonly aborted: boolean
+  readonly reason: unknown
+  readonly signal: AbortSignal
+}
+
+/** @internal What the bundled locks' `acquire` takes: `signal` may be an {@link AbortSource}. */
+export interface LocalAcquireOptions extends Omit<AcquireOptions, 'signal'> {
+  signal?: AbortSignal | AbortSource
+}
+
+/** @internal The `AbortSignal` of a signal or an {@link AbortSource} (made now for the latter). */
+export function signalOf (cancel: AbortSignal | AbortSource | undefined): AbortSignal | undefined {
+  return cancel === undefined || cancel instanceof AbortSignal ? cancel : cancel.signal
+}
+
 /** One acquisition of a session's lock. */
 export interface SessionLease {
   /** The session id. */

@@ -89,7 +89,8 @@ export abstract class BaseContext implements McpContext {
   /** The handler's data for this request (the 2026-07-28 context restores it from `requestState`). */
   state: Record<string, unknown> = {}
   protected readonly channel: ResponseChannel
-  protected readonly abort: RequestAbort
+  /** @internal The request's cancellation; its AbortSignal is made on demand (`signal`). */
+  readonly abort: RequestAbort
   readonly #makeHandles: ContextParts['handles']
   #handles: HandleMinter | undefined
   #handleScope: StateScope | null = null

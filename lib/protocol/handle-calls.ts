@@ -78,10 +78,11 @@ export class HandleCalls implements StateRunner {
     let scope: StateScope | null
     this.lockWaiters++
     try {
-      scope = await this.#handles.open(kind, id, ctx.principal, { lock: true, owner: ctx.request, signal: ctx.signal })
+      // The cancellation, not its signal: made only if the call has to queue for the lock.
+      scope = await this.#handles.open(kind, id, ctx.principal, { lock: true, owner: ctx.request, signal: ctx.abort })
     } catch (err) {
       // Given up while queued: the wire answers for the request (cancelled, or its session ended).
-      if (ctx.signal.aborted) throw ctx.signal.reason
+      if (ctx.abort.aborted) throw ctx.abort.reason
       throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind })
     } finally {
       this.lockWaiters--
@@ -97,7 +98,7 @@ export class HandleCalls implements StateRunner {
     }
     // A run that will be repeated (input_required), or whose client is not told its result
     // (cancelled, its session ended), keeps nothing.
-    const closed = await this.#end(ctx, scope, ctx.repeats || ctx.signal.aborted ? 'abandon' : 'close')
+    const closed = await this.#end(ctx, scope, ctx.repeats || ctx.abort.aborted ? 'abandon' : 'close')
     if (closed.status === 'gone') return null
     const refusal = unkept(closed, scope)
     if (refusal !== null) throw refusal

@@ -74,7 +74,7 @@ export async function openSession (sessions: StateBackend, request: FastifyReque
   principal: McpPrincipal | null, lock: boolean, abort?: RequestAbort): Promise<StateScope | null> {
   let scope: StateScope | null
   try {
-    scope = await sessions.open(sid, { lock, owner: request, signal: abort?.signal })
+    scope = await sessions.open(sid, { lock, owner: request, signal: abort })
   } catch (err) {
     if (abort?.aborted === true) return gaveUp(abort, request, sid)
     throw unavailable(err, request.log, sid)

@@ -58,14 +58,20 @@ export type RedisConnectionOptions =
 /** The scripts {@link defineScripts} adds to a client. */
 export interface McpScripts {
   mcpSessionCreate (session: string, ttl: number, own: '0' | '1', ...pairs: string[]): Promise<0 | 1>
-  mcpSessionLoad (session: string, ttl: number): Promise<string[] | null>
+  mcpSessionLoad (session: string, ttl: number): Promise<SessionReply | null>
   mcpSessionSave (session: string, lock: string, ...args: Array<string | number>): Promise<'ok' | 'gone' | 'fenced'>
   mcpLockRelease (lock: string, token: string): Promise<0 | 1>
   mcpLockExtend (lock: string, token: string, ttl: number): Promise<0 | 1>
   mcpAcquireAndLoad (lock: string, session: string, token: string, lockTtl: number, sessionTtl: number):
-  Promise<[2] | [0, number] | [1, string[]]>
+  Promise<[2] | [0] | [1, ...SessionReply]>
   mcpSaveAndRelease (session: string, lock: string, ...args: Array<string | number>): Promise<'ok' | 'gone' | 'fenced'>
 }
+
+/**
+ * A session as the load scripts return it (see SESSION_DOCUMENT): its version, the number of its
+ * data fields, and those fields as the text of one JSON object.
+ */
+export type SessionReply = [version: number, fields: number, document: string]
 
 /** A client with the plugin's scripts defined (what {@link defineScripts} returns). */
 export type RedisClient = RedisClientLike & McpScripts
@@ -78,25 +84,68 @@ export type RedisClient = RedisClientLike & McpScripts
  *   ARGV[1] session ttl (ms)        ARGV[2] fence token ('' = unfenced save)
  *   ARGV[3] version read ('' = none) ARGV[4] n = number of fields to set
  *   ARGV[5 .. 4+2n] field, JSON pairs to set; ARGV[5+2n ..] fields to delete
+ * One HMGET reads the version and the record's own ttl (a session always has a version; EXISTS
+ * only for a hash that lost it); the fields and the new version go in one HSET, the deletions in
+ * one HDEL (in slices: Lua's unpack has a stack limit).
  */
 const FENCED_WRITE = `
 local result = 'ok'
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local meta = redis.call('HMGET', KEYS[1], '\\0v', '\\0t')
+if not meta[1] and redis.call('EXISTS', KEYS[1]) == 0 then
   result = 'gone'
-elseif ARGV[2] ~= '' and holder ~= ARGV[2]
-  and (holder or ARGV[3] == '' or redis.call('HGET', KEYS[1], '\\0v') ~= ARGV[3]) then
+elseif ARGV[2] ~= '' and holder ~= ARGV[2] and (holder or ARGV[3] == '' or meta[1] ~= ARGV[3]) then
   -- the lease is not ours: write only if nobody holds it and nobody wrote since our read
   result = 'fenced'
 else
-  local n = tonumber(ARGV[4])
-  for i = 5, 4 + 2 * n, 2 do
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  local last = 4 + 2 * tonumber(ARGV[4])
+  local version = tostring((tonumber(meta[1]) or 0) + 1)
+  local first = 5
+  repeat
+    local upto = math.min(first + 399, last)
+    if first > upto then
+      redis.call('HSET', KEYS[1], '\\0v', version)
+    else
+      redis.call('HSET', KEYS[1], '\\0v', version, unpack(ARGV, first, upto))
+    end
+    first = upto + 1
+  until first > last
+  for i = last + 1, #ARGV, 400 do
+    redis.call('HDEL', KEYS[1], unpack(ARGV, i, math.min(i + 399, #ARGV)))
   end
-  for i = 5 + 2 * n, #ARGV do
-    redis.call('HDEL', KEYS[1], ARGV[i])
+  redis.call('PEXPIRE', KEYS[1], meta[2] or ARGV[1])
+end
+`
+
+/**
+ * Lua: a session's flat HGETALL reply → its version, the record's own ttl (or false), the number
+ * of data fields, and the data as the text of one JSON object, every field name quoted and every
+ * value (JSON text already) as it is: one string to decode in the plugin (one JSON.parse), not an
+ * array of them. Reserved fields (NUL first) are not data.
+ */
+const SESSION_DOCUMENT = `
+local byte, find, encode, concat = string.byte, string.find, cjson.encode, table.concat
+local function document (h)
+  -- pieces joined once by table.concat: a string per concatenation cost Redis more than the reply
+  local parts, p, n, version, ttl = {}, 0, 0, 0, false
+  for i = 1, #h, 2 do
+    local f = h[i]
+    if byte(f, 1) == 0 then
+      if f == '\\0v' then version = tonumber(h[i + 1]) or 0 elseif f == '\\0t' then ttl = h[i + 1] end
+    else
+      n = n + 1
+      if find(f, '[%c"\\\\]') then
+        parts[p + 1] = ','; parts[p + 2] = encode(f); parts[p + 3] = ':'
+      else
+        parts[p + 1] = ',"'; parts[p + 2] = f; parts[p + 3] = '":'
+      end
+      parts[p + 4] = h[i + 1]
+      p = p + 4
+    end
   end
-  redis.call('HINCRBY', KEYS[1], '\\0v', 1)
-  redis.call('PEXPIRE', KEYS[1], redis.call('HGET', KEYS[1], '\\0t') or ARGV[1])
+  if p == 0 then return version, ttl, 0, '{}' end
+  parts[1] = parts[1] == ',' and '{' or '{"'
+  parts[p + 1] = '}'
+  return version, ttl, n, concat(parts)
 end
 `
 
@@ -118,15 +167,17 @@ return 1
 `
 
 /**
- * Reads a session and refreshes its TTL. Returns the flat HGETALL array, or nil when missing.
+ * Reads a session and refreshes its TTL. Returns {version, fields, document} (see
+ * SESSION_DOCUMENT), or nil when missing.
  *   KEYS[1] session hash
  *   ARGV[1] session ttl (ms)
  */
-export const SESSION_LOAD = `
+export const SESSION_LOAD = `${SESSION_DOCUMENT}
 local h = redis.call('HGETALL', KEYS[1])
 if #h == 0 then return false end
-redis.call('PEXPIRE', KEYS[1], redis.call('HGET', KEYS[1], '\\0t') or ARGV[1])
-return h
+local version, ttl, n, doc = document(h)
+redis.call('PEXPIRE', KEYS[1], ttl or ARGV[1])
+return {version, n, doc}
 `
 
 /**
@@ -163,18 +214,17 @@ return 0
 
 /**
  * Takes a session's lease and reads the session in one round trip. Returns {2} when the session
- * does not exist (no lease taken), {0, pttl} when the lease is busy, {1, flat HGETALL} when taken
- * (the session's TTL is refreshed).
+ * does not exist (no lease taken), {0} when the lease is busy, {1, version, fields, document}
+ * (see SESSION_DOCUMENT) when taken (the session's TTL is refreshed).
  *   KEYS[1] lock key                KEYS[2] session hash
  *   ARGV[1] token; ARGV[2] lease ttl (ms); ARGV[3] session ttl (ms)
  */
-export const ACQUIRE_AND_LOAD = `
+export const ACQUIRE_AND_LOAD = `${SESSION_DOCUMENT}
 if redis.call('EXISTS', KEYS[2]) == 0 then return {2} end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-redis.call('PEXPIRE', KEYS[2], redis.call('HGET', KEYS[2], '\\0t') or ARGV[3])
-return {1, redis.call('HGETALL', KEYS[2])}
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0} end
+local version, ttl, n, doc = document(redis.call('HGETALL', KEYS[2]))
+redis.call('PEXPIRE', KEYS[2], ttl or ARGV[3])
+return {1, version, n, doc}
 `
 
 /**

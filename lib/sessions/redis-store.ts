@@ -12,8 +12,8 @@
  * save+release as one script each (`state/redis-fast-path.ts`, using this file's codec): two round
  * trips per locked request instead of four.
  */
-import { DEFAULT_KEY_PREFIX, RESERVED_FIELD_PREFIX, VERSION_FIELD, assertKeyPrefix, lockKey, sessionKey } from '../redis/keys.js'
-import { defineScripts, type RedisClient, type RedisClientLike } from '../redis/scripts.js'
+import { DEFAULT_KEY_PREFIX, RESERVED_FIELD_PREFIX, assertKeyPrefix, lockKey, sessionKey } from '../redis/keys.js'
+import { defineScripts, type RedisClient, type RedisClientLike, type SessionReply } from '../redis/scripts.js'
 import { roundTrip } from '../telemetry/index.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
 import {
@@ -59,8 +59,8 @@ export class RedisSessionStore implements SessionStore {
 
   async load (id: string): Promise<SessionRecord | null> {
     roundTrip()
-    const fields = await this.#redis.mcpSessionLoad(sessionKey(this.prefix, id), this.ttl)
-    return fields === null ? null : decodeSession(id, fields)
+    const reply = await this.#redis.mcpSessionLoad(sessionKey(this.prefix, id), this.ttl)
+    return reply === null ? null : decodeSession(id, reply)
   }
 
   /**
@@ -106,32 +106,35 @@ export function saveArguments (ttl: number, changes: SessionChanges, token: stri
   return args
 }
 
-function parseField (id: string, field: string, value: string): JsonValue {
-  try {
-    return JSON.parse(value) as JsonValue
-  } catch (err) {
-    throw new SessionDataError(id, `Session ${id} holds a value that is not JSON (key ${JSON.stringify(field.slice(0, 64))})`, { cause: err })
-  }
-}
-
 function checkKey (key: string): string {
   if (key.startsWith(RESERVED_FIELD_PREFIX)) throw new TypeError('Session keys starting with a NUL character are reserved.')
   return key
 }
 
 /**
- * A flat HGETALL reply → the record. Reserved fields are not data.
- * @throws {SessionDataError} when a field does not hold JSON text.
+ * A load script's reply (`SessionReply`: version, number of data fields, the data as one JSON
+ * object's text) → the record. The count guards the one parse: a stored value that is not JSON
+ * text fails it, or (spliced into the neighbouring fields) changes the number of keys.
+ * @throws {SessionDataError} when the data cannot be decoded.
  */
-export function decodeSession (id: string, fields: string[]): SessionRecord {
-  let version = 0
-  const data: Array<[string, JsonValue]> = []
-  for (let i = 0; i < fields.length; i += 2) {
-    const field = fields[i] as string
-    const value = fields[i + 1] as string
-    if (field === VERSION_FIELD) version = Number(value)
-    else if (!field.startsWith(RESERVED_FIELD_PREFIX)) data.push([field, parseField(id, field, value)])
+export function decodeSession (id: string, [version, fields, document]: SessionReply): SessionRecord {
+  let data: Record<string, JsonValue> | undefined
+  try {
+    // JSON.parse defines own properties: a key named "__proto__" stays a plain key.
+    data = JSON.parse(document) as Record<string, JsonValue>
+  } catch (err) {
+    throw notJson(id, err)
   }
-  // fromEntries defines own properties: a key named "__proto__" stays a plain key.
-  return { data: Object.fromEntries(data), version }
+  if (typeof data !== 'object' || data === null || Array.isArray(data) || countKeys(data) !== fields) throw notJson(id)
+  return { data, version }
+}
+
+function notJson (id: string, cause?: unknown): SessionDataError {
+  return new SessionDataError(id, `Session ${id} holds a value that is not JSON`, cause === undefined ? undefined : { cause })
+}
+
+function countKeys (data: object): number {
+  let n = 0
+  for (const key in data) if (Object.hasOwn(data, key)) n++
+  return n
 }

@@ -4,7 +4,7 @@
  * can is decided here, once per plugin.
  */
 import { RedisSessionLock } from '../locks/redis-lock.js'
-import type { AcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
+import type { LocalAcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
 import { RedisSessionStore } from '../sessions/redis-store.js'
 import {
   isLockingStore,
@@ -19,7 +19,7 @@ export interface LockedAccess {
    * reads the state in the same backend call. Resolves `null`, holding nothing, when the state does
    * not exist.
    */
-  acquireAndLoad (id: string, options?: AcquireOptions): Promise<LockedSession | null>
+  acquireAndLoad (id: string, options?: LocalAcquireOptions): Promise<LockedSession | null>
   /** Saves fenced by the lease and releases it in the same call; the lease ends even on failure. */
   saveAndRelease (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease): Promise<SaveResult>
   /**
@@ -37,7 +37,8 @@ export function lockedAccess (store: SessionStore, lock: SessionLock | null): Lo
   if (!isLockingStore(store, lock)) return null
   // A custom store that implements the LockingSessionStore contract for this lock.
   return {
-    acquireAndLoad: async (id, options) => await store.acquireAndLoad(id, lock, options),
+    // Not a bundled lock (takesSources in state-scope.ts): the options' signal is a real one.
+    acquireAndLoad: async (id, options) => await store.acquireAndLoad(id, lock, options as { signal?: AbortSignal }),
     saveAndRelease: async (id, changes, guard, lease) => await store.saveAndRelease(id, changes, guard, lease),
     passOn: (id, lease) => store.passOn?.(id, lease) === true
   }

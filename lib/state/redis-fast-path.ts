@@ -9,19 +9,20 @@
  * has the shape of `LockedAccess` (`locked-access.ts`), which picks it.
  */
 import type { RedisSessionLock } from '../locks/redis-lock.js'
-import type { AcquireOptions, SessionLease } from '../locks/session-lock.js'
+import type { LocalAcquireOptions, SessionLease } from '../locks/session-lock.js'
 import { sessionKey } from '../redis/keys.js'
+import type { SessionReply } from '../redis/scripts.js'
 import { decodeSession, saveArguments, type RedisSessionStore } from '../sessions/redis-store.js'
 import type { LockedSession, SaveGuard, SaveResult, SessionChanges } from '../sessions/session-store.js'
 import { roundTrip } from '../telemetry/index.js'
 
 /**
- * What a pass-on hands to the next holder: the state as read (the raw HGETALL reply), and who
+ * What a pass-on hands to the next holder: the state as read (the script's raw reply), and who
  * read it. Every holder decodes its own copy, so what one request mutated without saving never
  * reaches the next.
  */
 class PassedState {
-  constructor (readonly by: RedisFastPath, readonly fields: string[]) {}
+  constructor (readonly by: RedisFastPath, readonly reply: SessionReply) {}
 }
 
 /** Store + lock in one backend call each (see the module doc). */
@@ -29,7 +30,7 @@ export class RedisFastPath {
   readonly #store: RedisSessionStore
   readonly #lock: RedisSessionLock
   /** The raw reply read under each lease, for passing it on. */
-  readonly #read = new WeakMap<SessionLease, string[]>()
+  readonly #read = new WeakMap<SessionLease, SessionReply>()
 
   /** Both must use the same Redis server and database (nothing can check it). */
   constructor (store: RedisSessionStore, lock: RedisSessionLock) {
@@ -40,19 +41,19 @@ export class RedisFastPath {
   /**
    * Waits for the key's lease as `lock.acquire()` does (FIFO, backoff, timeout, signal, owner,
    * errors) where each try is one script: `SET NX PX` of the lease, then HGETALL and PEXPIRE of the
-   * state. Resolves null, holding nothing, when the state does not exist. State that cannot be
+   * state (returned as one JSON document). Resolves null, holding nothing, when the state does not exist. State that cannot be
    * decoded releases the lease and rejects.
    */
-  async acquireAndLoad (id: string, options: AcquireOptions = {}): Promise<LockedSession | null> {
+  async acquireAndLoad (id: string, options: LocalAcquireOptions = {}): Promise<LockedSession | null> {
     const store = this.#store
     const lock = this.#lock
     const hash = sessionKey(store.prefix, id)
-    const taken = await lock.acquireWith<string[]>(id, options, async (client, key, token) => {
+    const taken = await lock.acquireWith<SessionReply>(id, options, async (client, key, token) => {
       roundTrip()
       const reply = await client.mcpAcquireAndLoad(key, hash, token, lock.ttl, store.ttl)
-      if (reply[0] === 1) return { status: 'taken', value: reply[1] }
+      if (reply[0] === 1) return { status: 'taken', value: [reply[1], reply[2], reply[3]] }
       return reply[0] === 2 ? { status: 'missing' } : { status: 'busy' }
-    }, (handed) => handed instanceof PassedState && handed.by === this ? { value: handed.fields } : null)
+    }, (handed) => handed instanceof PassedState && handed.by === this ? { value: handed.reply } : null)
     if (taken === null) return null
     let record
     try {

@@ -10,21 +10,29 @@
  * close, a lost lease, typed errors) and the protocol layer decides what the client is told.
  */
 import { Lease } from '../locks/lease.js'
-import type { AcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
+import { FileSessionLock } from '../locks/file-lock.js'
+import { MemorySessionLock } from '../locks/memory-lock.js'
+import { RedisSessionLock } from '../locks/redis-lock.js'
+import { signalOf, type AbortSource, type LocalAcquireOptions, type SessionLease, type SessionLock } from '../locks/session-lock.js'
 import { SessionHandle } from '../sessions/session-handle.js'
 import type { SaveResult, SessionRecord, SessionStore } from '../sessions/session-store.js'
 import { lockedAccess, type LockedAccess } from './locked-access.js'
+import { RedisFastPath } from './redis-fast-path.js'
 
 /** The store and lock a kind of state lives in, with their combined path when they have one. */
 export class StateBackend {
   readonly store: SessionStore
   readonly lock: SessionLock | null
   readonly fast: LockedAccess | null
+  /** Whether the lock takes an `AbortSource` as it is (see {@link ScopeOptions.signal}). */
+  readonly #sources: boolean
 
   constructor (store: SessionStore, lock: SessionLock | null) {
     this.store = store
     this.lock = lock
     this.fast = lockedAccess(store, lock)
+    // A custom store's combined path may pass the options on to code that wants a real signal.
+    this.#sources = takesSources(lock) && (this.fast === null || this.fast instanceof RedisFastPath)
   }
 
   /**
@@ -43,16 +51,18 @@ export class StateBackend {
   }
 
   /** @internal Takes the lease and reads the state (one backend call on the fast path). */
-  async lockAndLoad (id: string, options: AcquireOptions): Promise<{ lease: SessionLease, record: SessionRecord } | null> {
+  async lockAndLoad (id: string, options: LocalAcquireOptions): Promise<{ lease: SessionLease, record: SessionRecord } | null> {
     return await this.#lockAndLoad(id, options)
   }
 
-  async #lockAndLoad (id: string, options: AcquireOptions): Promise<{ lease: SessionLease, record: SessionRecord } | null> {
-    if (this.fast !== null) return await this.fast.acquireAndLoad(id, acquireOptions(options))
+  async #lockAndLoad (id: string, options: LocalAcquireOptions): Promise<{ lease: SessionLease, record: SessionRecord } | null> {
+    const acquiring = acquireOptions(options)
+    if (!this.#sources) acquiring.signal = signalOf(acquiring.signal)
+    if (this.fast !== null) return await this.fast.acquireAndLoad(id, acquiring)
     const lock = this.lock as SessionLock
     // Existence first: an unknown id must not create a lock key or file.
     if (!await this.store.exists(id)) return null
-    const lease = await lock.acquire(id, acquireOptions(options))
+    const lease = await lock.acquire(id, acquiring as { signal?: AbortSignal })
     try {
       const record = await this.store.load(id)
       if (record === null) { await lease.release(); return null }
@@ -70,12 +80,21 @@ export interface ScopeOptions {
   lock: boolean
   /** Who asks (the request): taking a key its owner holds already is an error, not a deadlock. */
   owner?: object
-  /** Aborting it while queued for the lock gives up at once. */
-  signal?: AbortSignal
+  /**
+   * Aborting it while queued for the lock gives up at once. An `AbortSource` (a request's
+   * cancellation) is asked for its signal only if the scope has to wait: the bundled locks take it
+   * as it is; any other lock gets its signal.
+   */
+  signal?: AbortSignal | AbortSource
 }
 
-function acquireOptions (options: AcquireOptions): AcquireOptions {
+function acquireOptions (options: LocalAcquireOptions): LocalAcquireOptions {
   return { owner: options.owner, signal: options.signal, priority: options.priority }
+}
+
+/** Whether `lock` takes an `AbortSource` in place of a signal (the bundled locks). */
+function takesSources (lock: SessionLock | null): boolean {
+  return lock instanceof RedisSessionLock || lock instanceof MemorySessionLock || lock instanceof FileSessionLock
 }
 
 /** Releases a lease (if any); resolves the error when that failed (it then expires in the backend). */

@@ -5,6 +5,7 @@ import { RedisSessionLock, createLockClient } from '../../lib/locks/redis-lock.j
 import { RedisSessionStore } from '../../lib/sessions/redis-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { startRedisServer } from '../helpers/redis-server.js'
+import { RedisFastPath } from '../../lib/state/redis-fast-path.js'
 import { runSessionStoreContract } from './store-contract.js'
 import { sleep } from '../helpers/time.js'
 
@@ -59,6 +60,49 @@ t.test('layout: one hash per session at <prefix>{<sid>}:s, JSON text per key, th
   t.ok(await admin.pttl(key) > 9000, 'save refreshes it')
   t.same(await admin.hgetall(key), { level: '"debug"', '\x00v': '1' })
   t.same(await store.gc(), [], 'gc: Redis expires keys itself')
+})
+
+t.test('a session is read as one JSON document: any key survives, a value that is not JSON text is caught', async t => {
+  const { store, lock, prefix } = await setup(t)
+  const fast = new RedisFastPath(store, lock)
+  const id = generateSessionId()
+  const key = `${prefix}{${id}}:s`
+  // Keys the script must quote (quote, backslash, control characters, a slash), and some it need not.
+  const odd = ['say "hi"', 'back\\slash', 'line\nbreak', 'bell\x07', 'tab\t', 'a/b', 'é ✓ 😀', '__proto__', '$mcp/version', '']
+  const data: Record<string, unknown> = {}
+  for (const [i, k] of odd.entries()) Object.defineProperty(data, k, { value: { i, text: `v "${k}"` }, enumerable: true })
+  await store.create(id, data as Record<string, never>)
+  const loaded = await store.load(id)
+  t.same(Object.keys(loaded?.data ?? {}).sort(), [...odd].sort(), 'every key, as it was written')
+  for (const [i, k] of odd.entries()) t.same(Object.getOwnPropertyDescriptor(loaded?.data, k)?.value, { i, text: `v "${k}"` }, JSON.stringify(k))
+  t.equal(Object.getPrototypeOf(loaded?.data), Object.prototype, 'no prototype pollution')
+  const taken = await fast.acquireAndLoad(id)
+  t.same(taken?.record, loaded, 'the fast path reads the same record')
+  await taken?.lease.release()
+
+  // Many fields and deletions in one save (the script writes them in slices), and a 1 MiB value.
+  const many: Record<string, number> = {}
+  for (let i = 0; i < 1000; i++) many[`k${i}`] = i
+  t.equal(await store.save(id, { set: { ...many, big: 'x'.repeat(2 ** 20) }, delete: [] }), 'ok')
+  const afterSet = await store.load(id)
+  t.equal(afterSet?.version, 1)
+  t.equal(afterSet?.data.k999, 999)
+  t.equal((afterSet?.data.big as string).length, 2 ** 20)
+  t.equal(await store.save(id, { set: {}, delete: Object.keys(many) }), 'ok')
+  const afterDelete = await store.load(id)
+  t.equal(afterDelete?.version, 2, 'a save of deletions only bumps the version too')
+  t.notOk('k0' in (afterDelete?.data ?? {}))
+  t.equal(Object.keys(afterDelete?.data ?? {}).length, odd.length + 1)
+
+  // Written behind the store's back: not JSON, or JSON text only together with its neighbours.
+  await admin.hset(key, 'broken', '{not json')
+  await t.rejects(store.load(id), { name: 'SessionDataError', sessionId: id })
+  await t.rejects(fast.acquireAndLoad(id), { name: 'SessionDataError' })
+  t.equal(await admin.exists(`${prefix}{${id}}:lock`), 0, 'the lease was released')
+  await admin.hset(key, 'broken', '1,"smuggled":2')
+  await t.rejects(store.load(id), { name: 'SessionDataError' }, 'a value that adds a key is caught')
+  await admin.hdel(key, 'broken')
+  t.same((await store.load(id))?.data['a/b'], { i: 5, text: 'v "a/b"' }, 'repaired, it loads')
 })
 
 t.test('keys starting with NUL are reserved; bad options are refused', async t => {

@@ -724,3 +724,41 @@ t.test('fast path: a store implementing LockingSessionStore for the lock', async
   }
 })
 
+
+t.test('a cancellation whose signal is made on demand (an AbortSource): made only for a lock that needs it', async t => {
+  /** A request's cancellation: counts the signals it was asked for. */
+  class Source {
+    asked = 0
+    readonly #controller = new AbortController()
+    get aborted (): boolean { return this.#controller.signal.aborted }
+    get reason (): unknown { return this.#controller.signal.reason }
+    get signal (): AbortSignal { this.asked++; return this.#controller.signal }
+  }
+  t.test('a lock of the app, and a locking store of the app, get the real signal', async t => {
+    for (const f of [fixture(), lockingFixture()]) {
+      f.store.put('s1', {})
+      const source = new Source()
+      const scope = await open(f, 's1', { lock: true, signal: source })
+      const options = f.journal.find(c => c[0] === 'acquire' || c[0] === 'acquireAndLoad')?.at(-1) as AcquireOptions
+      t.ok(options.signal instanceof AbortSignal, 'an AbortSignal')
+      t.equal(source.asked, 1)
+      await scope.close()
+    }
+  })
+  t.test('the bundled locks ask for it only when they have to wait', async t => {
+    const { MemorySessionLock } = await import('../../lib/locks/memory-lock.js')
+    const store = new FakeStore([])
+    store.put('s1', {})
+    const lock = new MemorySessionLock()
+    const backend = new StateBackend(store, lock)
+    const first = new Source()
+    const holder = await backend.open('s1', { lock: true, signal: first })
+    t.equal(first.asked, 0, 'uncontended: no signal made')
+    const second = new Source()
+    const waiting = backend.open('s1', { lock: true, signal: second })
+    await new Promise(resolve => setImmediate(resolve))
+    t.equal(second.asked, 1, 'queued: the signal is made, to leave the queue when it aborts')
+    await holder?.close()
+    await (await waiting)?.close()
+  })
+})
