@@ -10,7 +10,8 @@
  *
  * `--request sse` is the sse scenario's request (a 2026-07-28 `progress` call with 10 progress
  * notifications, answered on SSE); `--server bare` runs bench/servers/bare.ts instead, whose
- * `POST /sse` writes the same events straight to the socket (the ceiling). `--keep` copies the
+ * `POST /sse` writes the same events straight to the socket (the ceiling), and whose `POST /mcp`
+ * answers the JSON requests (`modern`, `session`) with a fixed result. `--keep` copies the
  * window's dump for `callgrind_annotate`. `--request handle` is `basket_add` on one state handle
  * (the 2026 wire's locked path; use it with a Redis store and lock).
  *
@@ -47,7 +48,7 @@ const warmup = Number(args.warmup)
 const config = JSON.parse(args.config) as Record<string, unknown>
 const SSE_STEPS = 10
 if (args.server !== 'ours' && args.server !== 'bare') throw new Error('--server is ours or bare')
-if (args.server === 'bare' && args.request !== 'sse') throw new Error('--server bare serves only --request sse')
+if (args.server === 'bare' && args.request === 'handle') throw new Error('--server bare serves --request sse, modern or session')
 
 /** The request, the path it goes to, and what its answer must be. */
 async function requestOf (url: string): Promise<{ spec: RequestSpec, path: string, want: Parameters<typeof expectToolResult>[2] }> {
@@ -62,7 +63,11 @@ async function requestOf (url: string): Promise<{ spec: RequestSpec, path: strin
     if (typeof basket !== 'string') throw new Error(`basket_create returned no handle: ${created.text.slice(0, 300)}`)
     return { spec: modernCall('basket_add', { basket, item: 'apple' }), path: '/mcp', want: { text: 'added' } }
   }
-  if (args.request === 'session') return { spec: legacyCall('echo', { text: ECHO_TEXT }, await openSession(url)), path: '/mcp', want: { text: ECHO_TEXT } }
+  if (args.request === 'session') {
+    // The bare route answers the same fixed result to any body: the session id is only sent along.
+    const sid = args.server === 'bare' ? 'bench-bare-session-0123456789abcdef' : await openSession(url)
+    return { spec: legacyCall('echo', { text: ECHO_TEXT }, sid), path: '/mcp', want: { text: ECHO_TEXT } }
+  }
   throw new Error('--request is session, modern, sse or handle')
 }
 

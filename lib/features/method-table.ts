@@ -60,7 +60,8 @@ const ctxOf = (call: MethodCall): McpContext => call.ctx as McpContext
 /** The table (see the module doc). */
 export const METHODS: ReadonlyMap<string, MethodEntry> = new Map<string, MethodEntry>([
   ['tools/list', { capability: 'tools', context: false, cache: 'tools', handler: (c) => listTools(c.registry, c.params, c.pageSize, c.principal) }],
-  ['tools/call', { capability: 'tools', context: true, handler: async (c) => await callTool(c.registry, c.params, ctxOf(c), c.log, { isProtocolError: c.isProtocolError, limiter: c.limiter, state: c.state, tasks: c.tasks }) }],
+  // The call is the options too (it names isProtocolError, limiter, state and tasks the same way).
+  ['tools/call', { capability: 'tools', context: true, handler: (c) => callTool(c.registry, c.params, ctxOf(c), c.log, c) }],
   ['resources/list', { capability: 'resources', context: false, cache: 'resources', handler: (c) => listResources(c.registry, c.params, c.pageSize, c.principal) }],
   ['resources/templates/list', { capability: 'resources', context: false, cache: 'templates', handler: (c) => listResourceTemplates(c.registry, c.params, c.pageSize, c.principal) }],
   ['resources/read', { capability: 'resources', context: true, cache: 'read', handler: async (c) => await readResource(c.registry, c.params, ctxOf(c), c.resourceNotFound) }],

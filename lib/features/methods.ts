@@ -76,9 +76,24 @@ function errorResult (text: string): Record<string, unknown> {
  * Invalid arguments and handler failures are tool results with `isError: true` (2025-11-25,
  * SEP-1303), so the model can see and correct them; `McpError`s and what `isProtocolError` picks
  * (the era's protocol errors) are rethrown.
+ *
+ * Not an async function, nor is what it calls up to the handler's run: a call with no limits, no
+ * task, no handle and a synchronous validator goes to the handler without an async frame of its
+ * own (each costs a promise, a suspended frame on the heap and a microtask per request). What
+ * fails before then still rejects the promise returned, never throws.
  */
-export async function callTool (registry: Registry, params: Params, ctx: McpContext, log: FastifyBaseLogger,
+export function callTool (registry: Registry, params: Params, ctx: McpContext, log: FastifyBaseLogger,
   options: CallToolOptions = {}): Promise<Record<string, unknown>> {
+  try {
+    return lookedUpCall(registry, params, ctx, log, options)
+  } catch (err) {
+    return Promise.reject(err)
+  }
+}
+
+/** `callTool` up to the limits: the tool, access, the arguments' shape. Throws what it refuses. */
+function lookedUpCall (registry: Registry, params: Params, ctx: McpContext, log: FastifyBaseLogger,
+  options: CallToolOptions): Promise<Record<string, unknown>> {
   if (typeof params.name !== 'string') throw invalid('name must be a string')
   const name = params.name
   const tool = registry.tools.get(name)
@@ -89,7 +104,13 @@ export async function callTool (registry: Registry, params: Params, ctx: McpCont
   if (typeof args !== 'object' || args === null || Array.isArray(args)) throw invalid('arguments must be an object')
   // Most tools have no limits: no await for them.
   const limiter = options.limiter
-  if (limiter == null || limiter.policy(name, tool.limits) === null) return await checkedCall(tool, name, args, ctx, log, options)
+  if (limiter == null || limiter.policy(name, tool.limits) === null) return checkedCall(tool, name, args, ctx, log, options)
+  return limitedCall(limiter, tool, name, args, ctx, log, options)
+}
+
+/** A call of a tool with limits: its permit is held until the result is built. */
+async function limitedCall (limiter: ToolLimiter, tool: ToolEntry, name: string, args: object, ctx: McpContext, log: FastifyBaseLogger,
+  options: CallToolOptions): Promise<Record<string, unknown>> {
   const permit = await limiter.acquire({ tool: name, principal: ctx.principal, ip: ctx.request.ip, limits: tool.limits })
   try {
     return await checkedCall(tool, name, args, ctx, log, options)
@@ -136,18 +157,39 @@ export interface TaskStarter {
 }
 
 /**
- * A tool call past the lookup and the limits: validation, what the tool needs (a session, a
- * state handle: the same text for every handle it may not use, so there is no oracle), the run.
+ * A tool call past the lookup and the limits: validation (a Standard Schema may validate
+ * asynchronously), then {@link validatedCall}. Never throws: its failures reject.
  */
-async function checkedCall (tool: ToolEntry, name: string, args: object, ctx: McpContext, log: FastifyBaseLogger,
+function checkedCall (tool: ToolEntry, name: string, args: object, ctx: McpContext, log: FastifyBaseLogger,
   options: CallToolOptions): Promise<Record<string, unknown>> {
-  let input = tool.validateInput(args)
-  if (input instanceof Promise) input = await input
-  if (!input.ok) return errorResult(`Invalid arguments for tool "${name}": ${input.problem}`)
+  try {
+    const input = tool.validateInput(args)
+    if (input instanceof Promise) return input.then(i => validatedCall(tool, name, i, ctx, log, options))
+    return validatedCall(tool, name, input, ctx, log, options)
+  } catch (err) {
+    return Promise.reject(err)
+  }
+}
+
+/**
+ * What the tool needs (a session, a state handle: the same text for every handle it may not use,
+ * so there is no oracle), then the run. Throws only what reading its arguments throws (the
+ * callers turn it into a rejection).
+ */
+function validatedCall (tool: ToolEntry, name: string, input: Awaited<ReturnType<ToolEntry['validateInput']>>, ctx: McpContext, log: FastifyBaseLogger,
+  options: CallToolOptions): Promise<Record<string, unknown>> {
+  if (!input.ok) return Promise.resolve(errorResult(`Invalid arguments for tool "${name}": ${input.problem}`))
   if (tool.needsSession && ctx.session === null) {
-    return errorResult(`Tool "${name}" needs a session: connect with the MCP handshake (initialize, protocol 2025-11-25 or earlier).`)
+    return Promise.resolve(errorResult(`Tool "${name}" needs a session: connect with the MCP handshake (initialize, protocol 2025-11-25 or earlier).`))
   }
   const value = input.value as Record<string, unknown>
+  if (tool.taskSupport === 'forbidden' && tool.handle === null) return runTool(tool, name, value, ctx, log, options.isProtocolError)
+  return stateOrTaskCall(tool, name, value, ctx, log, options)
+}
+
+/** A call that may run as a task, or on a state handle. */
+async function stateOrTaskCall (tool: ToolEntry, name: string, value: Record<string, unknown>, ctx: McpContext, log: FastifyBaseLogger,
+  options: CallToolOptions): Promise<Record<string, unknown>> {
   if (tool.taskSupport !== 'forbidden') {
     // Without a task starter (the handshake era) a tool that requires a task cannot be served.
     if (options.tasks === undefined && tool.taskSupport === 'required') throw new McpError(ErrorCode.MethodNotFound, `Tool "${name}" runs only as a task, which this protocol revision does not serve here`)
@@ -157,9 +199,9 @@ async function checkedCall (tool: ToolEntry, name: string, args: object, ctx: Mc
     // Inline: what would have run before the task runs before the handler.
     if (before !== undefined) await before()
   }
-  const run = async (): Promise<Record<string, unknown>> => await runTool(tool, name, value, ctx, log, options.isProtocolError)
-  if (tool.handle === null) return await run()
+  if (tool.handle === null) return await runTool(tool, name, value, ctx, log, options.isProtocolError)
   if (options.state === undefined) throw new Error(`tool "${name}" declares a handle, but no state runner serves this call`)
+  const run = async (): Promise<Record<string, unknown>> => await runTool(tool, name, value, ctx, log, options.isProtocolError)
   const out = await options.state.withHandle(tool.handle.kind, value[tool.handle.argument], ctx, run)
   return out ?? errorResult(`Unknown or expired ${tool.handle.kind} handle.`)
 }

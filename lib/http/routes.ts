@@ -142,11 +142,15 @@ function postBindings (request: FastifyRequest, parsed: ParsedBody, principal: M
   return b
 }
 
-/** Runs the `authenticate` option: 401 with the challenge for an anonymous request when required. */
-function authenticator (opts: ResolvedOptions): (request: FastifyRequest) => Promise<McpPrincipal | null> {
+/**
+ * Runs the `authenticate` option: 401 with the challenge for an anonymous request when required.
+ * `null` without the option: every request is anonymous, and the routes need not wait for it.
+ */
+function authenticator (opts: ResolvedOptions): ((request: FastifyRequest) => Promise<McpPrincipal | null>) | null {
+  if (opts.authenticate === undefined) return null
+  const authenticate = opts.authenticate
   return async (request) => {
-    if (opts.authenticate === undefined) return null
-    const principal = await opts.authenticate(request)
+    const principal = await authenticate(request)
     if (principal === null && opts.requireAuth) {
       throw new HttpRefusal(401, null, ErrorCode.InvalidRequest, 'Unauthorized', { 'www-authenticate': opts.wwwAuthenticate })
     }
@@ -178,7 +182,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine, access,
   child.post(opts.path, async (request, reply) => {
     checkOrigin(request, reply, opts)
     checkContentType(request)
-    const principal = await authenticate(request)
+    const principal = authenticate === null ? null : await authenticate(request)
     const parsed = parseBody(typeof request.body === 'string' ? request.body : '')
     bindLog(request, reply, postBindings(request, parsed, principal))
     if (!parsed.ok) { sendError(reply, 400, parsed.error); return reply }
@@ -191,7 +195,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine, access,
     }
     try {
       // A single request's refusal carries its id; a batch's names the scopes of all its requests.
-      gate(parsed.messages.flatMap(m => m.kind === 'request' ? [m.message] : []), principal, access)
+      gate(parsed.batch ? parsed.messages.flatMap(m => m.kind === 'request' ? [m.message] : []) : first.kind === 'request' ? [first.message] : [], principal, access)
       await engine.post(new HttpExchange(request, reply, sseOnly), parsed, principal)
     } catch (err) {
       answerError(err, parsed.batch ? null : id, request, reply, opts)
@@ -203,7 +207,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine, access,
     checkOrigin(request, reply, opts)
     noSessionNoStream(request)
     checkGetAccept(request)
-    const principal = await authenticate(request)
+    const principal = authenticate === null ? null : await authenticate(request)
     bindLog(request, reply, streamBindings(request, principal))
     await engine.get(new HttpExchange(request, reply), principal)
     return reply
@@ -212,7 +216,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine, access,
   child.delete(opts.path, async (request, reply) => {
     checkOrigin(request, reply, opts)
     noSessionNoStream(request)
-    const principal = await authenticate(request)
+    const principal = authenticate === null ? null : await authenticate(request)
     bindLog(request, reply, streamBindings(request, principal))
     await engine.delete(new HttpExchange(request, reply), principal)
     return reply

@@ -35,6 +35,11 @@ const MAX_SUBSCRIBED_URI = 2048
 /** The answer of a POST whose session was opened: nothing is known of the client's interest yet. */
 const NOT_STARTED = { done: false, resumable: false }
 
+/** -32002: resources/read of a URI nobody serves (the handshake era's code). */
+function resourceNotFound (uri: string): McpError {
+  return new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri })
+}
+
 /** What the handshake-era wire is built from. */
 export interface LegacyDeps {
   opts: ResolvedOptions
@@ -57,8 +62,14 @@ export interface LegacyDeps {
 interface Tracked {
   /** The POST's cancellation. */
   abort: RequestAbort
-  requests: Map<JsonRpcRequest, { abort: RequestAbort, untrack: () => void }>
+  /** The request of a POST that is not a batch (no map for it: most POSTs carry one request). */
+  only: TrackedRequest | null
+  /** The requests of a batch. */
+  batch: Map<JsonRpcRequest, TrackedRequest> | null
 }
+
+/** One request in flight: its cancellation, and how it stops being tracked (idempotent). */
+interface TrackedRequest { abort: RequestAbort, untrack: () => void }
 
 /** The messages of one POST, with what they share. */
 interface PostRun {
@@ -76,6 +87,8 @@ interface PostRun {
   headers?: Record<string, string>
   /** The POST's spans and measures. */
   trace: PostTrace
+  /** Whether the POST is a batch (each request has a span context of its own). */
+  batch: boolean
 }
 
 /** @internal The legacy engine. */
@@ -135,14 +148,16 @@ export class LegacyWire {
       scope.onLost(() => { abort.abort(new LeaseLostError()) })
       try {
         await this.#serve(exchange, body, scope, tracked, principal, trace)
-      } finally {
-        // Written back in #serve unless something threw on the way.
+      } catch (err) {
+        // Written back in #serve unless something threw on the way (a close after it does nothing).
         reportClose(await scope.close(), request.log, sid)
+        throw err
       }
     } finally {
       abort.unwatch()
       unfollow?.()
-      for (const r of tracked.requests.values()) r.untrack()
+      tracked.only?.untrack()
+      if (tracked.batch !== null) for (const r of tracked.batch.values()) r.untrack()
     }
   }
 
@@ -152,15 +167,20 @@ export class LegacyWire {
    * stops only its target.
    */
   #track (sid: string, body: ParsedBody & { ok: true }, abort: RequestAbort): Tracked {
-    const requests = new Map<JsonRpcRequest, { abort: RequestAbort, untrack: () => void }>()
+    if (!body.batch) {
+      const m = body.messages[0]
+      const only = m.kind === 'request' ? { abort, untrack: this.#d.hub.inflight.track(sid, m.message.id, abort) } : null
+      return { abort, only, batch: null }
+    }
+    const batch = new Map<JsonRpcRequest, TrackedRequest>()
     for (const m of body.messages) {
       if (m.kind !== 'request') continue
-      const own = body.batch ? new RequestAbort() : abort
-      const unfollow = body.batch ? abort.follow(own) : null
+      const own = new RequestAbort()
+      const unfollow = abort.follow(own)
       const untrack = this.#d.hub.inflight.track(sid, m.message.id, own)
-      requests.set(m.message, { abort: own, untrack: () => { untrack(); unfollow?.() } })
+      batch.set(m.message, { abort: own, untrack: () => { untrack(); unfollow() } })
     }
-    return { abort, requests }
+    return { abort, only: null, batch }
   }
 
   /** Refuses what no session could serve; returns the number of requests (a batch counts each). */
@@ -201,8 +221,16 @@ export class LegacyWire {
     // A client that goes away before it can resume the response (no SSE event id yet) will never
     // see it: stop the handlers, so the lease is freed now rather than when they finish.
     abort.watch(exchange.connection, channel)
-    const run: PostRun = { exchange, scope, channel, abort, tracked, principal, status: 200, trace }
-    const responses = await this.#messages(run, body)
+    const run: PostRun = { exchange, scope, channel, abort, tracked, principal, status: 200, trace, batch: body.batch }
+    // A lone request (most POSTs) is run without the loop over a batch's messages and its frame.
+    const only = body.batch ? null : body.messages[0]
+    let responses: unknown[]
+    if (only?.kind === 'request') {
+      const r = await this.#run(run, only.message)
+      responses = r === null ? [] : [r]
+    } else {
+      responses = await this.#messages(run, body)
+    }
     // Saved before answering: the client's next request must see what this one changed.
     const saving = performance.now()
     const closed = await scope.close()
@@ -268,13 +296,16 @@ export class LegacyWire {
   /** Runs one request; resolves its response, or `null` when it was cancelled. */
   async #run (run: PostRun, msg: JsonRpcRequest): Promise<unknown> {
     const request = run.exchange.request
-    const { abort, untrack } = run.tracked.requests.get(msg) as { abort: RequestAbort, untrack: () => void }
+    const { abort, untrack } = (run.tracked.batch?.get(msg) ?? run.tracked.only) as TrackedRequest
     const ctx = new LegacyContext(this.#clientRequests, run.scope, {
       request, principal: run.principal, requestId: msg.id, meta: msg.params?._meta as Record<string, unknown> | undefined, channel: run.channel, abort,
       handles: this.#d.handles.minter
     })
     try {
-      const result = await run.trace.run(msg, async () => await this.#dispatch(run.scope, msg, ctx, request.log))
+      // A lone request's span context is the POST's: without one, no closure is made to enter it.
+      const result = await (run.trace.context === null && !run.batch
+        ? this.#dispatch(run.scope, msg, ctx, request.log)
+        : run.trace.run(msg, () => this.#dispatch(run.scope, msg, ctx, request.log)))
       if (abort.aborted) return this.#abortedResponse(run, msg.id, abort)
       const response = resultResponse(msg.id, result)
       run.trace.answered(msg, response, 200)
@@ -308,7 +339,8 @@ export class LegacyWire {
     return errorResponse(id, unkept.code, unkept.message)
   }
 
-  async #dispatch (scope: StateScope, msg: JsonRpcRequest, ctx: LegacyContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> {
+  /** A request's method; throws or rejects its refusal (not async: the method has the frame). */
+  #dispatch (scope: StateScope, msg: JsonRpcRequest, ctx: LegacyContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> | Record<string, unknown> {
     const params = msg.params ?? {}
     const problem = metaProblem(params)
     if (problem !== null) throw new McpError(ErrorCode.InvalidParams, problem)
@@ -316,9 +348,9 @@ export class LegacyWire {
     const entry = METHODS.get(msg.method)
     if (entry !== undefined) {
       needCapability(caps, entry.capability, msg.method)
-      return await entry.handler({
+      return entry.handler({
         registry: this.#d.registry, params, ctx: entry.context ? ctx : null, principal: ctx.principal, pageSize: this.#d.opts.pageSize, log,
-        resourceNotFound: (uri) => new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri }),
+        resourceNotFound,
         limiter: this.#d.limiter,
         state: this.#d.handles
       })
@@ -329,7 +361,7 @@ export class LegacyWire {
       case 'resources/subscribe':
       case 'resources/unsubscribe':
         needCapability(caps, 'resources', msg.method)
-        return await this.#subscribe(scope, msg.method, params)
+        return this.#subscribe(scope, msg.method, params)
       case 'logging/setLevel':
         if (!LOG_LEVELS.includes(params.level as never)) {
           throw new McpError(ErrorCode.InvalidParams, `Invalid params: level must be one of ${LOG_LEVELS.join(', ')}`)

@@ -31,8 +31,8 @@ export interface ModernRun extends ContextParts {
 export class ModernContext extends BaseContext {
   readonly session = null
   readonly clientCapabilities: Record<string, unknown>
-  /** The handler's state, sealed into `requestState` and handed back on the next round (at most 64 KiB sealed). */
-  state: Record<string, unknown> = {}
+  // `state` (BaseContext's, no second empty object here): the handler's state, sealed into
+  // `requestState` and handed back on the next round (at most 64 KiB sealed).
   readonly #params: Record<string, unknown>
   readonly #method: string
   readonly #responses: Record<string, unknown> | undefined

@@ -90,11 +90,11 @@ const NAME_KEYS = new Map<string, string>([
 
 /**
  * A request's envelope: `_meta` (-32602), then header agreement (-32020), then version support
- * (-32022). `toolSchema` finds the input schema of a called tool (for its `Mcp-Param-*` headers).
- * Returns the `_meta`.
+ * (-32022). `toolSchema` finds the input schema of a tool `principal` calls (for its `Mcp-Param-*`
+ * headers). Returns the `_meta`.
  */
-export function checkRequestEnvelope (request: FastifyRequest, msg: JsonRpcRequest,
-  toolSchema: (name: string) => Record<string, unknown> | undefined): Record<string, unknown> {
+export function checkRequestEnvelope<P> (request: FastifyRequest, msg: JsonRpcRequest, principal: P,
+  toolSchema: (name: string, principal: P) => Record<string, unknown> | undefined): Record<string, unknown> {
   const params = msg.params ?? {}
   const meta = params._meta
   if (!isPlainObject(meta) || typeof meta[META_VERSION] !== 'string' || !isPlainObject(meta[META_CAPS])) {
@@ -114,7 +114,7 @@ export function checkRequestEnvelope (request: FastifyRequest, msg: JsonRpcReque
     if (name !== params[nameKey]) throw mismatch(`Mcp-Name does not match params.${nameKey}`)
   }
   if (msg.method === 'tools/call' && typeof params.name === 'string') {
-    const schema = toolSchema(params.name)
+    const schema = toolSchema(params.name, principal)
     if (schema !== undefined) checkParamHeaders(request, schema, params)
   }
   checkVersion(meta[META_VERSION])
@@ -125,8 +125,10 @@ export function checkRequestEnvelope (request: FastifyRequest, msg: JsonRpcReque
 function checkParamHeaders (request: FastifyRequest, inputSchema: Record<string, unknown>, params: Record<string, unknown>): void {
   const props = (inputSchema as { properties?: Record<string, Record<string, unknown>> }).properties ?? {}
   const args = isPlainObject(params.arguments) ? params.arguments : {}
-  for (const [prop, schema] of Object.entries(props)) {
-    const headerName = schema?.['x-mcp-header']
+  // for…in with an own-key check, not Object.entries: no array of pairs per request.
+  for (const prop in props) {
+    if (!Object.hasOwn(props, prop)) continue
+    const headerName = props[prop]?.['x-mcp-header']
     if (typeof headerName !== 'string') continue
     const raw = header(request, `mcp-param-${headerName.toLowerCase()}`)
     const value = args[prop]

@@ -15,7 +15,7 @@ import type { ToolLimiter } from '../limits/limiter.js'
 import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
 import { isClientCapabilityError } from './base-context.js'
-import { NULL_EVENT_LOG, type Exchange, type ResponseChannel } from './exchange.js'
+import { NULL_EVENT_LOG, type ChannelOptions, type Exchange, type ResponseChannel } from './exchange.js'
 import { ListenStreams } from './listen.js'
 import { META_CAPS, META_LOG, META_SERVER, MODERN_VERSIONS } from './meta.js'
 import { checkNotificationEnvelope, checkRequestEnvelope, refuseUnservable } from './modern-headers.js'
@@ -56,6 +56,9 @@ interface ModernRequest {
   abort: RequestAbort
 }
 
+/** The answer channel of every request of this wire: no session, nothing to resume (shared: only read). */
+const NO_SESSION_CHANNEL: ChannelOptions = Object.freeze({ sessionId: null, polling: false, log: NULL_EVENT_LOG })
+
 /** -32602: resources/read of a URI nobody serves (the 2026-07-28 code). */
 function resourceNotFound (uri: string): McpError {
   return new McpError(ErrorCode.InvalidParams, 'Resource not found', { uri })
@@ -77,6 +80,12 @@ export class ModernWire {
   /** The `_meta` every result carries; shared (it is only ever serialized). */
   readonly #serverMeta: Record<string, unknown>
 
+  /** A tool hidden from this principal has no parameter headers to check: it is unknown. */
+  readonly #toolSchema = (name: string, principal: McpPrincipal | null): Record<string, unknown> | undefined => {
+    const tool = this.#d.registry.tools.get(name)
+    return tool !== undefined && isVisible(tool.access, principal) ? tool.descriptor.inputSchema as Record<string, unknown> : undefined
+  }
+
   constructor (deps: ModernDeps) {
     this.#d = deps
     this.#serverMeta = { [META_SERVER]: deps.opts.serverInfo }
@@ -97,11 +106,7 @@ export class ModernWire {
     }
     if (m.kind !== 'request') return
     const msg = m.message
-    // A tool hidden from this principal has no parameter headers to check: it is unknown.
-    const meta = checkRequestEnvelope(request, msg, (name) => {
-      const tool = this.#d.registry.tools.get(name)
-      return tool !== undefined && isVisible(tool.access, principal) ? tool.descriptor.inputSchema as Record<string, unknown> : undefined
-    })
+    const meta = checkRequestEnvelope(request, msg, principal, this.#toolSchema)
     const logLevel = meta[META_LOG]
     if (logLevel !== undefined && !LOG_LEVELS.includes(logLevel as LogLevel)) {
       throw new McpError(ErrorCode.InvalidParams, `Invalid params: ${META_LOG} must be one of ${LOG_LEVELS.join(', ')}`, undefined, 400)
@@ -112,7 +117,7 @@ export class ModernWire {
       this.listeners.open(exchange, msg, this.#d.capabilities(), principal)
       return
     }
-    const channel = exchange.channel({ sessionId: null, polling: false, log: NULL_EVENT_LOG })
+    const channel = exchange.channel(NO_SESSION_CHANNEL)
     // Closing the response stream is cancellation on this revision.
     const abort = new RequestAbort()
     abort.watch(exchange.connection, channel)
@@ -120,7 +125,10 @@ export class ModernWire {
     const unfollow = exchange.shutdown?.follow(abort)
     try {
       const caps = meta[META_CAPS] as Record<string, unknown>
-      const response = await trace.run(msg, async () => await this.#run({ exchange, msg, caps, logLevel: logLevel as LogLevel | undefined, principal, channel, abort }))
+      const r: ModernRequest = { exchange, msg, caps, logLevel: logLevel as LogLevel | undefined, principal, channel, abort }
+      // A POST of this wire carries one request: without a context of its own (no recording span)
+      // its span has none either, and no closure is made to enter it.
+      const response = await (trace.context === null ? this.#run(r) : trace.run(msg, () => this.#run(r)))
       trace.answered(msg, response.body, response.status)
       if (abort.aborted) {
         if (stoppedByDrain(abort.reason)) channel.finish([stoppedResponse(msg.id)], true, 503, closingHeaders(this.#d.opts.retryInterval))
@@ -143,18 +151,34 @@ export class ModernWire {
     return { body: resultResponse(id, result), status: 200 }
   }
 
-  /** Runs a request; returns the response and the HTTP status for it. */
-  async #run (r: ModernRequest): Promise<Answer> {
+  /**
+   * Runs a request; resolves the response and the HTTP status for it (never rejects). Not async
+   * itself: the method that runs has the only async frame of the request's run.
+   */
+  #run (r: ModernRequest): Promise<Answer> {
     const { msg } = r
     try {
-      if (msg.method === 'server/discover') return this.#discover(msg.id)
-      if (TASK_METHODS.has(msg.method)) return this.#ok(msg.id, await this.#d.tasks.method(msg.method, msg.params ?? {}, r.caps, r.principal, r.exchange.request.log))
+      if (msg.method === 'server/discover') return Promise.resolve(this.#discover(msg.id))
+      if (TASK_METHODS.has(msg.method)) return this.#task(r)
       const entry = METHODS.get(msg.method)
       if (entry === undefined) throw methodNotFound(msg.method, 404)
       needCapability(this.#d.capabilities(), entry.capability, msg.method, 404)
-      return await this.#call(r, entry)
+      return this.#call(r, entry)
     } catch (err) {
-      return errorReply(asWireError(err), msg.id, { status: 200, log: r.exchange.request.log, msg: 'MCP handler failed', what: { method: msg.method } })
+      return Promise.resolve(this.#failed(r, err))
+    }
+  }
+
+  /** The answer of a request that failed. */
+  #failed (r: ModernRequest, err: unknown): Answer {
+    return errorReply(asWireError(err), r.msg.id, { status: 200, log: r.exchange.request.log, msg: 'MCP handler failed', what: { method: r.msg.method } })
+  }
+
+  async #task (r: ModernRequest): Promise<Answer> {
+    try {
+      return this.#ok(r.msg.id, await this.#d.tasks.method(r.msg.method, r.msg.params ?? {}, r.caps, r.principal, r.exchange.request.log))
+    } catch (err) {
+      return this.#failed(r, err)
     }
   }
 
@@ -164,27 +188,32 @@ export class ModernWire {
     return this.#ok(id, result, this.#d.cache('discover'))
   }
 
-  /** A table method: with a context (a user handler runs, and may ask for input) or without. */
+  /** A table method: with a context (a user handler runs, and may ask for input) or without. Never rejects. */
   async #call (r: ModernRequest, entry: MethodEntry): Promise<Answer> {
     const { registry, opts } = this.#d
     const params = r.msg.params ?? {}
     const request = r.exchange.request
-    const ctx = entry.context
-      ? new ModernContext({ request, msg: r.msg, caps: r.caps, logLevel: r.logLevel, principal: r.principal, channel: r.channel, abort: r.abort, sealer: this.#d.sealer, requestId: r.msg.id, meta: params._meta as Record<string, unknown>, handles: this.#d.handles.minter })
-      : null
+    let ctx: ModernContext | null = null
     let result: Record<string, unknown>
     try {
-      result = await entry.handler({
-        registry, params, ctx, principal: r.principal, pageSize: opts.pageSize, log: request.log, resourceNotFound, isProtocolError: isClientCapabilityError,
-        limiter: this.#d.limiter, state: this.#d.handles, tasks: this.#d.tasks
-      })
+      if (entry.context) {
+        ctx = new ModernContext({ request, msg: r.msg, caps: r.caps, logLevel: r.logLevel, principal: r.principal, channel: r.channel, abort: r.abort, sealer: this.#d.sealer, requestId: r.msg.id, meta: params._meta as Record<string, unknown>, handles: this.#d.handles.minter })
+      }
+      try {
+        result = await entry.handler({
+          registry, params, ctx, principal: r.principal, pageSize: opts.pageSize, log: request.log, resourceNotFound, isProtocolError: isClientCapabilityError,
+          limiter: this.#d.limiter, state: this.#d.handles, tasks: this.#d.tasks
+        })
+      } catch (err) {
+        if (!(err instanceof InputRequiredSignal) || ctx?.asked !== true) throw err
+        result = {}
+      }
+      if (ctx?.asked === true) return this.#ok(r.msg.id, ctx.inputRequired())
+      const hint = entry.cache === undefined ? undefined : this.#d.cache(entry.cache, entry.cache === 'read' ? params.uri as string : undefined)
+      return this.#ok(r.msg.id, result, hint)
     } catch (err) {
-      if (!(err instanceof InputRequiredSignal) || ctx?.asked !== true) throw err
-      result = {}
+      return this.#failed(r, err)
     }
-    if (ctx?.asked === true) return this.#ok(r.msg.id, ctx.inputRequired())
-    const hint = entry.cache === undefined ? undefined : this.#d.cache(entry.cache, entry.cache === 'read' ? params.uri as string : undefined)
-    return this.#ok(r.msg.id, result, hint)
   }
 
   /** A list changed: tell the listen streams that asked for that kind. */

@@ -11,6 +11,8 @@ export class RequestAbort {
   #controller: AbortController | null = null
   #aborted = false
   #reason: unknown = undefined
+  /** The first follower (a POST's request: mostly the only one), then a set for the others (a batch). */
+  #follower: RequestAbort | null = null
   #followers: Set<RequestAbort> | null = null
   #leader: RequestAbort | null = null
   #response: ServerResponse | null = null
@@ -82,6 +84,7 @@ export class RequestAbort {
     this.#aborted = true
     this.#reason = reason
     this.#controller?.abort(reason)
+    this.#follower?.abort(reason)
     if (this.#followers !== null) for (const f of this.#followers) f.abort(reason)
   }
 
@@ -95,10 +98,11 @@ export class RequestAbort {
       return noop
     }
     follower.#leader = this
-    this.#followers ??= new Set()
-    this.#followers.add(follower)
+    if (this.#follower === null && this.#followers?.has(follower) !== true) this.#follower = follower
+    else if (this.#follower !== follower) (this.#followers ??= new Set()).add(follower)
     return () => {
-      this.#followers?.delete(follower)
+      if (this.#follower === follower) this.#follower = null
+      else this.#followers?.delete(follower)
       follower.#leader = null
     }
   }

@@ -217,3 +217,15 @@ t.test('methodNotFound: -32601 naming the method, with the given status', async 
   t.match(err.message, /nope\/nothing/)
   t.equal(methodNotFound('x').status, undefined)
 })
+
+t.test('tools/call refuses by rejecting, never by throwing (its handler is not an async function)', async t => {
+  const entry = METHODS.get('tools/call')
+  if (entry === undefined) throw new Error('no tools/call row')
+  const refusals: Array<Record<string, unknown>> = [{ name: 42 }, { name: 'nope' }, { name: 'echo', arguments: [] }]
+  for (const params of refusals) {
+    let returned: unknown
+    t.doesNotThrow(() => { returned = entry.handler(call(registry(), params)) }, `${JSON.stringify(params)}: no synchronous throw`)
+    t.ok(returned instanceof Promise, 'a promise')
+    await t.rejects(returned as Promise<unknown>, { code: ErrorCode.InvalidParams }, `${JSON.stringify(params)}: rejects with -32602`)
+  }
+})
