@@ -51,12 +51,7 @@ export function closingHeaders (retryMs: number): Record<string, string> {
 
 /** @internal The drain (see the module doc). */
 export class Drain {
-  /**
-   * The POSTs running, as a list linked through the posts themselves: entering and leaving cost no
-   * allocation and no hashing (a Set's table grows and shrinks with the requests in flight).
-   */
-  #first: DrainedPost | null = null
-  #count = 0
+  readonly #posts = new Set<DrainedPost>()
   readonly #retryMs: number
   #draining = false
   #idle: (() => void) | null = null
@@ -70,14 +65,7 @@ export class Drain {
   get draining (): boolean { return this.#draining }
 
   /** POSTs running on this instance. */
-  get inflight (): number { return this.#count }
-
-  /** The POSTs running now (a copy: they leave while the caller walks it). */
-  #posts (): DrainedPost[] {
-    const all: DrainedPost[] = []
-    for (let p = this.#first; p !== null; p = p.nextPost) all.push(p)
-    return all
-  }
+  get inflight (): number { return this.#posts.size }
 
   /**
    * The refusal of a new request while draining (503, `Retry-After`, `Connection: close`), or null.
@@ -94,25 +82,14 @@ export class Drain {
    */
   enter (exchange: Exchange, body: ParsedBody & { ok: true }): DrainedPost {
     const post = new DrainedPost(exchange, body, this)
-    post.nextPost = this.#first
-    if (this.#first !== null) this.#first.prevPost = post
-    this.#first = post
-    post.linked = true
-    this.#count++
+    this.#posts.add(post)
     if (this.#draining) post.closeConnection()
     return post
   }
 
   /** @internal Called by a tracked POST when it is over. */
   left (post: DrainedPost): void {
-    if (!post.linked) return
-    post.linked = false
-    if (post.prevPost !== null) post.prevPost.nextPost = post.nextPost
-    else this.#first = post.nextPost
-    if (post.nextPost !== null) post.nextPost.prevPost = post.prevPost
-    post.prevPost = null
-    post.nextPost = null
-    if (--this.#count === 0) this.#idle?.()
+    if (this.#posts.delete(post) && this.#posts.size === 0) this.#idle?.()
   }
 
   /**
@@ -122,16 +99,16 @@ export class Drain {
   async drain (timeoutMs: number, log: FastifyBaseLogger): Promise<number> {
     this.#draining = true
     // Answers still to come tell the client (a load balancer) not to send more on their connection.
-    for (const post of this.#posts()) post.closeConnection()
-    log.info({ requests: this.#count, drainTimeout: timeoutMs }, 'draining: new MCP requests are refused, those running may finish')
+    for (const post of this.#posts) post.closeConnection()
+    log.info({ requests: this.#posts.size, drainTimeout: timeoutMs }, 'draining: new MCP requests are refused, those running may finish')
     if (await this.#settled(timeoutMs)) return 0
-    const left = this.#posts()
+    const left = [...this.#posts]
     log.warn({ requests: left.length, drainTimeout: timeoutMs }, 'drain deadline reached: stopping the MCP requests still running')
     const reason = new FST_ERR_MCP_SERVER_CLOSING(timeoutMs)
     for (const post of left) post.shutdown.abort(reason)
     if (await this.#settled(DEADLINE_GRACE)) return left.length
     // Handlers that ignore their signal: their clients are answered now, the process does not wait for them.
-    const stubborn = this.#posts()
+    const stubborn = [...this.#posts]
     log.warn({ requests: stubborn.length }, 'drain: handlers ignored their abort signal; their clients are answered without waiting for them')
     for (const post of stubborn) post.force()
     return left.length
@@ -139,7 +116,7 @@ export class Drain {
 
   /** Resolves true once no POST runs, false after `ms`. */
   async #settled (ms: number): Promise<boolean> {
-    if (this.#count === 0) return true
+    if (this.#posts.size === 0) return true
     let timer: NodeJS.Timeout | undefined
     const idle = new Promise<boolean>(resolve => { this.#idle = () => { resolve(true) } })
     const late = new Promise<boolean>(resolve => { timer = setTimeout(() => { resolve(false) }, ms) })
@@ -171,12 +148,6 @@ export class DrainedPost implements Exchange {
   readonly #drain: Drain
   #channel: ResponseChannel | null = null
   #forced = false
-  /** @internal The drain's list of running POSTs (see `Drain`). */
-  linked = false
-  /** @internal */
-  prevPost: DrainedPost | null = null
-  /** @internal */
-  nextPost: DrainedPost | null = null
 
   constructor (inner: Exchange, body: ParsedBody & { ok: true }, drain: Drain) {
     this.#inner = inner
