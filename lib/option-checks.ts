@@ -81,10 +81,25 @@ export function checkOrigins (allowed: string[] | ((origin: string) => boolean) 
 }
 
 export function checkHosts (allowed: string[] | undefined): (host: string) => boolean {
-  if (allowed === undefined) return (h) => LOOPBACK_HOSTS.has(hostName(h))
+  if (allowed === undefined) return rememberLastPass((h) => LOOPBACK_HOSTS.has(hostName(h)))
   if (!Array.isArray(allowed) || !allowed.every(x => typeof x === 'string')) fail('allowedHosts', 'must be an array of host names')
   const set = new Set(allowed.map(x => hostName(x)))
-  return (h) => set.has(hostName(h)) || LOOPBACK_HOSTS.has(hostName(h))
+  return rememberLastPass((h) => set.has(hostName(h)) || LOOPBACK_HOSTS.has(hostName(h)))
+}
+
+/**
+ * A client sends the same Host on every request, and a host check (trim, lower case, port cut
+ * off, set lookups) is a pure function of it: the last value that passed passes again without the
+ * work. One string per check, so per plugin instance; a refused value is never remembered.
+ */
+function rememberLastPass (check: (host: string) => boolean): (host: string) => boolean {
+  let passed: string | undefined
+  return (host) => {
+    if (host === passed) return true
+    if (!check(host)) return false
+    passed = host
+    return true
+  }
 }
 
 export function checkStatusRoute (route: unknown): string | null {

@@ -36,22 +36,6 @@ function forwardedByTrustedProxy (request: FastifyRequest): boolean {
 }
 
 /**
- * The last Host an `allowedHosts` check passed, and that check: a client sends the same Host on
- * every request, and the check (trim, lower case, port cut off, set lookups) is a pure function of
- * it, so the same value passes again without it.
- */
-let passedHost: string | undefined
-let passedBy: ((host: string) => boolean) | undefined
-
-function hostAllowed (allowedHosts: (host: string) => boolean, host: string): boolean {
-  if (host === passedHost && allowedHosts === passedBy) return true
-  if (!allowedHosts(host)) return false
-  passedHost = host
-  passedBy = allowedHosts
-  return true
-}
-
-/**
  * 403 for a present Origin that neither `allowedOrigins` nor the app's CORS plugin allows, or for
  * a Host outside `allowedHosts` on a loopback connection (DNS rebinding). A request a trusted proxy
  * forwarded is not held to the loopback Host list; with `allowedHosts` configured its forwarded
@@ -71,7 +55,7 @@ export function checkOrigin (request: FastifyRequest, reply: FastifyReply, opts:
       return
     }
     const host = request.headers.host
-    if (host === undefined || !hostAllowed(opts.allowedHosts, host)) {
+    if (host === undefined || !opts.allowedHosts(host)) {
       throw new HttpRefusal(403, null, ErrorCode.InvalidRequest, 'Forbidden: host not allowed')
     }
   }

@@ -82,6 +82,19 @@ t.test('behind a trusted proxy with allowedHosts: the forwarded host is checked'
   t.equal(await init(app, { ...proxied, host: 'internal:3000', 'x-forwarded-host': 'shop.example.com' }), 200, 'the forwarded host counts, not the proxy\'s Host')
 })
 
+t.test('the Host check of one plugin instance never passes a Host for another', async (t) => {
+  // The check remembers the last Host it passed (a client repeats it on every request): that
+  // memory belongs to one instance's check, and a refused Host is never remembered.
+  const open = await build(t, { plugin: { allowedHosts: ['shop.example.com'] } })
+  const strict = await build(t)
+  t.equal(await init(open.app, { host: 'shop.example.com' }), 200, 'allowed where it is listed')
+  t.equal(await init(strict.app, { host: 'shop.example.com' }), 403, 'still refused where it is not')
+  t.equal(await init(strict.app, { host: 'shop.example.com' }), 403, 'and again: a refusal is not remembered as a pass')
+  t.equal(await init(strict.app, { host: 'localhost:3000' }), 200, 'the default loopback list')
+  t.equal(await init(open.app, { host: 'evil.example.com' }), 403, 'another Host on the listing instance')
+  t.equal(await init(open.app, { host: 'shop.example.com:443' }), 200, 'the listed Host with a port, after a refusal')
+})
+
 function rawRequest (port: number, method: string, extra: Record<string, string>, body?: string): Promise<{ status: number, body: string }> {
   return new Promise((resolve, reject) => {
     const h: Record<string, string | number> = { accept: method === 'GET' ? 'text/event-stream' : ACCEPT, ...extra }
