@@ -1,7 +1,7 @@
 /**
  * `ctx.state` is on the `McpContext` type (no cast), on both eras. On the handshake era it is a
  * plain object that lives as long as the request (a handler runs once per request there); on the
- * 2026-07-28 wire it comes back with each `input_required` round (test/modern/wire.test.ts).
+ * 2026-07-28 wire it comes back with each `input_required` round (test/modern/rounds.test.ts).
  */
 import t from 'tap'
 import { build, call, initialize } from './helper.js'
