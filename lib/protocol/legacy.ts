@@ -302,10 +302,11 @@ export class LegacyWire {
       handles: this.#d.handles.minter
     })
     try {
-      // A lone request's span context is the POST's: without one, no closure is made to enter it.
-      const result = await (run.trace.context === null && !run.batch
-        ? this.#dispatch(run.scope, msg, ctx, request.log)
-        : run.trace.run(msg, () => this.#dispatch(run.scope, msg, ctx, request.log)))
+      // A lone request runs in the POST's span context, which the engine entered: only a batch's
+      // requests enter their own (no closure, no lookup of the active context otherwise).
+      const result = await (run.batch
+        ? run.trace.run(msg, () => this.#dispatch(run.scope, msg, ctx, request.log))
+        : this.#dispatch(run.scope, msg, ctx, request.log))
       if (abort.aborted) return this.#abortedResponse(run, msg.id, abort)
       const response = resultResponse(msg.id, result)
       run.trace.answered(msg, response, 200)
