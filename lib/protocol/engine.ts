@@ -59,6 +59,53 @@ const OTHER_METHODS = new Set([
   'notifications/initialized', 'notifications/cancelled', 'notifications/progress', 'notifications/roots/list_changed', 'notifications/message'
 ])
 
+/** The names spans and metrics may carry (any other method is `_OTHER`; tools and prompts the registry holds). */
+function knownNames (registry: Registry): KnownNames {
+  return {
+    method: (m) => METHODS.has(m) || OTHER_METHODS.has(m) || TASK_METHODS.has(m),
+    tool: (name) => registry.tools.has(name),
+    prompt: (name) => registry.prompts.has(name)
+  }
+}
+
+/**
+ * An ended session leaves nothing behind, however it ended: a store that reports what it removed
+ * on its own is listened to (`stopExpiry` stops that); for one that does not, what the plugin's gc
+ * runs remove. `maybeGc` is a new session's or handle's chance to run the store's gc.
+ */
+function sessionEnds (d: EngineDeps, hub: Hub): { stopExpiry: (() => void) | null, maybeGc: (log: FastifyBaseLogger) => void } {
+  const gc = new GcPolicy({ gcProbability: d.opts.gcProbability, gcDivisor: d.opts.gcDivisor })
+  const ends = { eventLog: d.eventLog, hub }
+  const stopExpiry = watchExpiry(d.store, ends, d.logger)
+  const onRemoved = stopExpiry === null ? (ids: string[]) => { endExpired(ends, ids, d.logger) } : undefined
+  return { stopExpiry, maybeGc: (log) => { gc.maybeRun(d.store, log, onRemoved) } }
+}
+
+/** The Tasks extension's calls (2026-07-28). */
+function taskCalls (d: EngineDeps): TaskCalls {
+  return new TaskCalls(new TaskService({
+    store: d.store,
+    // A task's runner holds a lease of the sessions' lock; without one, an in-process lock does
+    // for the in-process store (a store shared by instances then cannot tell a dead runner).
+    lock: d.lock ?? (d.store instanceof MemorySessionStore ? new MemorySessionLock() : null),
+    bus: d.bus,
+    slots: d.limiter.backend,
+    options: d.opts.tasks,
+    warn: (obj, msg) => { d.logger.warn(obj, msg) }
+  }))
+}
+
+/** The 2026-07-28 capabilities: the registry's, with the Tasks extension; rebuilt only when those change. */
+function withTasksExtension (capabilities: () => Record<string, unknown>, tasks: TaskCalls): () => Record<string, unknown> {
+  let base: Record<string, unknown> | null = null
+  let withTasks: Record<string, unknown> = {}
+  return () => {
+    const now = capabilities()
+    if (now !== base) { base = now; withTasks = tasks.capabilities(now) }
+    return withTasks
+  }
+}
+
 /** What this instance holds right now, for operators and tests (all counts; 0 when idle). */
 export interface EngineStatus {
   /** Sessions this instance holds something of (a request in flight, a waiting handler, a stream). */
@@ -105,59 +152,37 @@ export class McpEngine {
     this.#bus = d.bus
     this.#logger = logger
     this.#drain = new Drain(opts.retryInterval)
-    const known: KnownNames = {
-      method: (m) => METHODS.has(m) || OTHER_METHODS.has(m) || TASK_METHODS.has(m),
-      tool: (name) => registry.tools.has(name),
-      prompt: (name) => registry.prompts.has(name)
-    }
     // Only the Redis store (and its fast path with the Redis lock) counts round trips.
-    this.#telemetry = new Telemetry(opts.telemetry, opts.serverInfo.version, known, d.store instanceof RedisSessionStore)
+    this.#telemetry = new Telemetry(opts.telemetry, opts.serverInfo.version, knownNames(registry), d.store instanceof RedisSessionStore)
     this.hub = new Hub(d.bus, logger, { clientRequestTimeout: opts.clientRequestTimeout })
     const sessions = new StateBackend(d.store, d.lock)
     // Handles live in the sessions' store and lock, under their own keys.
     this.handles = new StateHandles(sessions, registry.handleKinds)
     const capabilities = serverCapabilities(registry)
-    const gc = new GcPolicy({ gcProbability: opts.gcProbability, gcDivisor: opts.gcDivisor })
-    // An ended session leaves nothing behind, however it ended: a store that reports what it removed
-    // on its own is listened to; for one that does not, what the plugin's gc runs remove.
-    const ends = { eventLog: d.eventLog, hub: this.hub }
-    this.#stopExpiry = watchExpiry(d.store, ends, logger)
-    const onRemoved = this.#stopExpiry === null ? (ids: string[]) => { endExpired(ends, ids, logger) } : undefined
-    const maybeGc = (log: FastifyBaseLogger): void => { gc.maybeRun(d.store, log, onRemoved) }
+    const ends = sessionEnds(d, this.hub)
+    this.#stopExpiry = ends.stopExpiry
+    const maybeGc = ends.maybeGc
     // New sessions and new handles both may trigger the store's GC (a stateless wire mints only handles).
-    this.#handleCalls = new HandleCalls(this.handles, { anonymous: opts.authenticate === undefined, minted: () => { maybeGc(logger) } })
-    const handles = this.#handleCalls
+    const handles = this.#handleCalls = new HandleCalls(this.handles, { anonymous: opts.authenticate === undefined, minted: () => { maybeGc(logger) } })
     this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, telemetry: this.#telemetry })
     this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
     const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
-    const tasks = this.#tasks = new TaskCalls(new TaskService({
-      store: d.store,
-      // A task's runner holds a lease of the sessions' lock; without one, an in-process lock does
-      // for the in-process store (a store shared by instances then cannot tell a dead runner).
-      lock: d.lock ?? (d.store instanceof MemorySessionStore ? new MemorySessionLock() : null),
-      bus: d.bus,
-      slots: d.limiter.backend,
-      options: opts.tasks,
-      warn: (obj, msg) => { logger.warn(obj, msg) }
-    }))
-    let base: Record<string, unknown> | null = null
-    let withTasks: Record<string, unknown> = {}
-    const modernCaps = (): Record<string, unknown> => {
-      const now = capabilities()
-      if (now !== base) { base = now; withTasks = tasks.capabilities(now) }
-      return withTasks
-    }
-    this.#modern = new ModernWire({ opts, registry, sealer, capabilities: modernCaps, cache, logger, handles, limiter: d.limiter, tasks })
+    const tasks = this.#tasks = taskCalls(d)
+    this.#modern = new ModernWire({ opts, registry, sealer, capabilities: withTasksExtension(capabilities, tasks), cache, logger, handles, limiter: d.limiter, tasks })
     this.#subscription = d.bus.subscribe(BROADCAST_CHANNEL, (m) => { this.#onBroadcast(m) })
     // An instance started while the bus is down keeps running (and logs); it must not crash.
     this.#subscription.catch((err: unknown) => logger.error({ err }, 'broadcast subscription failed'))
     this.#announce(registry, logger)
-    const eventLog = d.eventLog as EventLog & { size?: unknown }
+    this.#observe(d.eventLog)
+  }
+
+  /** The gauges of the metrics: this instance's status, and the handle lock's waiters and the event log's size. */
+  #observe (log: EventLog & { size?: unknown }): void {
     this.#telemetry.observe(() => {
       const s: GaugeStatus = this.status()
       s.handleLockWaiters = this.#handleCalls.lockWaiters
-      if (typeof eventLog.size === 'number') s.eventLogStreams = eventLog.size
+      if (typeof log.size === 'number') s.eventLogStreams = log.size
       return s
     })
   }
