@@ -197,32 +197,31 @@ export class StateScope {
     if (this.#closed) return UNCHANGED
     if (this.handle.dirty) return null
     const lease = this.#lease
-    if (lease !== null) {
-      // Unchanged: the next request of this process for the key may take the lease as it is.
-      // (Returning false it holds on: close() may ask again.)
-      const passed = this.#backend.fast?.passOn(this.id, lease) === true
-      if (!passed && !(lease instanceof Lease && lease.releasesNow)) return null
-      this.#closed = true
-      this.#lease = null
-      if (passed) return UNCHANGED
-      try {
-        (lease as Lease).releaseNow()
-      } catch (releaseError) {
-        return { status: 'unchanged', releaseError }
-      }
-      return UNCHANGED
-    }
+    if (lease !== null && !(lease instanceof Lease && lease.releasesNow)) return null
     this.#closed = true
+    this.#lease = null
+    if (lease === null) return UNCHANGED
+    // Unchanged: the next request of this process for the key may take the lease as it is.
+    if (this.#backend.fast?.passOn(this.id, lease) === true) return UNCHANGED
+    try {
+      (lease as Lease).releaseNow()
+    } catch (releaseError) {
+      return { status: 'unchanged', releaseError }
+    }
     return UNCHANGED
   }
 
-  /** The rest of {@link close}: a release that must be awaited, or changes to write. */
+  /** The rest of {@link close}: a lease released asynchronously, or changes to write. */
   async #write (): Promise<CloseResult> {
     this.#closed = true
     const lease = this.#lease
     this.#lease = null
     const fast = lease !== null ? this.#backend.fast : null
-    if (!this.handle.dirty) return withRelease({ status: 'unchanged' }, await release(lease))
+    if (!this.handle.dirty) {
+      // Unchanged: the next request of this process for the key may take the lease as it is.
+      if (fast?.passOn(this.id, lease as SessionLease) === true) return UNCHANGED
+      return withRelease({ status: 'unchanged' }, await release(lease))
+    }
     // A lost lease may be someone else's by now: only the fast path's script checks the fence.
     const lost = this.#lost || (lease instanceof Lease && lease.expired)
     if (lost && fast === null) return withRelease({ status: 'lost' }, await release(lease))

@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap'
 import { Lease } from '../../lib/locks/lease.js'
 import { MemorySessionLock } from '../../lib/locks/memory-lock.js'
-import type { SessionLock } from '../../lib/locks/session-lock.js'
+import type { SessionLease, SessionLock } from '../../lib/locks/session-lock.js'
 import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import { StateBackend, type StateScope } from '../../lib/state/state-scope.js'
 
@@ -126,4 +126,37 @@ t.test('Lease.releaseNow: once, then "not held"; quiet after a revoke; refused f
   t.notOk(later.releasesNow)
   t.throws(() => { later.releaseNow() })
   t.ok(later.held, 'still held')
+})
+
+t.test('a combined store that passes the lease on: closeNow hands it over and does not release it', async t => {
+  const released: string[] = []
+  const lock = leaseLock(true, null, released)
+  const store = new MemorySessionStore()
+  t.teardown(async () => { await store.close?.() })
+  await store.create('s1', { a: 1 })
+  let passOn = true
+  const passed: boolean[] = []
+  const locking = Object.assign(store, {
+    canLockWith: (l: SessionLock) => l === lock,
+    acquireAndLoad: async (id: string) => {
+      const record = await store.load(id)
+      return record === null ? null : { lease: await lock.acquire(id), record }
+    },
+    saveAndRelease: async () => 'ok' as const,
+    passOn: (_id: string, lease: SessionLease) => {
+      // The scope no longer holds it by then: nothing it does to the lease can reach this request.
+      passed.push(scope?.held === true)
+      return passOn && (lease as Lease).held
+    }
+  })
+  const backend = new StateBackend(locking, lock)
+  let scope: StateScope | null = null
+  scope = await open(backend, true)
+  t.same(scope.closeNow(), { status: 'unchanged' })
+  t.same(passed, [false])
+  t.same(released, [], 'passed on, not released')
+  passOn = false
+  scope = await open(backend, true)
+  t.same(scope.closeNow(), { status: 'unchanged' })
+  t.same(released, ['release'], 'no taker: released at once')
 })
