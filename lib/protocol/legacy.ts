@@ -146,7 +146,8 @@ export class LegacyWire {
         if (!exchange.connection.destroyed) exchange.empty(202)
         return
       }
-      scope.onLost(() => { abort.abort(new LeaseLostError()) })
+      // Only a scope opened under the lock ever holds a lease (also after a wait for the client).
+      if (lock) scope.onLost(() => { abort.abort(new LeaseLostError()) })
       try {
         await this.#serve(exchange, body, scope, tracked, principal, trace)
       } catch (err) {
