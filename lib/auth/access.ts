@@ -171,20 +171,27 @@ export interface GateMessage {
  */
 export function authorizeMessages (messages: Iterable<GateMessage>, principal: McpPrincipal | null, source: AccessRuleSource,
   opts: { resourceMetadata?: string, alsoRequired?: readonly string[] } = {}): void {
-  const needed = new Set(opts.alsoRequired ?? [])
+  // Made only for a definition that needs scopes: most requests address none (no Set, no decision).
+  let needed: Set<string> | null = null
   let refused = false
   for (const m of messages) {
     const target = accessTarget(m.method, m.params)
     if (target === null) continue
     const rule = source.accessRule(target)
+    // No rule: visible to all and open to all.
+    if (rule === undefined) continue
     const decision = decideAccess(rule, principal)
     if (!decision.visible) continue
     // Every scope of the batch, the allowed requests' too: a client that re-authorizes for only
     // the missing ones would lose those.
-    for (const s of rule?.scopes ?? []) needed.add(s)
+    if (rule.scopes !== undefined) {
+      needed ??= new Set(opts.alsoRequired)
+      for (const s of rule.scopes) needed.add(s)
+    }
     if (!decision.allowed) refused = true
   }
   if (!refused) return
-  const scopes = [...needed]
+  // A refusal needs scopes, so `needed` was made (with `alsoRequired` first).
+  const scopes = [...(needed as Set<string>)]
   throw principal === null ? missingToken(opts.resourceMetadata, scopes) : insufficientScope(scopes, opts.resourceMetadata)
 }

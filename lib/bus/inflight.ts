@@ -8,6 +8,10 @@
  * and a client may send many requests with one id at once): `count()` counts them all (it is what
  * `maxStreamsPerSession` caps), and `notifications/cancelled` for an id aborts every request of
  * the session in flight with that id.
+ *
+ * A session's requests are a list linked through their entries, not maps by id: tracking one
+ * request makes its entry (and the session's record when it is the first), nothing else; a cancel,
+ * which is rare, walks the session's requests (at most `maxStreamsPerSession`).
  */
 import type { BusMessage } from './bus.js'
 import type { SessionJob, SessionTopics } from './session-topics.js'
@@ -15,19 +19,75 @@ import type { SessionJob, SessionTopics } from './session-topics.js'
 /** What a cancellation aborts. */
 export interface Abortable { abort: (reason: unknown) => void }
 
-/** One `track()`: its own object, so that tracking the same request twice counts twice. */
-interface Entry { request: Abortable }
-
-/** The requests of one session in flight here. */
-interface SessionRequests {
-  /** Requests in flight, all ids together. */
-  count: number
-  /** By `String(id)`: several requests may share an id. One entry per `track()`. */
-  byId: Map<string, Set<Entry>>
+/** A tracked request, as its caller holds it. */
+export interface Tracking {
+  /** Stops tracking the request (idempotent). */
+  untrack (): void
 }
 
 /** Milliseconds a request runs (10–20) before this process subscribes to its session's channel. */
 const SUBSCRIBE_AFTER = 10
+
+/** The requests of one session in flight here, oldest first. */
+class SessionRequests {
+  readonly sid: string
+  /** Requests in flight, all ids together. */
+  count = 0
+  head: Entry | null = null
+  tail: Entry | null = null
+  /** Called when an entry leaves (the owner forgets an empty session and releases the topic). */
+  readonly left: (session: SessionRequests) => void
+
+  constructor (sid: string, left: (session: SessionRequests) => void) {
+    this.sid = sid
+    this.left = left
+  }
+
+  /** The entries in flight now (a copy: aborting one may untrack it). */
+  entries (key: string | null): Entry[] {
+    const out: Entry[] = []
+    for (let e = this.head; e !== null; e = e.next) if (key === null || e.key === key) out.push(e)
+    return out
+  }
+}
+
+/** One `track()`: its own object, so that tracking the same request twice counts twice. */
+class Entry implements Tracking {
+  readonly request: Abortable
+  /** `String(id)`: several requests may share an id. */
+  readonly key: string
+  prev: Entry | null = null
+  next: Entry | null = null
+  /** Seen in flight by a sweep (see `InflightRequests.#sweep`). */
+  swept = false
+  /** `null` once untracked. */
+  #session: SessionRequests | null
+
+  constructor (session: SessionRequests, key: string, request: Abortable) {
+    this.#session = session
+    this.key = key
+    this.request = request
+    this.prev = session.tail
+    if (session.tail === null) session.head = this
+    else session.tail.next = this
+    session.tail = this
+    session.count++
+  }
+
+  untrack (): void {
+    const session = this.#session
+    if (session === null) return
+    this.#session = null
+    if (this.prev === null) session.head = this.next
+    else this.prev.next = this.next
+    if (this.next === null) session.tail = this.prev
+    else this.next.prev = this.prev
+    this.prev = null
+    this.next = null
+    session.count--
+    session.left(session)
+  }
+}
 
 /** The in-flight requests of this process (see the module doc). */
 export class InflightRequests implements SessionJob {
@@ -35,9 +95,12 @@ export class InflightRequests implements SessionJob {
   readonly #bySession = new Map<string, SessionRequests>()
   /** Sessions with requests in flight and no subscription, checked every SUBSCRIBE_AFTER ms. */
   readonly #unsubscribed = new Set<string>()
-  /** Requests in flight at the last sweep, per unsubscribed session. */
-  readonly #seen = new Map<string, Set<Entry>>()
   #sweeper: NodeJS.Timeout | null = null
+  /** Made once: every session's record calls it when one of its requests stops being tracked. */
+  readonly #left = (session: SessionRequests): void => {
+    if (session.count === 0 && this.#bySession.get(session.sid) === session) this.#bySession.delete(session.sid)
+    this.#topics.release(session.sid)
+  }
 
   constructor (topics: SessionTopics) {
     this.#topics = topics
@@ -50,36 +113,20 @@ export class InflightRequests implements SessionJob {
   count (sid: string): number { return this.#bySession.get(sid)?.count ?? 0 }
 
   /**
-   * Registers a running request so a `notifications/cancelled` can abort it; returns the
-   * unregister (idempotent). Requests that share an id are tracked each on its own.
+   * Registers a running request so a `notifications/cancelled` can abort it; returns its
+   * {@link Tracking}, whose `untrack()` unregisters it (idempotent). Requests that share an id are
+   * tracked each on its own.
    */
-  track (sid: string, requestId: string | number, request: Abortable): () => void {
+  track (sid: string, requestId: string | number, request: Abortable): Tracking {
     this.#topics.hold(sid, false)
-    let requests = this.#bySession.get(sid)
-    if (requests === undefined) { requests = { count: 0, byId: new Map() }; this.#bySession.set(sid, requests) }
-    const key = String(requestId)
-    let sameId = requests.byId.get(key)
-    if (sameId === undefined) { sameId = new Set(); requests.byId.set(key, sameId) }
-    const entry: Entry = { request }
-    sameId.add(entry)
-    requests.count++
+    let session = this.#bySession.get(sid)
+    if (session === undefined) { session = new SessionRequests(sid, this.#left); this.#bySession.set(sid, session) }
+    const entry = new Entry(session, String(requestId), request)
     // A cancel from another instance can only reach a request that runs long enough to be
     // cancelled: its session is subscribed once it has run for a moment (local cancels are
     // delivered directly).
     if (!this.#topics.subscribed(sid)) this.#watch(sid)
-    const session = requests
-    const set = sameId
-    let done = false
-    return () => {
-      if (done) return
-      done = true
-      if (set.delete(entry)) {
-        session.count--
-        if (set.size === 0 && session.byId.get(key) === set) session.byId.delete(key)
-      }
-      if (session.count === 0 && this.#bySession.get(sid) === session) this.#bySession.delete(sid)
-      this.#topics.release(sid)
-    }
+    return entry
   }
 
   #watch (sid: string): void {
@@ -90,24 +137,26 @@ export class InflightRequests implements SessionJob {
     }
   }
 
-  /** Subscribes the sessions of requests seen in flight at two sweeps in a row. */
+  /**
+   * Subscribes the sessions of requests seen in flight at two sweeps in a row. An entry is marked
+   * by the sweep that sees it; entries only ever leave a session's list, so a marked entry still
+   * in the list was in flight at the previous sweep too.
+   */
   #sweep (): void {
     for (const sid of this.#unsubscribed) {
-      const requests = this.#bySession.get(sid)
-      if (requests === undefined || this.#topics.subscribed(sid)) {
+      const session = this.#bySession.get(sid)
+      if (session === undefined || this.#topics.subscribed(sid)) {
         this.#unsubscribed.delete(sid)
-        this.#seen.delete(sid)
         continue
       }
-      const now = new Set<Entry>()
-      for (const sameId of requests.byId.values()) for (const r of sameId) now.add(r)
-      const seen = this.#seen.get(sid)
-      if (seen !== undefined && [...seen].some(r => now.has(r))) {
+      let again = false
+      for (let e = session.head; e !== null; e = e.next) {
+        if (e.swept) again = true
+        e.swept = true
+      }
+      if (again) {
         this.#unsubscribed.delete(sid)
-        this.#seen.delete(sid)
         this.#topics.hold(sid)
-      } else {
-        this.#seen.set(sid, now)
       }
     }
     if (this.#unsubscribed.size === 0 && this.#sweeper !== null) {
@@ -119,15 +168,15 @@ export class InflightRequests implements SessionJob {
   onMessage (sid: string, m: BusMessage): void {
     if (m.t === 'cancel') {
       // Every request of the session in flight with that id: the client cannot tell us which one.
-      const sameId = this.#bySession.get(sid)?.byId.get(String(m.requestId))
-      if (sameId !== undefined) for (const e of [...sameId]) e.request.abort(new Error('cancelled by the client'))
+      const session = this.#bySession.get(sid)
+      if (session !== undefined) for (const e of session.entries(String(m.requestId))) e.request.abort(new Error('cancelled by the client'))
     } else if (m.t === 'ended') this.#abortAll(sid, new Error('session ended'))
   }
 
   #abortAll (sid: string, reason: Error): void {
-    const requests = this.#bySession.get(sid)
-    if (requests === undefined) return
-    for (const sameId of [...requests.byId.values()]) for (const e of [...sameId]) e.request.abort(reason)
+    const session = this.#bySession.get(sid)
+    if (session === undefined) return
+    for (const e of session.entries(null)) e.request.abort(reason)
   }
 
   /** Aborts everything in flight (server shutdown). */
@@ -135,7 +184,6 @@ export class InflightRequests implements SessionJob {
     if (this.#sweeper !== null) clearInterval(this.#sweeper)
     this.#sweeper = null
     this.#unsubscribed.clear()
-    this.#seen.clear()
-    for (const sid of this.#bySession.keys()) this.#abortAll(sid, new Error('server shutting down'))
+    for (const sid of [...this.#bySession.keys()]) this.#abortAll(sid, new Error('server shutting down'))
   }
 }

@@ -18,12 +18,19 @@ export class Lease implements SessionLease {
   #lost = false
   #lostReason: unknown = undefined
   #onLost: (() => void) | null = null
-  readonly #onRelease: () => Promise<void>
+  readonly #onRelease: () => Promise<void> | void
+  /** Whether `onRelease` does all its work before it returns (see {@link Lease.releaseNow}). */
+  readonly #sync: boolean
   #state: 'held' | 'released' | 'revoked' = 'held'
 
-  constructor (id: string, onRelease: () => Promise<void>, fence?: LeaseFence) {
+  /**
+   * `sync`: `onRelease` does all its work before it returns (the memory lock's), so that a holder
+   * may release without waiting ({@link Lease.releaseNow}).
+   */
+  constructor (id: string, onRelease: () => Promise<void> | void, fence?: LeaseFence, sync = false) {
     this.id = id
     this.#onRelease = onRelease
+    this.#sync = sync
     if (fence !== undefined) this.fence = fence
   }
 
@@ -83,6 +90,23 @@ export class Lease implements SessionLease {
     if (this.#state === 'revoked') return
     if (!this.claim()) throw notHeldError(this.id)
     await this.#onRelease()
+  }
+
+  /** @internal Whether {@link Lease.releaseNow} releases (the lock's release is synchronous). */
+  get releasesNow (): boolean {
+    return this.#sync
+  }
+
+  /**
+   * @internal `release()` without a promise, for a lock whose release is synchronous
+   * ({@link Lease.releasesNow}); throws what `release()` would reject with.
+   */
+  releaseNow (): void {
+    if (!this.#sync) throw new Error('this lease is released asynchronously')
+    if (this.#state === 'revoked') return
+    if (!this.claim()) throw notHeldError(this.id)
+    // A synchronous release may still fail (it then throws): the caller reports it like release().
+    void this.#onRelease()
   }
 
   /**

@@ -67,10 +67,11 @@ export class MemorySessionLock implements SessionLock {
   }
 
   #lease (id: string, release: () => void): Lease {
-    const lease: Lease = new Lease(id, async () => {
+    // Synchronous: a request that changed nothing releases without waiting (Lease.releaseNow).
+    const lease: Lease = new Lease(id, () => {
       this.#leases.delete(lease)
       release()
-    })
+    }, undefined, true)
     this.#leases.add(lease)
     return lease
   }

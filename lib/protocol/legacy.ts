@@ -8,6 +8,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { EventLog } from '../bus/event-log.js'
 import type { Hub } from '../bus/hub.js'
+import type { Tracking } from '../bus/inflight.js'
 import { LOG_LEVELS, type McpPrincipal } from '../context.js'
 import { METHODS, methodNotFound, needCapability } from '../features/method-table.js'
 import type { Registry } from '../features/registry.js'
@@ -68,8 +69,8 @@ interface Tracked {
   batch: Map<JsonRpcRequest, TrackedRequest> | null
 }
 
-/** One request in flight: its cancellation, and how it stops being tracked (idempotent). */
-interface TrackedRequest { abort: RequestAbort, untrack: () => void }
+/** One request in flight: its cancellation, and its registration (`untrack()` is idempotent). */
+interface TrackedRequest { abort: RequestAbort, tracking: Tracking }
 
 /** The messages of one POST, with what they share. */
 interface PostRun {
@@ -145,7 +146,8 @@ export class LegacyWire {
         if (!exchange.connection.destroyed) exchange.empty(202)
         return
       }
-      scope.onLost(() => { abort.abort(new LeaseLostError()) })
+      // Only a scope opened under the lock ever holds a lease (also after a wait for the client).
+      if (lock) scope.onLost(() => { abort.abort(new LeaseLostError()) })
       try {
         await this.#serve(exchange, body, scope, tracked, principal, trace)
       } catch (err) {
@@ -156,8 +158,8 @@ export class LegacyWire {
     } finally {
       abort.unwatch()
       unfollow?.()
-      tracked.only?.untrack()
-      if (tracked.batch !== null) for (const r of tracked.batch.values()) r.untrack()
+      tracked.only?.tracking.untrack()
+      if (tracked.batch !== null) for (const r of tracked.batch.values()) r.tracking.untrack()
     }
   }
 
@@ -169,7 +171,7 @@ export class LegacyWire {
   #track (sid: string, body: ParsedBody & { ok: true }, abort: RequestAbort): Tracked {
     if (!body.batch) {
       const m = body.messages[0]
-      const only = m.kind === 'request' ? { abort, untrack: this.#d.hub.inflight.track(sid, m.message.id, abort) } : null
+      const only = m.kind === 'request' ? { abort, tracking: this.#d.hub.inflight.track(sid, m.message.id, abort) } : null
       return { abort, only, batch: null }
     }
     const batch = new Map<JsonRpcRequest, TrackedRequest>()
@@ -177,8 +179,8 @@ export class LegacyWire {
       if (m.kind !== 'request') continue
       const own = new RequestAbort()
       const unfollow = abort.follow(own)
-      const untrack = this.#d.hub.inflight.track(sid, m.message.id, own)
-      batch.set(m.message, { abort: own, untrack: () => { untrack(); unfollow() } })
+      const tracking = this.#d.hub.inflight.track(sid, m.message.id, own)
+      batch.set(m.message, { abort: own, tracking: { untrack: () => { tracking.untrack(); unfollow() } } })
     }
     return { abort, only: null, batch }
   }
@@ -231,9 +233,10 @@ export class LegacyWire {
     } else {
       responses = await this.#messages(run, body)
     }
-    // Saved before answering: the client's next request must see what this one changed.
+    // Saved before answering: the client's next request must see what this one changed. Most
+    // requests change nothing: their close needs no wait (no await, no promise).
     const saving = performance.now()
-    const closed = await scope.close()
+    const closed = scope.closeNow() ?? await scope.close()
     trace.closed(performance.now() - saving)
     reportClose(closed, request.log, sid, abort.reason)
     const unkept = unkeptAnswer(closed, abort.reason)
@@ -296,7 +299,7 @@ export class LegacyWire {
   /** Runs one request; resolves its response, or `null` when it was cancelled. */
   async #run (run: PostRun, msg: JsonRpcRequest): Promise<unknown> {
     const request = run.exchange.request
-    const { abort, untrack } = (run.tracked.batch?.get(msg) ?? run.tracked.only) as TrackedRequest
+    const { abort, tracking } = (run.tracked.batch?.get(msg) ?? run.tracked.only) as TrackedRequest
     const ctx = new LegacyContext(this.#clientRequests, run.scope, {
       request, principal: run.principal, requestId: msg.id, meta: msg.params?._meta as Record<string, unknown> | undefined, channel: run.channel, abort,
       handles: this.#d.handles.minter
@@ -320,7 +323,7 @@ export class LegacyWire {
       return reply.body
     } finally {
       ctx.finished = true
-      untrack()
+      tracking.untrack()
     }
   }
 

@@ -25,7 +25,10 @@ t.test('a lease lost mid-handler aborts the handler and answers 503', async (t) 
   // Someone else's lease now: renewal finds it is no longer ours.
   const [key] = await lockKeys(admin)
   await admin.set(key, 'another-holder', 'PX', 200)
+  const lostAt = performance.now()
   const reply = await pending
+  // The handler (3 s of work) was stopped when the lease was lost, not waited for.
+  t.ok(performance.now() - lostAt < 2500, `answered ${Math.round(performance.now() - lostAt)} ms after the lease was lost`)
   t.equal(reply.status, 503)
   t.equal(reply.last?.id, reply.id)
   t.equal(reply.last?.error?.code, -32000)

@@ -1,0 +1,124 @@
+/** Requests in flight per session: counting, cancelling by id (shared ids too), the session's end, the subscription after a moment. */
+import t from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { MemoryBus } from '../../lib/bus/bus.js'
+import { InflightRequests } from '../../lib/bus/inflight.js'
+import { SessionTopics } from '../../lib/bus/session-topics.js'
+
+const quiet = { error () {}, warn () {}, debug () {} }
+
+function setup (): { bus: MemoryBus, topics: SessionTopics, inflight: InflightRequests } {
+  const bus = new MemoryBus()
+  const topics = new SessionTopics(bus, quiet)
+  return { bus, topics, inflight: new InflightRequests(topics) }
+}
+
+/** An abortable that records why it was aborted. */
+function request (): { abort: (reason: unknown) => void, reasons: string[] } {
+  const reasons: string[] = []
+  return { reasons, abort: (reason) => { reasons.push((reason as Error).message) } }
+}
+
+t.test('each track counts, shared ids and the same request twice included; untrack is idempotent', async t => {
+  const { topics, inflight } = setup()
+  const a = request()
+  const one = inflight.track('s', 1, a)
+  const two = inflight.track('s', 1, a)
+  const three = inflight.track('s', 'x', request())
+  t.equal(inflight.count('s'), 3)
+  t.ok(inflight.holds('s'))
+  t.equal(inflight.count('other'), 0)
+  two.untrack()
+  two.untrack()
+  t.equal(inflight.count('s'), 2, 'a second untrack does nothing')
+  one.untrack()
+  three.untrack()
+  t.equal(inflight.count('s'), 0)
+  t.notOk(inflight.holds('s'))
+  t.equal(topics.size, 0, 'the session is forgotten once nothing is in flight')
+  inflight.close()
+})
+
+t.test('a cancel aborts every request in flight with that id, and only those', async t => {
+  const { topics, inflight } = setup()
+  const first = request()
+  const second = request()
+  const other = request()
+  const done = request()
+  inflight.track('s', 7, first)
+  inflight.track('s', '7', second)
+  inflight.track('s', 8, other)
+  inflight.track('s', 7, done).untrack()
+  inflight.track('t', 7, request())
+  await topics.publish('s', { t: 'cancel', sid: 's', requestId: 7 })
+  t.same(first.reasons, ['cancelled by the client'])
+  t.same(second.reasons, ['cancelled by the client'], 'ids compare as strings')
+  t.same(other.reasons, [])
+  t.same(done.reasons, [], 'an untracked request is not aborted')
+  inflight.close()
+})
+
+t.test('a request that untracks itself while aborted does not stop the others from being aborted', async t => {
+  const { topics, inflight } = setup()
+  const reasons: string[] = []
+  const trackings: Array<{ untrack: () => void }> = []
+  for (let i = 0; i < 3; i++) {
+    const n = i
+    trackings.push(inflight.track('s', 1, { abort: () => { reasons.push(`r${n}`); trackings[n]?.untrack() } }))
+  }
+  await topics.publish('s', { t: 'cancel', sid: 's', requestId: 1 })
+  t.same(reasons, ['r0', 'r1', 'r2'], 'in the order they were tracked')
+  t.equal(inflight.count('s'), 0)
+  inflight.close()
+})
+
+t.test('the session ending aborts all its requests; closing aborts everything', async t => {
+  const { topics, inflight } = setup()
+  const a = request()
+  const b = request()
+  const c = request()
+  inflight.track('s', 1, a)
+  inflight.track('s', 2, b)
+  inflight.track('t', 1, c)
+  await topics.publish('s', { t: 'ended', sid: 's' })
+  t.same(a.reasons, ['session ended'])
+  t.same(b.reasons, ['session ended'])
+  t.same(c.reasons, [])
+  inflight.close()
+  t.same(c.reasons, ['server shutting down'])
+})
+
+t.test('a session is subscribed only once a request has run for a moment, and let go after', async t => {
+  const { bus, topics, inflight } = setup()
+  inflight.track('short', 1, request()).untrack()
+  const long = inflight.track('s', 1, request())
+  t.notOk(topics.subscribed('s'), 'not subscribed at once')
+  await sleep(60)
+  t.notOk(topics.subscribed('short'))
+  t.ok(topics.subscribed('s'), 'subscribed after a moment')
+  const a = request()
+  const cancelled = inflight.track('s', 2, a)
+  await bus.publish('s:s', { t: 'cancel', sid: 's', requestId: 2 })
+  await sleep(1)
+  t.same(a.reasons, ['cancelled by the client'], 'a cancel published by another instance arrives')
+  cancelled.untrack()
+  t.ok(topics.subscribed('s'), 'still subscribed while a request is in flight')
+  long.untrack()
+  await sleep(1)
+  t.equal(bus.channels, 0, 'unsubscribed once nothing is in flight')
+  inflight.close()
+})
+
+t.test('requests coming and going faster than the sweep never subscribe the session', async t => {
+  const { topics, inflight } = setup()
+  let subscribed = false
+  // Each lives ~2 ms: a sweep (every 10 ms) may see one, never the same one twice.
+  for (let i = 0; i < 30; i++) {
+    const r = inflight.track('s', i, request())
+    await sleep(2)
+    subscribed ||= topics.subscribed('s')
+    r.untrack()
+  }
+  t.notOk(subscribed)
+  inflight.close()
+})
