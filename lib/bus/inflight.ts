@@ -107,6 +107,9 @@ export class InflightRequests implements SessionJob {
     topics.add(this)
   }
 
+  /** @internal Sessions with a record here: none is kept once its requests end (tests check this bound). */
+  get sessions (): number { return this.#bySession.size }
+
   holds (sid: string): boolean { return (this.#bySession.get(sid)?.count ?? 0) > 0 }
 
   /** Requests of the session in flight here, each counted (also those sharing an id). */

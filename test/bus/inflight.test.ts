@@ -122,3 +122,17 @@ t.test('requests coming and going faster than the sweep never subscribe the sess
   t.notOk(subscribed)
   inflight.close()
 })
+
+t.test('a flood of sessions leaves no record behind once their requests end, however they end', async t => {
+  const { topics, inflight } = setup()
+  const done: Array<{ untrack: () => void }> = []
+  for (let i = 0; i < 1000; i++) done.push(inflight.track(`s${i}`, i, request()), inflight.track(`s${i}`, 'same', request()))
+  t.equal(inflight.sessions, 1000)
+  // Half end by cancel (the aborted request then untracks, as the wire does), half as usual.
+  for (let i = 0; i < 500; i++) inflight.onMessage(`s${i}`, { t: 'cancel', sid: `s${i}`, requestId: i })
+  for (const d of done) d.untrack()
+  t.equal(inflight.sessions, 0, 'no empty session record kept')
+  t.equal(topics.size, 0)
+  inflight.close()
+})
+
