@@ -190,8 +190,9 @@ export class StateScope {
 
   /**
    * {@link close} without a promise when it needs neither a backend call nor a wait: nothing was
-   * changed, and the lease (if any) is passed on, or released synchronously (the memory lock's).
-   * Returns `null`, doing nothing, otherwise: then `await close()`. Most requests change nothing.
+   * changed, and there is no lease or it is one whose release is synchronous (the memory lock's;
+   * it is passed on, as by `close()`, when the backend's fast path takes it). Returns `null`, doing
+   * nothing, otherwise: then `await close()`. Most requests change nothing.
    */
   closeNow (): CloseResult | null {
     if (this.#closed) return UNCHANGED
