@@ -19,6 +19,7 @@ import type { RedisClientLike } from './redis/scripts.js'
 import { MemorySessionStore } from './sessions/memory-store.js'
 import { RedisSessionStore } from './sessions/redis-store.js'
 import type { SessionStore } from './sessions/session-store.js'
+import { settleWithin } from './settle.js'
 
 /** How long `close()` waits for the stores and the bus, and for the Redis client's QUIT (ms). */
 const CLOSE_TIMEOUT = 5000
@@ -74,17 +75,11 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
       const steps: Array<Promise<unknown> | undefined> = [limiter.close()]
       if (b.store === undefined) steps.push(store.close?.())
       if (b.bus === undefined) steps.push(bus.close())
-      await bounded(Promise.allSettled(steps), CLOSE_TIMEOUT)
+      await settleWithin(Promise.allSettled(steps), CLOSE_TIMEOUT, { keepAlive: false })
       if (ownRedis !== undefined) {
-        await bounded(ownRedis.quit().catch(() => {}), QUIT_TIMEOUT)
+        await settleWithin(ownRedis.quit(), QUIT_TIMEOUT, { keepAlive: false })
         ownRedis.disconnect()
       }
     }
   }
-}
-
-async function bounded (work: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined
-  await Promise.race([work, new Promise(resolve => { timer = setTimeout(resolve, ms).unref() })])
-  clearTimeout(timer)
 }

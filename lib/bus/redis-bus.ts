@@ -14,6 +14,7 @@
  * can still want it, whatever the client sends.
  */
 import type { Bus, BusListener, BusMessage } from './bus.js'
+import { settleWithin } from '../settle.js'
 
 /**
  * Claims an expected answer and keeps it, atomically. Returns 0 when nobody expected it (nothing
@@ -212,10 +213,7 @@ export class RedisBus implements Bus {
     this.#closed = true
     this.#listeners.clear()
     const sub = this.#sub
-    await Promise.race([
-      sub.quit().catch(() => {}),
-      new Promise(resolve => setTimeout(resolve, CLOSE_TIMEOUT).unref())
-    ])
+    await settleWithin(sub.quit(), CLOSE_TIMEOUT, { keepAlive: false })
     sub.disconnect()
   }
 }

@@ -23,6 +23,7 @@ import { MemoryLimitBackend } from './memory-backend.js'
 import { limitSubject, toolPolicy, type ResolvedToolLimits, type ToolLimit, type ToolPolicy } from './policy.js'
 import { RedisLimitBackend } from './redis-backend.js'
 import type { RedisLimitClient } from './redis-scripts.js'
+import { settleWithin } from '../settle.js'
 
 /** Where the limiter reports outages (a Fastify/pino logger fits). */
 export interface LimiterLog {
@@ -207,15 +208,9 @@ export class ToolLimiter {
     this.#held.clear()
     clearInterval(this.#renewer)
     this.#renewer = undefined
-    await bounded(Promise.all(releases), 1000)
-    if (this.#ownsBackend) await bounded(this.#backend.close?.() ?? Promise.resolve(), 2000)
+    await settleWithin(Promise.all(releases), 1000, { keepAlive: false })
+    if (this.#ownsBackend) await settleWithin(this.#backend.close?.() ?? Promise.resolve(), 2000, { keepAlive: false })
   }
-}
-
-async function bounded (work: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined
-  await Promise.race([work.catch(() => {}), new Promise(resolve => { timer = setTimeout(resolve, ms).unref() })])
-  clearTimeout(timer)
 }
 
 /** What {@link buildToolLimiter} needs besides the option. */

@@ -20,6 +20,7 @@ import { DEFAULT_KEY_PREFIX, assertKeyPrefix } from '../redis/keys.js'
 import type { RedisConnectionOptions } from '../redis/scripts.js'
 import { ALLOWED, type LimitBackend, type LimitDecision, type LimitSpec } from './backend.js'
 import { defineLimitScripts, type LimitScripts, type RedisLimitClient } from './redis-scripts.js'
+import { settleWithin } from '../settle.js'
 
 /** Options of {@link RedisLimitBackend}. */
 export interface RedisLimitBackendOptions {
@@ -122,12 +123,7 @@ export class RedisLimitBackend implements LimitBackend {
   async close (): Promise<void> {
     if (!this.#ownsClient || this.#client.status === 'end') return
     const client = this.#client
-    let timer: NodeJS.Timeout | undefined
-    await Promise.race([
-      client.quit().catch(() => {}),
-      new Promise<void>(resolve => { timer = setTimeout(resolve, CLOSE_TIMEOUT).unref() })
-    ])
-    clearTimeout(timer)
+    await settleWithin(client.quit(), CLOSE_TIMEOUT, { keepAlive: false })
     client.disconnect()
   }
 

@@ -31,6 +31,7 @@ import { RenewalClock, type Renewal } from './renewal.js'
 import { signalOf, type AcquireOptions, type LocalAcquireOptions, type SessionLease, type SessionLock } from './session-lock.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
 import { roundTrip } from '../telemetry/index.js'
+import { settleWithin } from '../settle.js'
 
 export { LOCK_CLIENT_OPTIONS, createLockClient } from '../redis/client.js'
 
@@ -219,14 +220,14 @@ export class RedisSessionLock implements SessionLock {
     // Leases on their way to a next holder, who will find the lock closed: released here, before
     // the QUIT below (a release sent after it would find the connection closing).
     const passing = [...this.#batons.values()].map(b => this.#client.mcpLockRelease(b.key, b.token).catch(() => {}))
-    await withTimeout(Promise.all([...passing, ...[...this.#leases].map(lease => lease.revoke(closedError()))]), CLOSE_TIMEOUT)
+    await settleWithin(Promise.all([...passing, ...[...this.#leases].map(lease => lease.revoke(closedError()))]), CLOSE_TIMEOUT, { keepAlive: false })
     this.#renewals.stopAll()
     if (this.#ownsClient && this.#client.status !== 'end') {
       const client = this.#client
       const ended = new Promise(resolve => client.once('end', resolve))
-      await withTimeout(client.quit(), CLOSE_TIMEOUT)
+      await settleWithin(client.quit(), CLOSE_TIMEOUT, { keepAlive: false })
       client.disconnect() // after a QUIT that timed out (hung server), or while reconnecting
-      await withTimeout(ended, CLOSE_TIMEOUT)
+      await settleWithin(ended, CLOSE_TIMEOUT, { keepAlive: false })
     }
   }
 
@@ -383,13 +384,4 @@ export class RedisSessionLock implements SessionLock {
       throw err
     }
   }
-}
-
-async function withTimeout (promise: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined
-  await Promise.race([
-    promise.then(() => {}, () => {}),
-    new Promise<void>(resolve => { timer = setTimeout(resolve, ms).unref() })
-  ])
-  clearTimeout(timer)
 }

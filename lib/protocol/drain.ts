@@ -17,6 +17,7 @@ import type { EventSink } from '../bus/event-sink.js'
 import { FST_ERR_MCP_SERVER_CLOSING } from '../errors.js'
 import { ErrorCode, McpError, errorResponse, type RequestId } from '../jsonrpc/errors.js'
 import type { ParsedBody } from '../jsonrpc/messages.js'
+import { settleWithin } from '../settle.js'
 import { NULL_EVENT_LOG, type ChannelOptions, type Exchange, type ResponseChannel } from './exchange.js'
 import { RequestAbort } from './request-abort.js'
 
@@ -117,13 +118,10 @@ export class Drain {
   /** Resolves true once no POST runs, false after `ms`. */
   async #settled (ms: number): Promise<boolean> {
     if (this.#posts.size === 0) return true
-    let timer: NodeJS.Timeout | undefined
-    const idle = new Promise<boolean>(resolve => { this.#idle = () => { resolve(true) } })
-    const late = new Promise<boolean>(resolve => { timer = setTimeout(() => { resolve(false) }, ms) })
+    const idle = new Promise<void>(resolve => { this.#idle = resolve })
     try {
-      return await Promise.race([idle, late])
+      return await settleWithin(idle, ms)
     } finally {
-      clearTimeout(timer)
       this.#idle = null
     }
   }

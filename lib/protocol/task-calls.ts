@@ -23,6 +23,7 @@ import type { ResponseChannel } from './exchange.js'
 import { VALID_ANSWER } from './modern-context.js'
 import { DEADLINE_GRACE, REFUSED, stoppedByDrain } from './drain.js'
 import { RequestAbort } from './request-abort.js'
+import { settleWithin } from '../settle.js'
 
 /** The methods of the extension this wire serves (`tasks/result` and `tasks/list` are gone: -32601). */
 export const TASK_METHODS = new Set(['tasks/get', 'tasks/update', 'tasks/cancel'])
@@ -50,17 +51,6 @@ const CLOSED: ResponseChannel = { done: true, resumable: false, emit () {}, disc
 /** 503: the instance is shutting down (a task would not outlive it). */
 function closing (): McpError {
   return new McpError(ErrorCode.ServerError, REFUSED, undefined, 503)
-}
-
-/** Resolves true once every one of `promises` has settled, false after `ms`. */
-async function settledWithin (promises: Array<Promise<unknown>>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const late = new Promise<boolean>(resolve => { timer = setTimeout(() => { resolve(false) }, ms) })
-  try {
-    return await Promise.race([Promise.allSettled(promises).then(() => true), late])
-  } finally {
-    clearTimeout(timer)
-  }
 }
 
 /** The `ctx` of a task's handler (see the module doc). */
@@ -135,11 +125,11 @@ export class TaskCalls implements TaskStarter {
     this.#closed = true
     if (this.#running.size === 0) return 0
     log.info({ tasks: this.#running.size, timeoutMs }, 'draining: the tasks running may finish')
-    if (await settledWithin([...this.#running.values()], timeoutMs)) return 0
+    if (await settleWithin(Promise.allSettled(this.#running.values()), timeoutMs)) return 0
     const left = [...this.#running.keys()]
     log.warn({ tasks: left.length }, 'drain deadline reached: the tasks still running end failed')
     // Bounded: a store that hangs must not hold the shutdown (the lease then expires as after a crash).
-    await settledWithin(left.map(run => run.stop(reason, { error: SERVER_CLOSED })), DEADLINE_GRACE)
+    await settleWithin(Promise.allSettled(left.map(run => run.stop(reason, { error: SERVER_CLOSED }))), DEADLINE_GRACE)
     return left.length
   }
 
