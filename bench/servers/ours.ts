@@ -30,6 +30,8 @@ interface OursConfig {
   commandTimeout?: number
   /** MemorySessionStore `max`. */
   max?: number
+  /** The plugin's `maxStreamsPerSession` (its default when absent). */
+  maxStreamsPerSession?: number
   /** Telemetry: off, on without an SDK (default), on with an SDK and a no-op span processor. */
   tracing?: 'off' | 'api' | 'sdk-off' | 'sdk-noop'
 }
@@ -89,6 +91,7 @@ await app.register(mcp, {
   serverInfo: { name: 'bench', version: '1.0.0' },
   sessions: { store, lock },
   requestStateSecret: 'bench-request-state-secret-0123456789',
+  maxStreamsPerSession: cfg.maxStreamsPerSession,
   telemetry: cfg.tracing !== 'off' && cfg.tracing !== 'sdk-off'
 })
 app.addHook('onClose', async () => {
