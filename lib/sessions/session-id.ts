@@ -23,9 +23,19 @@ export function generateSessionId (): string {
   return randomBytes(ID_BYTES).toString('base64url')
 }
 
-/** Whether `id` is a well-formed session id (visible ASCII, at most 256 characters). */
+/**
+ * Whether `id` is a well-formed session id (visible ASCII, at most 256 characters): what
+ * {@link SESSION_ID_PATTERN} matches. A loop over the character codes rather than the pattern:
+ * every handshake-era request checks its header (twice), and the regular expression costs several
+ * times more than the loop.
+ */
 export function isValidSessionId (id: unknown): id is string {
-  return typeof id === 'string' && SESSION_ID_PATTERN.test(id)
+  if (typeof id !== 'string' || id.length === 0 || id.length > 256) return false
+  for (let i = 0; i < id.length; i++) {
+    const c = id.charCodeAt(i)
+    if (c < 0x21 || c > 0x7e) return false
+  }
+  return true
 }
 
 /** Whether `id` may be used in a file name (`^[A-Za-z0-9_-]{16,128}$`). */
