@@ -74,7 +74,10 @@ export async function openSession (sessions: StateBackend, request: FastifyReque
   principal: McpPrincipal | null, lock: boolean, abort?: RequestAbort): Promise<StateScope | null> {
   let scope: StateScope | null
   try {
-    scope = await sessions.open(sid, { lock, owner: request, signal: abort })
+    const options = { lock, owner: request, signal: abort }
+    // Without a wait when the backend can (the memory store): no promise per backend step.
+    const now = sessions.openNow(sid, options)
+    scope = now !== undefined ? now : await sessions.open(sid, options)
   } catch (err) {
     if (abort?.aborted === true) return gaveUp(abort, request, sid)
     throw unavailable(err, request.log, sid)

@@ -105,6 +105,11 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async load (id: string): Promise<SessionRecord | null> {
+    return this.loadNow(id)
+  }
+
+  /** @internal {@link load} without a promise (a state scope opened without a wait). */
+  loadNow (id: string): SessionRecord | null {
     const session = this.#live(id)
     if (session === undefined) return null
     this.#touch(id, session)
