@@ -23,19 +23,18 @@ export function generateSessionId (): string {
   return randomBytes(ID_BYTES).toString('base64url')
 }
 
+/** A character no session id may hold (the complement of {@link SESSION_ID_PATTERN}'s class). */
+const NOT_SESSION_ID_CHAR = /[^\x21-\x7E]/
+
 /**
  * Whether `id` is a well-formed session id (visible ASCII, at most 256 characters): what
- * {@link SESSION_ID_PATTERN} matches. A loop over the character codes rather than the pattern:
- * every handshake-era request checks its header (twice), and the regular expression costs several
- * times more than the loop.
+ * {@link SESSION_ID_PATTERN} matches. The length is compared and a character outside the class
+ * searched for: every handshake-era request checks its header (twice), and the anchored, counted
+ * pattern costs more per character than the search (a loop over the character codes costs as much
+ * as the pattern).
  */
 export function isValidSessionId (id: unknown): id is string {
-  if (typeof id !== 'string' || id.length === 0 || id.length > 256) return false
-  for (let i = 0; i < id.length; i++) {
-    const c = id.charCodeAt(i)
-    if (c < 0x21 || c > 0x7e) return false
-  }
-  return true
+  return typeof id === 'string' && id.length !== 0 && id.length <= 256 && !NOT_SESSION_ID_CHAR.test(id)
 }
 
 /** Whether `id` may be used in a file name (`^[A-Za-z0-9_-]{16,128}$`). */
