@@ -12,6 +12,8 @@
  * the sessions that expire first are at the front: expiry is checked lazily on access, and one
  * unref()ed sweep timer, and gc(), only walk the expired heads. Every operation is O(1).
  */
+// Imported: the global `performance` is a lazy getter, called on every access (~150 instructions).
+import { performance } from 'node:perf_hooks'
 import { ExpiryListeners, type ExpiryListener } from './expiry-listeners.js'
 import {
   encodeSessionValue,
