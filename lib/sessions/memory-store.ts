@@ -112,23 +112,26 @@ export class MemorySessionStore implements SessionStore {
 
   /** @internal {@link load} without a promise (a state scope opened without a wait). */
   loadNow (id: string): SessionRecord | null {
-    const session = this.#live(id)
+    // One clock read for the expiry check and the touch.
+    const now = performance.now()
+    const session = this.#live(id, now)
     if (session === undefined) return null
-    this.#touch(id, session)
+    this.#touch(id, session, now)
     return { data: dataOf(session), version: session.version }
   }
 
   async save (id: string, changes: SessionChanges): Promise<SaveResult> {
     const encoded: Array<[string, string]> = []
     for (const key of Object.keys(changes.set)) encoded.push([key, encodeSessionValue(key, changes.set[key])])
-    const session = this.#live(id)
+    const now = performance.now()
+    const session = this.#live(id, now)
     if (session === undefined) return 'gone'
     for (const [key, json] of encoded) session.fields[key] = json
     for (const key of changes.delete) delete session.fields[key]
     session.snapshot = null
     session.parsed = null
     session.version++
-    this.#touch(id, session)
+    this.#touch(id, session, now)
     return 'ok'
   }
 
@@ -157,7 +160,7 @@ export class MemorySessionStore implements SessionStore {
   }
 
   /** The session unless missing or expired (an expired one is dropped on the way). */
-  #live (id: string): StoredSession | undefined {
+  #live (id: string, now = performance.now()): StoredSession | undefined {
     let map = this.#used
     let session = map.get(id)
     if (session === undefined) {
@@ -165,7 +168,7 @@ export class MemorySessionStore implements SessionStore {
       session = map.get(id)
       if (session === undefined) return undefined
     }
-    if (this.#expired(session, performance.now())) {
+    if (this.#expired(session, now)) {
       this.#drop(map, id)
       this.#expiry.report([id])
       return undefined
@@ -178,8 +181,8 @@ export class MemorySessionStore implements SessionStore {
   }
 
   /** A load or save: the session is used, and the most recently used. */
-  #touch (id: string, session: StoredSession): void {
-    session.touched = performance.now()
+  #touch (id: string, session: StoredSession, now: number): void {
+    session.touched = now
     // The session accessed last is at the end already: a busy session is not moved (a Map delete
     // and insert) on every request.
     if (this.#newest === id) return
