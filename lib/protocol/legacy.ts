@@ -133,7 +133,9 @@ export class LegacyWire {
       if (lock) this.lockWaiters++
       let scope
       try {
-        scope = await openSession(this.#d.sessions, request, sid, principal, lock, lock ? abort : undefined)
+        const opening = openSession(this.#d.sessions, request, sid, principal, lock, lock ? abort : undefined)
+        // Mostly opened without a wait (the memory store): then there is no promise to wait for.
+        scope = opening instanceof Promise ? await opening : opening
       } finally {
         if (lock) this.lockWaiters--
       }
