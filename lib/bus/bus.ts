@@ -5,6 +5,7 @@
  * the only copy of what must not be lost: that is stored first, then published.
  */
 import { EventEmitter } from 'node:events'
+import { performance } from 'node:perf_hooks'
 
 /** A message on the bus (JSON-serializable). */
 export type BusMessage =

@@ -20,6 +20,7 @@
 import { accessSync, constants as fsConstants, mkdirSync } from 'node:fs'
 import { open, stat, type FileHandle } from 'node:fs/promises'
 import { createRequire } from 'node:module'
+import { performance } from 'node:perf_hooks'
 import { join, resolve } from 'node:path'
 import {
   SessionLockError, SessionLockErrorCodes, SessionLockTimeoutError, alreadyHeldError, backendError, closedError

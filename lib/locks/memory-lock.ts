@@ -51,6 +51,16 @@ export class MemorySessionLock implements SessionLock {
     return this.#lease(id, release)
   }
 
+  /**
+   * @internal {@link acquire} without a promise when it would grant at once (the key is free):
+   * the lease, or `null`, doing nothing, when it would wait or refuse; then `await acquire()`.
+   */
+  acquireNow (id: string, options: LocalAcquireOptions = {}): Lease | null {
+    if (this.#closed || options.signal?.aborted === true) return null
+    const release = this.#fifo.tryAcquire(id, options.owner)
+    return release === null ? null : this.#lease(id, release)
+  }
+
   async tryAcquire (id: string, options: Pick<AcquireOptions, 'owner'> = {}): Promise<SessionLease | null> {
     if (this.#closed) throw closedError()
     if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)

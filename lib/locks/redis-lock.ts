@@ -19,6 +19,7 @@
  * closed. Its backend errors reject `acquire()` with a `SessionLockError` (cause kept).
  */
 import { randomBytes } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
 import { createLockClient, isRedisClient } from '../redis/client.js'
 import { DEFAULT_KEY_PREFIX, assertKeyPrefix, lockKey } from '../redis/keys.js'
 import { defineScripts, type RedisClient, type RedisClientLike, type RedisConnectionOptions } from '../redis/scripts.js'

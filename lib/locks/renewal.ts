@@ -9,6 +9,7 @@
  * request) costs no timer at all, where a pair of timers per lease was a large part of the CPU of
  * a locked request.
  */
+import { performance } from 'node:perf_hooks'
 
 /** The renewal of one lease (see the module doc); made by {@link RenewalClock.start}. */
 export class Renewal {

@@ -65,16 +65,37 @@ export function busDown (err: unknown, log: FastifyBaseLogger, sid: string): Mcp
  * is configured). 404 for a session that does not exist or belongs to another principal; 503 when
  * the backend cannot serve it. With `abort`, a client that leaves while the request waits for the
  * lock gives up its place in the queue at once: resolves `null` then (nobody is left to answer).
+ *
+ * Returns the scope itself, no promise, when the backend opened it without a wait (the memory
+ * store, see `StateBackend.openNow`) and it is admitted as it is: most requests of such a backend.
  */
-export async function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
-  principal: McpPrincipal | null, lock: boolean, abort: RequestAbort | undefined): Promise<StateScope | null>
-export async function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
-  principal: McpPrincipal | null, lock: boolean): Promise<StateScope>
-export async function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
-  principal: McpPrincipal | null, lock: boolean, abort?: RequestAbort): Promise<StateScope | null> {
+export function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
+  principal: McpPrincipal | null, lock: boolean, abort: RequestAbort | undefined): StateScope | Promise<StateScope | null>
+export function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
+  principal: McpPrincipal | null, lock: boolean): StateScope | Promise<StateScope>
+export function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
+  principal: McpPrincipal | null, lock: boolean, abort?: RequestAbort): StateScope | Promise<StateScope | null> {
+  const options = { lock, owner: request, signal: abort }
+  let now
+  try {
+    now = sessions.openNow(sid, options)
+  } catch (err) {
+    return opened(Promise.reject(err), request, sid, principal, abort)
+  }
+  if (now === undefined) return opened(sessions.open(sid, options), request, sid, principal, abort)
+  if (now !== null && abort?.aborted !== true && ownerOf(now) === (principal?.id ?? null)) {
+    request.mcpSession = now.handle
+    return now
+  }
+  return opened(Promise.resolve(now), request, sid, principal, abort)
+}
+
+/** The rest of {@link openSession}: waits for the open, and admits the scope or refuses it. */
+async function opened (opening: Promise<StateScope | null>, request: FastifyRequest, sid: string, principal: McpPrincipal | null,
+  abort: RequestAbort | undefined): Promise<StateScope | null> {
   let scope: StateScope | null
   try {
-    scope = await sessions.open(sid, { lock, owner: request, signal: abort })
+    scope = await opening
   } catch (err) {
     if (abort?.aborted === true) return gaveUp(abort, request, sid)
     throw unavailable(err, request.log, sid)
@@ -85,13 +106,17 @@ export async function openSession (sessions: StateBackend, request: FastifyReque
     await scope.close()
     return gaveUp(abort, request, sid)
   }
-  const owner = scope.handle.getProtocol<string | null>(K.principal) ?? null
-  if (owner !== (principal?.id ?? null)) {
+  if (ownerOf(scope) !== (principal?.id ?? null)) {
     await scope.close()
     throw refuse.notFound()
   }
   request.mcpSession = scope.handle
   return scope
+}
+
+/** What the scope's session belongs to (`null`: anonymous). */
+function ownerOf (scope: StateScope): string | null {
+  return scope.handle.getProtocol<string | null>(K.principal) ?? null
 }
 
 /**

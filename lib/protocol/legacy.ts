@@ -6,6 +6,8 @@
  * `client-requests.ts`, `initialize` in `legacy-initialize.ts`.
  */
 import type { FastifyBaseLogger } from 'fastify'
+// Imported: the global `performance` is a lazy getter, called on every access (~150 instructions).
+import { performance } from 'node:perf_hooks'
 import type { EventLog } from '../bus/event-log.js'
 import type { Hub } from '../bus/hub.js'
 import type { Tracking } from '../bus/inflight.js'
@@ -131,7 +133,9 @@ export class LegacyWire {
       if (lock) this.lockWaiters++
       let scope
       try {
-        scope = await openSession(this.#d.sessions, request, sid, principal, lock, lock ? abort : undefined)
+        const opening = openSession(this.#d.sessions, request, sid, principal, lock, lock ? abort : undefined)
+        // Mostly opened without a wait (the memory store): then there is no promise to wait for.
+        scope = opening instanceof Promise ? await opening : opening
       } finally {
         if (lock) this.lockWaiters--
       }

@@ -14,6 +14,7 @@ import { FileSessionLock } from '../locks/file-lock.js'
 import { MemorySessionLock } from '../locks/memory-lock.js'
 import { RedisSessionLock } from '../locks/redis-lock.js'
 import { signalOf, type AbortSource, type LocalAcquireOptions, type SessionLease, type SessionLock } from '../locks/session-lock.js'
+import { MemorySessionStore } from '../sessions/memory-store.js'
 import { SessionHandle } from '../sessions/session-handle.js'
 import type { SaveResult, SessionRecord, SessionStore } from '../sessions/session-store.js'
 import { lockedAccess, type LockedAccess } from './locked-access.js'
@@ -26,6 +27,8 @@ export class StateBackend {
   readonly fast: LockedAccess | null
   /** Whether the lock takes an `AbortSource` as it is (see {@link ScopeOptions.signal}). */
   readonly #sources: boolean
+  /** The store when it reads without a promise, and the lock when there is none or it grants without one (see {@link openNow}). */
+  readonly #now: { store: MemorySessionStore, lock: MemorySessionLock | null } | null
 
   constructor (store: SessionStore, lock: SessionLock | null) {
     this.store = store
@@ -33,6 +36,36 @@ export class StateBackend {
     this.fast = lockedAccess(store, lock)
     // A custom store's combined path may pass the options on to code that wants a real signal.
     this.#sources = takesSources(lock) && (this.fast === null || this.fast instanceof RedisFastPath)
+    this.#now = store instanceof MemorySessionStore && (lock === null || (lock instanceof MemorySessionLock && this.fast === null))
+      ? { store, lock }
+      : null
+  }
+
+  /**
+   * {@link open} without a promise when it needs no wait: the memory store, with no lock to take
+   * or the memory lock's key free (taken as `acquire()` would grant it: never ahead of a waiter).
+   * Returns `undefined`, doing nothing, otherwise (the lock would wait or refuse, another
+   * backend): then `await open()`. Most requests of a process-local backend need no wait.
+   */
+  openNow (id: string, options: ScopeOptions): StateScope | null | undefined {
+    const now = this.#now
+    if (now === null) return undefined
+    if (!options.lock || now.lock === null) {
+      const record = now.store.loadNow(id)
+      return record === null ? null : new StateScope(this, id, record, null, options)
+    }
+    const lease = now.lock.acquireNow(id, options)
+    if (lease === null) return undefined
+    // Taken before the read, as open() does (for an unknown id too: nothing shows, it is released at once).
+    let record
+    try {
+      record = now.store.loadNow(id)
+    } catch (err) {
+      lease.releaseNow()
+      throw err
+    }
+    if (record === null) { lease.releaseNow(); return null }
+    return new StateScope(this, id, record, lease, options)
   }
 
   /**

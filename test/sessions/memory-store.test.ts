@@ -3,6 +3,7 @@ import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
+import type { JsonValue } from '../../lib/sessions/session-store.js'
 import { runSessionStoreContract } from './store-contract.js'
 import { sleep } from '../helpers/time.js'
 
@@ -194,6 +195,40 @@ t.test('an idle session of five small keys costs at most 2 KiB', async t => {
   t.ok(perSession <= 2048, `${Math.round(perSession)} B <= 2048 B`)
   t.equal(store.size, count)
 })
+
+t.test('a value nested as deep as JSON.stringify allows loads at any stack depth', async t => {
+  const store = new MemorySessionStore()
+  t.teardown(() => store.close())
+  // The deepest value that can be stored from here.
+  let lo = 1
+  let hi = 100_000
+  let id = ''
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1
+    const tried = generateSessionId()
+    try { await store.create(tried, { deep: nest(mid) }); lo = mid; id = tried } catch { hi = mid }
+  }
+  const want = JSON.stringify({ deep: nest(lo) })
+  // Loaded from ever deeper stacks (a copy made by recursion has less room there).
+  const loads: Array<Promise<unknown>> = []
+  const deepLoad = (frames: number): Promise<unknown> => frames === 0 ? store.load(id) : deepLoad(frames - 1)
+  for (let frames = 0; ; frames += 250) {
+    let load
+    try { load = deepLoad(frames) } catch { break }
+    loads.push(load)
+  }
+  t.ok(loads.length > 3, `${loads.length} depths`)
+  for (const record of await Promise.all(loads)) {
+    if (JSON.stringify((record as { data: unknown }).data) !== want) t.fail('a load differs')
+  }
+})
+
+/** `depth` nested objects and arrays around a number. */
+function nest (depth: number): JsonValue {
+  let v: JsonValue = 1
+  for (let i = 0; i < depth; i++) v = i % 2 === 0 ? { a: v } : [v]
+  return v
+}
 
 t.test('onExpired: every removal the store makes on its own is told (found on access, swept, evicted), destroy() is not', async t => {
   const store = new MemorySessionStore({ ttl: 40, max: 2, sweepInterval: 0 })

@@ -14,9 +14,14 @@ t.test('minted ids: 32 base64url characters, unique, valid for every store', asy
 })
 
 t.test('a session id is visible ASCII (0x21-0x7E), 1 to 256 characters', async t => {
-  for (const ok of ['a', '!~', 'abc-DEF_123.{}/:', 'x'.repeat(256)]) t.ok(isValidSessionId(ok), JSON.stringify(ok))
-  for (const bad of ['', ' ', 'a b', 'tab\t', 'nl\n', '\x7f', 'é', 'x'.repeat(257), 42, null, undefined]) {
+  for (const ok of ['a', '!~', '\x21\x7e', 'abc-DEF_123.{}/:', 'x'.repeat(256)]) t.ok(isValidSessionId(ok), JSON.stringify(ok))
+  for (const bad of ['', ' ', 'a b', 'tab\t', 'nl\n', '\nnl', '\x20x', 'x\x7f', '\x7f', 'é', 'a\u{1F600}', '\0', 'x'.repeat(257), 42, null, undefined]) {
     t.notOk(isValidSessionId(bad), JSON.stringify(bad))
+  }
+  // The check agrees with the pattern it stands for, character by character.
+  for (let c = 0; c < 0x180; c++) {
+    const id = `ab${String.fromCharCode(c)}cd`
+    if (isValidSessionId(id) !== SESSION_ID_PATTERN.test(id)) t.fail(`disagrees with the pattern on ${c}`)
   }
   t.equal(SESSION_ID_PATTERN.source, '^[\\x21-\\x7E]{1,256}$')
 })

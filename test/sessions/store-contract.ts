@@ -83,6 +83,30 @@ export function runSessionStoreContract (t: Test, name: string, factory: StoreFa
       t.same(second?.data, { cart: [{ sku: 'a' }], value: { n: 1 } })
     })
 
+    t.test('every load, however many, gives fresh objects equal to what was stored', async t => {
+      const store = await make(t)
+      const id = generateSessionId()
+      const data: Record<string, JsonValue> = { list: [1, { two: [2] }], nested: { a: { b: 'c' } }, n: 1 }
+      Object.defineProperty(data.nested as object, '__proto__', { value: { evil: [true] }, enumerable: true })
+      const want = JSON.stringify(data)
+      await store.create(id, data)
+      for (let i = 0; i < 4; i++) {
+        const record = await store.load(id)
+        t.equal(JSON.stringify(record?.data), want, `load ${i}`)
+        const nested = record?.data.nested as Record<string, JsonValue>
+        t.equal(Object.getPrototypeOf(nested), Object.prototype, `load ${i}: no prototype pollution`)
+        t.ok(Object.hasOwn(nested, '__proto__'), `load ${i}: "__proto__" is an own key`)
+        // Mutated every way a handler could: none of it may reach the next load.
+        ;((record?.data.list as JsonValue[])[1] as { two: JsonValue[] }).two.push(3)
+        ;(nested.a as Record<string, JsonValue>).b = 'changed'
+        ;((nested.__proto__ as Record<string, JsonValue>).evil as JsonValue[]).push(false)
+        ;(record?.data.list as JsonValue[]).length = 0
+        delete record?.data.n
+      }
+      await store.save(id, { set: { n: 2 }, delete: [] })
+      for (let i = 0; i < 3; i++) t.same((await store.load(id))?.data.n, 2, `load ${i} after a save`)
+    })
+
     t.test('save writes only the changed keys and bumps the version', async t => {
       const store = await make(t)
       const id = generateSessionId()
