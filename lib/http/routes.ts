@@ -200,7 +200,9 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine, access,
     } catch (err) {
       answerError(err, parsed.batch ? null : id, request, reply, opts)
     }
-    return reply
+    // An answer sent already has nothing to wait for: the reply is a thenable, and resolving the
+    // handler's promise with it costs a lookup of `then`, a job and Fastify's Reply.then.
+    return reply.sent ? undefined : reply
   })
 
   child.get(opts.path, async (request, reply) => {
