@@ -6,6 +6,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ServerStream } from '../bus/server-stream.js'
+import { stringifyMessage } from '../jsonrpc/messages.js'
 import type { ChannelOptions, ResponseChannel } from '../protocol/exchange.js'
 import { SseWriter } from './sse-writer.js'
 
@@ -77,6 +78,6 @@ export class PostResponse implements ResponseChannel {
       reply.code(202).send()
       return
     }
-    reply.code(status).type('application/json').send(JSON.stringify(single ? responses[0] : responses))
+    reply.code(status).type('application/json').send(single ? stringifyMessage(responses[0]) : JSON.stringify(responses))
   }
 }
