@@ -21,6 +21,7 @@ import type { ResolvedOptions } from '../options.js'
 import type { McpEngine } from '../protocol/engine.js'
 import { checkContentType, checkGetAccept, checkOrigin, checkPostAccept } from './checks.js'
 import { HttpExchange, bindLog } from './exchange.js'
+import { JSON_CONTENT_TYPE } from './post-response.js'
 import { HttpRefusal } from './refusal.js'
 
 /** What the routes are registered with. */
@@ -35,7 +36,7 @@ export interface RoutesOptions {
 
 function sendError (reply: FastifyReply, status: number, body: unknown, headers?: Record<string, string>): void {
   if (headers !== undefined) reply.headers(headers)
-  reply.code(status).type('application/json').send(JSON.stringify(body))
+  reply.code(status).type(JSON_CONTENT_TYPE).send(JSON.stringify(body))
 }
 
 /** GET and DELETE exist only for handshake-era sessions: without one, 405 (2026-07-28). */
