@@ -27,9 +27,12 @@ function approvedByCors (reply: FastifyReply, origin: string): boolean {
  * `X-Forwarded-Host` that Fastify took as `request.host`.
  */
 function forwardedByTrustedProxy (request: FastifyRequest): boolean {
+  // `ips` is a property only when the app sets trustProxy: without it the headers are not read
+  // (two lookups in the headers object, which is in dictionary mode, per request).
+  if (!('ips' in request)) return false
   const h = request.headers
   if (h['x-forwarded-for'] === undefined && h['x-forwarded-host'] === undefined) return false
-  const ips = request.ips // defined only when the app sets trustProxy
+  const ips = request.ips
   if (ips === undefined) return false
   if (ips.length > 1) return true
   return h['x-forwarded-host'] !== undefined && request.host !== h.host
@@ -78,8 +81,16 @@ const MAX_ACCEPTANCES = 64
 
 const ACCEPTS_NOTHING: Acceptance = { json: false, sse: false }
 
+/**
+ * The last value looked up, in front of the map: a string compare, where a map lookup hashes the
+ * header's string (a new one per request) first.
+ */
+let lastAccept = ''
+let lastAcceptance = ACCEPTS_NOTHING
+
 function acceptance (accept: string | undefined): Acceptance {
   if (accept === undefined) return ACCEPTS_NOTHING
+  if (accept === lastAccept) return lastAcceptance
   let a = acceptances.get(accept)
   if (a === undefined) {
     const types = mediaTypes(accept)
@@ -91,6 +102,8 @@ function acceptance (accept: string | undefined): Acceptance {
     if (acceptances.size >= MAX_ACCEPTANCES) acceptances.clear()
     acceptances.set(accept, a)
   }
+  lastAccept = accept
+  lastAcceptance = a
   return a
 }
 

@@ -6,8 +6,15 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ServerStream } from '../bus/server-stream.js'
+import { stringifyMessage } from '../jsonrpc/messages.js'
 import type { ChannelOptions, ResponseChannel } from '../protocol/exchange.js'
 import { SseWriter } from './sse-writer.js'
+
+/**
+ * The Content-Type of a JSON answer, as Fastify sends it: given whole, since for a type without a
+ * charset Fastify parses it and appends `; charset=utf-8` on every reply.
+ */
+export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8'
 
 /** @internal The answer of one POST (see the module doc). */
 export class PostResponse implements ResponseChannel {
@@ -77,6 +84,6 @@ export class PostResponse implements ResponseChannel {
       reply.code(202).send()
       return
     }
-    reply.code(status).type('application/json').send(JSON.stringify(single ? responses[0] : responses))
+    reply.code(status).type(JSON_CONTENT_TYPE).send(single ? stringifyMessage(responses[0]) : JSON.stringify(responses))
   }
 }

@@ -21,6 +21,7 @@ import type { ResolvedOptions } from '../options.js'
 import type { McpEngine } from '../protocol/engine.js'
 import { checkContentType, checkGetAccept, checkOrigin, checkPostAccept } from './checks.js'
 import { HttpExchange, bindLog } from './exchange.js'
+import { JSON_CONTENT_TYPE } from './post-response.js'
 import { HttpRefusal } from './refusal.js'
 
 /** What the routes are registered with. */
@@ -35,7 +36,7 @@ export interface RoutesOptions {
 
 function sendError (reply: FastifyReply, status: number, body: unknown, headers?: Record<string, string>): void {
   if (headers !== undefined) reply.headers(headers)
-  reply.code(status).type('application/json').send(JSON.stringify(body))
+  reply.code(status).type(JSON_CONTENT_TYPE).send(JSON.stringify(body))
 }
 
 /** GET and DELETE exist only for handshake-era sessions: without one, 405 (2026-07-28). */
@@ -200,7 +201,9 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine, access,
     } catch (err) {
       answerError(err, parsed.batch ? null : id, request, reply, opts)
     }
-    return reply
+    // An answer sent already has nothing to wait for: the reply is a thenable, and resolving the
+    // handler's promise with it costs a lookup of `then`, a job and Fastify's Reply.then.
+    return reply.sent ? undefined : reply
   })
 
   child.get(opts.path, async (request, reply) => {

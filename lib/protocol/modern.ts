@@ -12,7 +12,7 @@ import type { Registry } from '../features/registry.js'
 import { isVisible } from '../auth/access.js'
 import { ErrorCode, McpError, errorReply, type RequestId } from '../jsonrpc/errors.js'
 import type { ToolLimiter } from '../limits/limiter.js'
-import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
+import { metaProblem, presetMeta, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
 import { isClientCapabilityError } from './base-context.js'
 import { NULL_EVENT_LOG, type ChannelOptions, type Exchange, type ResponseChannel } from './exchange.js'
@@ -78,7 +78,7 @@ export class ModernWire {
   readonly #d: ModernDeps
   readonly listeners: ListenStreams
   /** The `_meta` every result carries; shared (it is only ever serialized). */
-  readonly #serverMeta: Record<string, unknown>
+  readonly #serverMeta: Readonly<Record<string, unknown>>
 
   /** A tool hidden from this principal has no parameter headers to check: it is unknown. */
   readonly #toolSchema = (name: string, principal: McpPrincipal | null): Record<string, unknown> | undefined => {
@@ -88,7 +88,8 @@ export class ModernWire {
 
   constructor (deps: ModernDeps) {
     this.#d = deps
-    this.#serverMeta = { [META_SERVER]: deps.opts.serverInfo }
+    // Its JSON is made once: the POST's answer copies it in (`stringifyMessage`).
+    this.#serverMeta = presetMeta({ [META_SERVER]: deps.opts.serverInfo })
     this.listeners = new ListenStreams({ max: deps.opts.maxListenStreams, maxPerClient: deps.opts.maxListenStreamsPerClient, keepAlive: deps.opts.keepAliveInterval })
   }
 

@@ -5,7 +5,7 @@
  * streams) are observable gauges read from the engine's status when the SDK collects, so they cost
  * nothing per request.
  */
-import type { Attributes, BatchObservableResult, Counter, Histogram, Meter, Observable } from '@opentelemetry/api'
+import { createNoopMeter, type Attributes, type BatchObservableResult, type Counter, type Histogram, type Meter, type Observable } from '@opentelemetry/api'
 import { DURATION_BUCKETS, METRICS, OWN } from './attributes.js'
 
 /** What the gauges read (the engine's status). */
@@ -27,12 +27,24 @@ const KIND_LISTEN: Attributes = { [OWN.streamKind]: 'listen' }
 const LOCK_SESSION: Attributes = { [OWN.lockKind]: 'session' }
 const LOCK_HANDLE: Attributes = { [OWN.lockKind]: 'handle' }
 
+/**
+ * The histogram of the API's no-op meter (one shared instance): what a meter taken while no SDK
+ * was registered makes, for good (the API has no proxy meter that an SDK registered later would
+ * fill in).
+ */
+const NOOP_HISTOGRAM = createNoopMeter().createHistogram('noop')
+
 /** @internal The instruments (see the module doc). */
 export class Instruments {
   readonly operation: Histogram
   readonly session: Histogram
   readonly lockWait: Histogram
   readonly refusals: Counter
+  /**
+   * Whether `operation` records anything: `false` on the API's no-op meter, whose records are
+   * dropped, so that a POST need not read the clock twice and build attributes for them.
+   */
+  readonly recordsOperations: boolean
   readonly #meter: Meter
   readonly #gauges: Observable[]
   #callback: ((r: BatchObservableResult) => void) | null = null
@@ -43,6 +55,7 @@ export class Instruments {
     this.operation = meter.createHistogram(METRICS.operation, {
       unit: 's', description: 'MCP request or notification duration as observed on the receiver from the time it was received until the result or ack is sent.', advice
     })
+    this.recordsOperations = this.operation !== NOOP_HISTOGRAM
     this.session = meter.createHistogram(METRICS.session, { unit: 's', description: 'The duration of the MCP session as observed on the MCP server.', advice })
     this.lockWait = meter.createHistogram(METRICS.lockWait, { unit: 's', description: 'Time a request waited for its session\'s lock (the read of the session included).', advice })
     this.refusals = meter.createCounter(METRICS.refusals, { unit: '{request}', description: 'Requests refused with HTTP 429 or 503, by status and reason.' })

@@ -94,14 +94,17 @@ export class LivePost implements PostTrace {
   readonly context: Context | null
   readonly #t: PostTelemetry
   readonly #era: Era
-  readonly #ops: Op[] = []
+  readonly #ops: Op[]
   readonly #trips: RoundTrips = { n: 0 }
   #version: string | undefined
   /** The version the spans were started with (a later one is set when they end). */
   readonly #startVersion: string | undefined
   #recording = false
-  /** When the POST's messages started (one clock read for all of them: they start together). */
-  readonly #started = performance.now()
+  /**
+   * When the POST's messages started (one clock read for all of them: they start together), for
+   * their duration metric; not read when nothing records it.
+   */
+  readonly #started: number
   #openedAt = 0
   // The state scope's measures, kept until the spans end and set there in one pass: a
   // `setAttribute` on a recording span costs checks per call, and most POSTs have one span.
@@ -115,9 +118,17 @@ export class LivePost implements PostTrace {
     this.#era = era
     this.#version = version
     this.#startVersion = version
+    this.#started = t.instruments.recordsOperations ? performance.now() : 0
     const ambient = context.active()
-    for (const m of messages) {
-      if (m.kind === 'request' || m.kind === 'notification') this.#ops.push(this.#start(m.message, ambient, sessionId))
+    // Most POSTs carry one message: an array of its one op, not one grown by a push.
+    const only = messages.length === 1 ? messages[0] : undefined
+    if (only !== undefined) {
+      this.#ops = only.kind === 'request' || only.kind === 'notification' ? [this.#start(only.message, ambient, sessionId)] : []
+    } else {
+      this.#ops = []
+      for (const m of messages) {
+        if (m.kind === 'request' || m.kind === 'notification') this.#ops.push(this.#start(m.message, ambient, sessionId))
+      }
     }
     const first = this.#ops[0]?.ctx ?? null
     this.context = first ?? (this.#recording && t.countsRoundTrips ? ambient.setValue(ROUND_TRIPS, this.#trips) : null)
@@ -237,11 +248,11 @@ export class LivePost implements PostTrace {
   }
 
   end (): void {
-    const now = performance.now()
-    const { operation, refusals } = this.#t.instruments
+    const { operation, refusals, recordsOperations } = this.#t.instruments
+    const seconds = recordsOperations ? (performance.now() - this.#started) / 1000 : 0
     for (const op of this.#ops) {
       const outcome = op.outcome ?? null
-      operation.record((now - this.#started) / 1000, this.#metricAttributes(op, outcome))
+      if (recordsOperations) operation.record(seconds, this.#metricAttributes(op, outcome))
       if (outcome?.reason !== undefined) refusals.add(1, { [SEMCONV.httpStatus]: outcome.status, [OWN.reason]: outcome.reason })
       if (op.span !== null) this.#endSpan(op.span, outcome)
     }

@@ -29,6 +29,8 @@ export function parseTraceparent (traceparent: unknown, tracestate?: unknown): S
 export function contextFromMeta (parent: Context, meta: unknown): Context | null {
   if (typeof meta !== 'object' || meta === null) return null
   const m = meta as Record<string, unknown>
+  // Most requests carry none: no call then.
+  if (m.traceparent === undefined) return null
   const sc = parseTraceparent(m.traceparent, m.tracestate)
   return sc === null ? null : trace.setSpanContext(parent, sc)
 }

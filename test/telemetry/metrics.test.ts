@@ -120,3 +120,12 @@ t.test('the lock-waiter gauge counts calls queued for a state handle\'s lock, by
   t.equal(app.mcp.status().lockWaiters, 0)
   t.equal(await gaugeOf(o, 'fastify_mcp.lock.waiters', 'handle'), 0)
 })
+
+t.test('Instruments.recordsOperations: false only on the API no-op meter (a POST then skips the clock and the attributes)', async t => {
+  const { createNoopMeter, metrics } = await import('@opentelemetry/api')
+  const { Instruments } = await import('../../lib/telemetry/instruments.js')
+  t.equal(new Instruments(createNoopMeter()).recordsOperations, false)
+  t.equal(new Instruments(metrics.getMeter('no-sdk')).recordsOperations, false, 'no global provider: the no-op meter')
+  const o = otel(t)
+  t.equal(new Instruments(o.meterProvider.getMeter('sdk')).recordsOperations, true)
+})
