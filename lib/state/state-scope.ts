@@ -36,7 +36,10 @@ export class StateBackend {
     this.fast = lockedAccess(store, lock)
     // A custom store's combined path may pass the options on to code that wants a real signal.
     this.#sources = takesSources(lock) && (this.fast === null || this.fast instanceof RedisFastPath)
-    this.#now = store instanceof MemorySessionStore && (lock === null || (lock instanceof MemorySessionLock && this.fast === null))
+    // Only where load() and acquire() are the memory backends' own: a subclass that overrides one
+    // (to fail, count or delay it) is asked through it, never around it.
+    this.#now = store instanceof MemorySessionStore && store.load === MemorySessionStore.prototype.load &&
+      (lock === null || (lock instanceof MemorySessionLock && lock.acquire === MemorySessionLock.prototype.acquire && this.fast === null))
       ? { store, lock }
       : null
   }

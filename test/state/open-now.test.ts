@@ -81,3 +81,24 @@ t.test('other backends: undefined, nothing done', async t => {
   const wrapped: SessionStore = { ttl: other.ttl, create: other.create.bind(other), load: other.load.bind(other), save: other.save.bind(other), destroy: other.destroy.bind(other), exists: other.exists.bind(other), gc: other.gc.bind(other) }
   t.equal((await setup(t, null, wrapped)).openNow('s1', { lock: false }), undefined, 'a store that is not the memory store')
 })
+
+t.test('a memory store or lock whose load() or acquire() a subclass overrides: asked through it, never around it', async t => {
+  class CountingStore extends MemorySessionStore {
+    loads = 0
+    override async load (id: string): ReturnType<MemorySessionStore['load']> { this.loads++; return await super.load(id) }
+  }
+  const store = new CountingStore()
+  const backend = await setup(t, null, store)
+  t.equal(backend.openNow('s1', { lock: false }), undefined, 'a store overriding load')
+  await (await backend.open('s1', { lock: false }))?.close()
+  t.equal(store.loads, 1, 'its load() ran')
+  class CountingLock extends MemorySessionLock {
+    acquires = 0
+    override async acquire (...args: Parameters<MemorySessionLock['acquire']>): ReturnType<MemorySessionLock['acquire']> { this.acquires++; return await super.acquire(...args) }
+  }
+  const lock = new CountingLock({ timeout: 1000 })
+  const locked = await setup(t, lock)
+  t.equal(locked.openNow('s1', { lock: true, owner: {} }), undefined, 'a lock overriding acquire')
+  await (await locked.open('s1', { lock: true, owner: {} }))?.close()
+  t.equal(lock.acquires, 1, 'its acquire() ran')
+})
