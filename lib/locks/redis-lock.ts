@@ -55,9 +55,21 @@ export interface RedisSessionLockOptions {
   prefix?: string
 }
 
-/** One try at the lease, given the token and the lock key (see {@link RedisSessionLock.acquireWith}). */
-export type LeaseAttempt<T> = (client: RedisClient, key: string, token: string) =>
-Promise<{ status: 'taken', value: T } | { status: 'busy' } | { status: 'missing' }>
+/** What a {@link LeaseAttempt} resolves when the lease is busy (someone else holds it). */
+export const LEASE_BUSY: unique symbol = Symbol('lease busy')
+/** What a {@link LeaseAttempt} resolves when the session does not exist (no lease taken). */
+export const SESSION_MISSING: unique symbol = Symbol('session missing')
+/** What an `adopt` of {@link RedisSessionLock.acquireWith} returns for a value it does not know. */
+export const NOT_ADOPTED: unique symbol = Symbol('not adopted')
+
+/**
+ * One try at the lease, given the token, the lock key and the session id (see
+ * {@link RedisSessionLock.acquireWith}): resolves the value read when the lease was taken, else
+ * {@link LEASE_BUSY} or {@link SESSION_MISSING}. (Markers rather than a result object: no object
+ * per try on the request path.)
+ */
+export type LeaseAttempt<T> = (client: RedisClient, key: string, token: string, id: string) =>
+Promise<T | typeof LEASE_BUSY | typeof SESSION_MISSING>
 
 /**
  * Leases passed on in a row inside one process before the lease goes back through Redis: the
@@ -182,9 +194,9 @@ export class RedisSessionLock implements SessionLock {
   async acquire (id: string, options: LocalAcquireOptions = {}): Promise<SessionLease> {
     const taken = await this.acquireWith(id, options, async (client, key, token) => {
       roundTrip()
-      return await client.set(key, token, 'PX', this.ttl, 'NX') === 'OK' ? { status: 'taken', value: undefined } : { status: 'busy' }
+      return await client.set(key, token, 'PX', this.ttl, 'NX') === 'OK' ? undefined : LEASE_BUSY
     },
-    () => ({ value: undefined })) // a lease passed on is as good as a fresh one here
+    () => undefined) // a lease passed on is as good as a fresh one here
     return (taken as NonNullable<typeof taken>).lease
   }
 
@@ -223,12 +235,12 @@ export class RedisSessionLock implements SessionLock {
    * Waits for the lease like `acquire()`, taking it with `attempt` (one round trip). Resolves
    * null, holding nothing, when the attempt reports the session missing. When the previous holder
    * of this process passed the lease on ({@link passOn}), `adopt` turns what it handed over into
-   * the value, and no command is sent; `adopt` returning null (not a value it knows) sends the
+   * the value, and no command is sent; `adopt` returning {@link NOT_ADOPTED} sends the
    * lease's release and takes it afresh. For the store + lock fast path (`state/redis-fast-path.ts`).
    * @internal
    */
   async acquireWith<T> (id: string, options: LocalAcquireOptions, attempt: LeaseAttempt<T>,
-    adopt: (handed: unknown) => { value: T } | null = () => null): Promise<{ lease: Lease, value: T } | null> {
+    adopt: (handed: unknown) => T | typeof NOT_ADOPTED = () => NOT_ADOPTED): Promise<{ lease: Lease, value: T } | null> {
     if (this.#closing.signal.aborted) throw closedError()
     const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout)
     if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)
@@ -242,8 +254,8 @@ export class RedisSessionLock implements SessionLock {
       // close() released it already.
       if (this.#closing.signal.aborted) { slot(); throw closedError() }
       const adopted = adopt(baton.value)
-      if (adopted !== null) {
-        return { lease: this.#lease(id, baton.key, baton.token, slot, baton.confirmedAt, baton.passes), value: adopted.value }
+      if (adopted !== NOT_ADOPTED) {
+        return { lease: this.#lease(id, baton.key, baton.token, slot, baton.confirmedAt, baton.passes), value: adopted }
       }
       // Sent before our own attempt on the same connection: Redis runs the two in order.
       this.#client.mcpLockRelease(baton.key, baton.token).catch(() => {})
@@ -254,22 +266,22 @@ export class RedisSessionLock implements SessionLock {
         const sentAt = performance.now()
         let result: Awaited<ReturnType<LeaseAttempt<T>>>
         try {
-          result = await attempt(this.#client, key, token)
+          result = await attempt(this.#client, key, token, id)
         } catch (err) {
           // A command that timed out on our side may still have run on the server: free what we
           // may hold, or it would stay busy until its TTL.
           this.#client.mcpLockRelease(key, token).catch(() => {})
           throw backendError(id, err)
         }
-        if (result.status === 'taken') {
+        if (result !== LEASE_BUSY && result !== SESSION_MISSING) {
           if (this.#closing.signal.aborted) {
             // close() ran while we were taking it: nobody would release this lease.
             this.#client.mcpLockRelease(key, token).catch(() => {})
             throw closedError()
           }
-          return { lease: this.#lease(id, key, token, slot, sentAt), value: result.value }
+          return { lease: this.#lease(id, key, token, slot, sentAt), value: result }
         }
-        if (result.status === 'missing') {
+        if (result === SESSION_MISSING) {
           slot()
           return null
         }

@@ -266,7 +266,8 @@ export function defineScripts (client: RedisClientLike): RedisClient {
     const methods = client as unknown as Record<string, unknown>
     for (const [name, definition] of Object.entries(SCRIPTS)) {
       const runner = new ScriptRunner(plain as EvalClient, lua(definition))
-      methods[name] = async (...args: Array<string | number>): Promise<unknown> => await runner.run(args)
+      // Not async: the runner's promise as it is, no second promise per call.
+      methods[name] = (...args: Array<string | number>): unknown => runner.run(args)
     }
     return scripted
   }
