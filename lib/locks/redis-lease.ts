@@ -15,6 +15,12 @@ import type { Renewal, RenewalClock, RenewalTarget } from './renewal.js'
 export class RedisLease extends Lease implements RenewalTarget {
   tracked = true
   readonly renewal: Renewal
+  /**
+   * What the store + lock fast path read under this lease, and which fast path read it (see
+   * `state/redis-fast-path.ts`): fields of the lease rather than a WeakMap entry per request.
+   */
+  read: unknown = undefined
+  readBy: object | null = null
 
   constructor (
     id: string,

@@ -10,6 +10,7 @@
  */
 import { LEASE_BUSY, NOT_ADOPTED, SESSION_MISSING, type LeaseAttempt, type RedisSessionLock } from '../locks/redis-lock.js'
 import type { LocalAcquireOptions, SessionLease } from '../locks/session-lock.js'
+import { RedisLease } from '../locks/redis-lease.js'
 import { sessionKey } from '../redis/keys.js'
 import type { McpScripts } from '../redis/scripts.js'
 import { decodeSession, saveArguments, type RedisSessionStore } from '../sessions/redis-store.js'
@@ -32,8 +33,6 @@ class PassedState {
 export class RedisFastPath {
   readonly #store: RedisSessionStore
   readonly #lock: RedisSessionLock
-  /** The raw reply read under each lease, for passing it on. */
-  readonly #read = new WeakMap<SessionLease, TakenReply>()
   /** One try at the lease (see acquireAndLoad), made once rather than a closure per request. */
   readonly #attempt: LeaseAttempt<TakenReply>
   /** Takes what a holder of this fast path passed on (see passOn). */
@@ -68,7 +67,10 @@ export class RedisFastPath {
       await taken.lease.release().catch(() => {})
       throw err
     }
-    this.#read.set(taken.lease, taken.value)
+    // The raw reply read under the lease, for passing it on (taken.lease is a RedisLease).
+    const lease = taken.lease as RedisLease
+    lease.read = taken.value
+    lease.readBy = this
     return { lease: taken.lease, record }
   }
 
@@ -78,10 +80,10 @@ export class RedisFastPath {
    * write goes through it). False when the lease cannot be passed on; release it then.
    */
   passOn (_id: string, lease: SessionLease): boolean {
-    const fields = this.#read.get(lease)
-    if (fields === undefined) return false
-    if (!this.#lock.passOn(lease, new PassedState(this, fields))) return false
-    this.#read.delete(lease)
+    if (!(lease instanceof RedisLease) || lease.readBy !== this) return false
+    if (!this.#lock.passOn(lease, new PassedState(this, lease.read as TakenReply))) return false
+    lease.readBy = null
+    lease.read = undefined
     return true
   }
 
