@@ -57,7 +57,10 @@ export class Lease implements SessionLease {
     this.#validity = valid
   }
 
-  /** Whether the lease was lost, or can no longer be ours by the clock (see {@link expiresBy}). */
+  /**
+   * Whether the lease was lost, or can no longer be ours by the clock (see {@link expiresBy}; a
+   * lock's own lease class may override it).
+   */
   get expired (): boolean {
     return this.#lost || (this.#validity !== null && !this.#validity())
   }
@@ -81,6 +84,14 @@ export class Lease implements SessionLease {
     fn?.()
   }
 
+  /**
+   * What releasing does: the lock's `onRelease`. A lock's own lease class may override it (the
+   * Redis lock: a method instead of a closure per lease).
+   */
+  protected runRelease (): Promise<void> | void {
+    return this.#onRelease()
+  }
+
   /** Whether neither the holder nor the lock has ended the lease yet. */
   get held (): boolean {
     return this.#state === 'held'
@@ -89,7 +100,7 @@ export class Lease implements SessionLease {
   async release (): Promise<void> {
     if (this.#state === 'revoked') return
     if (!this.claim()) throw notHeldError(this.id)
-    await this.#onRelease()
+    await this.runRelease()
   }
 
   /** @internal Whether {@link Lease.releaseNow} releases (the lock's release is synchronous). */
@@ -106,7 +117,7 @@ export class Lease implements SessionLease {
     if (this.#state === 'revoked') return
     if (!this.claim()) throw notHeldError(this.id)
     // A synchronous release may still fail (it then throws): the caller reports it like release().
-    void this.#onRelease()
+    void this.runRelease()
   }
 
   /**
@@ -129,6 +140,6 @@ export class Lease implements SessionLease {
     if (this.#state !== 'held') return
     this.#state = 'revoked'
     this.#markLost(reason)
-    try { await this.#onRelease() } catch {}
+    try { await this.runRelease() } catch {}
   }
 }

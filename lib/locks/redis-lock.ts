@@ -24,11 +24,12 @@ import { createLockClient, isRedisClient } from '../redis/client.js'
 import { DEFAULT_KEY_PREFIX, assertKeyPrefix, lockKey } from '../redis/keys.js'
 import { defineScripts, type RedisClient, type RedisClientLike, type RedisConnectionOptions } from '../redis/scripts.js'
 import {
-  SessionLockError, SessionLockErrorCodes, SessionLockTimeoutError, alreadyHeldError, backendError, closedError, notHeldError
+  SessionLockError, SessionLockTimeoutError, alreadyHeldError, backendError, closedError, notHeldError
 } from './errors.js'
 import { KeyedFifo, type FifoRelease } from './keyed-fifo.js'
 import { Lease } from './lease.js'
-import { RenewalClock, type Renewal } from './renewal.js'
+import { RedisLease } from './redis-lease.js'
+import { RenewalClock } from './renewal.js'
 import { signalOf, type AcquireOptions, type LocalAcquireOptions, type SessionLease, type SessionLock } from './session-lock.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
 import { roundTrip } from '../telemetry/index.js'
@@ -54,9 +55,21 @@ export interface RedisSessionLockOptions {
   prefix?: string
 }
 
-/** One try at the lease, given the token and the lock key (see {@link RedisSessionLock.acquireWith}). */
-export type LeaseAttempt<T> = (client: RedisClient, key: string, token: string) =>
-Promise<{ status: 'taken', value: T } | { status: 'busy' } | { status: 'missing' }>
+/** What a {@link LeaseAttempt} resolves when the lease is busy (someone else holds it). */
+export const LEASE_BUSY: unique symbol = Symbol('lease busy')
+/** What a {@link LeaseAttempt} resolves when the session does not exist (no lease taken). */
+export const SESSION_MISSING: unique symbol = Symbol('session missing')
+/** What an `adopt` of {@link RedisSessionLock.acquireWith} returns for a value it does not know. */
+export const NOT_ADOPTED: unique symbol = Symbol('not adopted')
+
+/**
+ * One try at the lease, given the token, the lock key and the session id (see
+ * {@link RedisSessionLock.acquireWith}): resolves the value read when the lease was taken, else
+ * {@link LEASE_BUSY} or {@link SESSION_MISSING}. (Markers rather than a result object: no object
+ * per try on the request path.)
+ */
+export type LeaseAttempt<T> = (client: RedisClient, key: string, token: string, id: string) =>
+Promise<T | typeof LEASE_BUSY | typeof SESSION_MISSING>
 
 /**
  * Leases passed on in a row inside one process before the lease goes back through Redis: the
@@ -79,20 +92,6 @@ interface Baton {
   /** What the passing holder hands over (the Redis store: the session as read under the lease). */
   readonly value: unknown
 }
-
-interface HeldState {
-  readonly lock: RedisSessionLock
-  readonly client: RedisClient
-  readonly key: string
-  readonly token: string
-  readonly slot: FifoRelease
-  /** Times this lease was passed on in a row before this holder got it. */
-  readonly passes: number
-  readonly renewal: Renewal
-}
-
-/** The state of every held Redis lease, for the release paths (the lease's own and the store's). */
-const held = new WeakMap<Lease, HeldState>()
 
 /**
  * Fresh 128-bit lease tokens, cut from a pooled random buffer: a randomBytes() call per
@@ -195,9 +194,9 @@ export class RedisSessionLock implements SessionLock {
   async acquire (id: string, options: LocalAcquireOptions = {}): Promise<SessionLease> {
     const taken = await this.acquireWith(id, options, async (client, key, token) => {
       roundTrip()
-      return await client.set(key, token, 'PX', this.ttl, 'NX') === 'OK' ? { status: 'taken', value: undefined } : { status: 'busy' }
+      return await client.set(key, token, 'PX', this.ttl, 'NX') === 'OK' ? undefined : LEASE_BUSY
     },
-    () => ({ value: undefined })) // a lease passed on is as good as a fresh one here
+    () => undefined) // a lease passed on is as good as a fresh one here
     return (taken as NonNullable<typeof taken>).lease
   }
 
@@ -236,12 +235,12 @@ export class RedisSessionLock implements SessionLock {
    * Waits for the lease like `acquire()`, taking it with `attempt` (one round trip). Resolves
    * null, holding nothing, when the attempt reports the session missing. When the previous holder
    * of this process passed the lease on ({@link passOn}), `adopt` turns what it handed over into
-   * the value, and no command is sent; `adopt` returning null (not a value it knows) sends the
+   * the value, and no command is sent; `adopt` returning {@link NOT_ADOPTED} sends the
    * lease's release and takes it afresh. For the store + lock fast path (`state/redis-fast-path.ts`).
    * @internal
    */
   async acquireWith<T> (id: string, options: LocalAcquireOptions, attempt: LeaseAttempt<T>,
-    adopt: (handed: unknown) => { value: T } | null = () => null): Promise<{ lease: Lease, value: T } | null> {
+    adopt: (handed: unknown) => T | typeof NOT_ADOPTED = () => NOT_ADOPTED): Promise<{ lease: Lease, value: T } | null> {
     if (this.#closing.signal.aborted) throw closedError()
     const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout)
     if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)
@@ -255,8 +254,8 @@ export class RedisSessionLock implements SessionLock {
       // close() released it already.
       if (this.#closing.signal.aborted) { slot(); throw closedError() }
       const adopted = adopt(baton.value)
-      if (adopted !== null) {
-        return { lease: this.#lease(id, baton.key, baton.token, slot, baton.confirmedAt, baton.passes), value: adopted.value }
+      if (adopted !== NOT_ADOPTED) {
+        return { lease: this.#lease(id, baton.key, baton.token, slot, baton.confirmedAt, baton.passes), value: adopted }
       }
       // Sent before our own attempt on the same connection: Redis runs the two in order.
       this.#client.mcpLockRelease(baton.key, baton.token).catch(() => {})
@@ -267,22 +266,22 @@ export class RedisSessionLock implements SessionLock {
         const sentAt = performance.now()
         let result: Awaited<ReturnType<LeaseAttempt<T>>>
         try {
-          result = await attempt(this.#client, key, token)
+          result = await attempt(this.#client, key, token, id)
         } catch (err) {
           // A command that timed out on our side may still have run on the server: free what we
           // may hold, or it would stay busy until its TTL.
           this.#client.mcpLockRelease(key, token).catch(() => {})
           throw backendError(id, err)
         }
-        if (result.status === 'taken') {
+        if (result !== LEASE_BUSY && result !== SESSION_MISSING) {
           if (this.#closing.signal.aborted) {
             // close() ran while we were taking it: nobody would release this lease.
             this.#client.mcpLockRelease(key, token).catch(() => {})
             throw closedError()
           }
-          return { lease: this.#lease(id, key, token, slot, sentAt), value: result.value }
+          return { lease: this.#lease(id, key, token, slot, sentAt), value: result }
         }
-        if (result.status === 'missing') {
+        if (result === SESSION_MISSING) {
           slot()
           return null
         }
@@ -297,34 +296,7 @@ export class RedisSessionLock implements SessionLock {
   }
 
   #lease (id: string, key: string, token: string, slot: FifoRelease, sentAt: number, passes = 0): Lease {
-    const lease: Lease = new Lease(id, async () => {
-      const state = this.#forget(lease)
-      roundTrip()
-      const released = this.#client.mcpLockRelease(key, token)
-      state.slot() // sent: the next waiter may follow at once (see releaseWith)
-      try {
-        await released
-      } catch (err) {
-        throw new SessionLockError(`Failed to release the lock of session ${id}; it expires in ${this.ttl} ms`, { cause: err })
-      }
-    }, { key, token })
-    const renewal = this.#renewals.start(sentAt, async () => await this.#client.mcpLockExtend(key, token, this.ttl), () => {
-      // Our token is gone from Redis (or may be): tell the holder; it still releases the lease.
-      lease.lose(new SessionLockError(`The lock of session ${id} was lost`, { code: SessionLockErrorCodes.LEASE_LOST }))
-    })
-    lease.expiresBy(() => performance.now() < renewal.confirmedAt + this.ttl)
-    held.set(lease, { lock: this, client: this.#client, key, token, slot, passes, renewal })
-    this.#leases.add(lease)
-    return lease
-  }
-
-  /** Stops tracking a lease (released by its holder, by close, or by the store's script). */
-  #forget (lease: Lease): HeldState {
-    const state = held.get(lease) as HeldState
-    state.renewal.stop()
-    held.delete(lease)
-    this.#leases.delete(lease)
-    return state
+    return new RedisLease(id, this, this.ttl, this.#client, key, token, slot, passes, this.#leases, this.#renewals, sentAt)
   }
 
   /**
@@ -338,17 +310,14 @@ export class RedisSessionLock implements SessionLock {
    * @internal
    */
   passOn (lease: SessionLease, value: unknown): boolean {
-    if (!(lease instanceof Lease)) return false
-    const state = held.get(lease)
-    if (state === undefined || state.lock !== this || lease.lost || !lease.held) return false
-    const lock = state.lock
-    if (lock.#closing.signal.aborted || state.passes >= MAX_PASS_ON || !lock.#fifo.hasWaiters(lease.id)) return false
+    if (!(lease instanceof RedisLease) || !lease.tracked || lease.lock !== this || lease.lost || !lease.held) return false
+    if (this.#closing.signal.aborted || lease.passes >= MAX_PASS_ON || !this.#fifo.hasWaiters(lease.id)) return false
     // Renewals confirm the lease every ttl/3; one overdue means Redis is slow or gone.
-    if (performance.now() - state.renewal.confirmedAt > lock.ttl / 2) return false
+    if (performance.now() - lease.renewal.confirmedAt > this.ttl / 2) return false
     lease.claim() // held, checked above
-    lock.#forget(lease)
-    lock.#batons.set(lease.id, { key: state.key, token: state.token, confirmedAt: state.renewal.confirmedAt, passes: state.passes + 1, value })
-    state.slot()
+    lease.forget()
+    this.#batons.set(lease.id, { key: lease.key, token: lease.token, confirmedAt: lease.renewal.confirmedAt, passes: lease.passes + 1, value })
+    lease.slot()
     return true
   }
 
@@ -361,14 +330,13 @@ export class RedisSessionLock implements SessionLock {
     lease: SessionLease,
     finish: (client: RedisClient, key: string, token: string) => Promise<T>
   ): Promise<T> {
-    const found = lease instanceof Lease ? held.get(lease) : undefined
-    const state = found?.lock === this ? found : undefined
+    const state = lease instanceof RedisLease && lease.tracked && lease.lock === this ? lease : undefined
     if (state === undefined) {
       if (lease instanceof Lease && !lease.held) throw notHeldError(lease.id)
       throw new TypeError('Not a lease of a RedisSessionLock')
     }
-    if (!(lease as Lease).claim()) throw notHeldError(lease.id)
-    state.lock.#forget(lease as Lease)
+    if (!state.claim()) throw notHeldError(lease.id)
+    state.forget()
     const finished = finish(state.client, state.key, state.token)
     // The release is on the wire: the local slot is freed now, not when its reply arrives. The
     // next waiter of this process for the session sends its acquire on the same connection, behind

@@ -11,6 +11,16 @@
  */
 import { performance } from 'node:perf_hooks'
 
+/**
+ * What a renewal renews (the Redis lock's lease itself: methods, not two closures per lease).
+ */
+export interface RenewalTarget {
+  /** Sends the renewal (compare-and-PEXPIRE); resolves 1 when the lease is still ours. */
+  extendLease (): Promise<number>
+  /** Called once when the lease is (or may be) no longer ours. */
+  leaseLost (): void
+}
+
 /** The renewal of one lease (see the module doc); made by {@link RenewalClock.start}. */
 export class Renewal {
   /** When the last command that confirmed the lease was sent (`performance.now()`). */
@@ -21,13 +31,11 @@ export class Renewal {
   inFlight = false
   stopped = false
   readonly clock: RenewalClock
-  readonly extend: () => Promise<number>
-  readonly onLost: () => void
+  readonly target: RenewalTarget
 
-  constructor (clock: RenewalClock, sentAt: number, extend: () => Promise<number>, onLost: () => void) {
+  constructor (clock: RenewalClock, sentAt: number, target: RenewalTarget) {
     this.clock = clock
-    this.extend = extend
-    this.onLost = onLost
+    this.target = target
     this.confirmedAt = sentAt
     this.renewAt = sentAt + clock.ttl / 3
   }
@@ -55,11 +63,10 @@ export class RenewalClock {
 
   /**
    * Starts renewing a lease confirmed by a command sent at `sentAt`.
-   * @param extend renews the lease in Redis: resolves 1 while it is ours, 0 once it is not.
-   * @param onLost called once when the lease is (or may be) lost.
+   * @param target renews the lease in Redis, and is told when it is (or may be) lost.
    */
-  start (sentAt: number, extend: () => Promise<number>, onLost: () => void): Renewal {
-    const renewal = new Renewal(this, sentAt, extend, onLost)
+  start (sentAt: number, target: RenewalTarget): Renewal {
+    const renewal = new Renewal(this, sentAt, target)
     this.#renewals.add(renewal)
     // A timer armed for an earlier moment will see this lease then; only a lease due sooner
     // (passed on after a while) moves it.
@@ -115,7 +122,7 @@ export class RenewalClock {
     renewal.inFlight = true
     let renewed: number
     try {
-      renewed = await renewal.extend()
+      renewed = await renewal.target.extendLease()
     } catch {
       renewal.inFlight = false
       if (renewal.stopped) return
@@ -138,6 +145,6 @@ export class RenewalClock {
 
   #lost (renewal: Renewal): void {
     renewal.stop()
-    renewal.onLost()
+    renewal.target.leaseLost()
   }
 }

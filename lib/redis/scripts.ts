@@ -10,6 +10,7 @@
  * record's own when it has one (state handles of a kind with another lifetime); every script that
  * refreshes the TTL prefers it to the store's.
  */
+import { LuaScript, ScriptRunner, type EvalClient } from './eval.js'
 /**
  * The Redis client an app hands to the plugin (store, lock, `redis` option): what the plugin calls
  * on it, as a structural type, so that a client of ioredis 5 or 6, standalone, Sentinel or
@@ -252,14 +253,37 @@ const SCRIPTS = {
 } as const
 
 /**
- * Registers the scripts on a client, once: a client that already has them (because another store
- * or lock shares it) is left as it is. Returns the same client, typed with its scripts.
+ * Adds the scripts to a client, once: a client that already has them (because another store or
+ * lock shares it) is left as it is. Returns the same client, typed with its scripts. A standalone
+ * client sends them as plain EVALSHA commands (`eval.ts`: no per-call wrapper); a Cluster, or a
+ * client without `evalsha`, through ioredis' `defineCommand`.
  */
 export function defineScripts (client: RedisClientLike): RedisClient {
   const scripted = client as RedisClient
   if (typeof scripted.mcpSaveAndRelease === 'function') return scripted
+  const plain = client as Partial<EvalClient> & RedisClientLike
+  if (!client.isCluster && typeof plain.evalsha === 'function' && typeof plain.eval === 'function') {
+    const methods = client as unknown as Record<string, unknown>
+    for (const [name, definition] of Object.entries(SCRIPTS)) {
+      const runner = new ScriptRunner(plain as EvalClient, lua(definition))
+      // Not async: the runner's promise as it is, no second promise per call.
+      methods[name] = (...args: Array<string | number>): unknown => runner.run(args)
+    }
+    return scripted
+  }
   for (const [name, definition] of Object.entries(SCRIPTS)) {
     client.defineCommand(name, definition)
   }
   return scripted
+}
+
+/** One LuaScript per script text, shared by every client. */
+const compiled = new Map<string, LuaScript>()
+function lua (definition: { lua: string, numberOfKeys: number }): LuaScript {
+  let script = compiled.get(definition.lua)
+  if (script === undefined) {
+    script = new LuaScript(definition.lua, definition.numberOfKeys)
+    compiled.set(definition.lua, script)
+  }
+  return script
 }

@@ -113,11 +113,15 @@ function checkKey (key: string): string {
 
 /**
  * A load script's reply (`SessionReply`: version, number of data fields, the data as one JSON
- * object's text) → the record. The count guards the one parse: a stored value that is not JSON
+ * object's text, from index `at` of `reply`: the take-lock+read script's reply has its status
+ * first, decoded in place rather than copied) → the record. The count guards the one parse: a stored value that is not JSON
  * text fails it, or (spliced into the neighbouring fields) changes the number of keys.
  * @throws {SessionDataError} when the data cannot be decoded.
  */
-export function decodeSession (id: string, [version, fields, document]: SessionReply): SessionRecord {
+export function decodeSession (id: string, reply: SessionReply | readonly unknown[], at = 0): SessionRecord {
+  const version = reply[at] as number
+  const fields = reply[at + 1] as number
+  const document = reply[at + 2] as string
   let data: Record<string, JsonValue> | undefined
   try {
     // JSON.parse defines own properties: a key named "__proto__" stays a plain key.

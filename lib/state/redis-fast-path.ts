@@ -8,13 +8,17 @@
  * lock's fail-fast client, through the lock's lease machinery (FIFO, token, renewal, pass-on). It
  * has the shape of `LockedAccess` (`locked-access.ts`), which picks it.
  */
-import type { RedisSessionLock } from '../locks/redis-lock.js'
+import { LEASE_BUSY, NOT_ADOPTED, SESSION_MISSING, type LeaseAttempt, type RedisSessionLock } from '../locks/redis-lock.js'
 import type { LocalAcquireOptions, SessionLease } from '../locks/session-lock.js'
+import { RedisLease } from '../locks/redis-lease.js'
 import { sessionKey } from '../redis/keys.js'
-import type { SessionReply } from '../redis/scripts.js'
+import type { McpScripts } from '../redis/scripts.js'
 import { decodeSession, saveArguments, type RedisSessionStore } from '../sessions/redis-store.js'
 import type { LockedSession, SaveGuard, SaveResult, SessionChanges } from '../sessions/session-store.js'
 import { roundTrip } from '../telemetry/index.js'
+
+/** The take-lock+read script's reply when it took the lease: 1, then a `SessionReply`. */
+type TakenReply = Extract<Awaited<ReturnType<McpScripts['mcpAcquireAndLoad']>>, [1, ...unknown[]]>
 
 /**
  * What a pass-on hands to the next holder: the state as read (the script's raw reply), and who
@@ -22,20 +26,29 @@ import { roundTrip } from '../telemetry/index.js'
  * reaches the next.
  */
 class PassedState {
-  constructor (readonly by: RedisFastPath, readonly reply: SessionReply) {}
+  constructor (readonly by: RedisFastPath, readonly reply: TakenReply) {}
 }
 
 /** Store + lock in one backend call each (see the module doc). */
 export class RedisFastPath {
   readonly #store: RedisSessionStore
   readonly #lock: RedisSessionLock
-  /** The raw reply read under each lease, for passing it on. */
-  readonly #read = new WeakMap<SessionLease, SessionReply>()
+  /** One try at the lease (see acquireAndLoad), made once rather than a closure per request. */
+  readonly #attempt: LeaseAttempt<TakenReply>
+  /** Takes what a holder of this fast path passed on (see passOn). */
+  readonly #adopt: (handed: unknown) => TakenReply | typeof NOT_ADOPTED
 
   /** Both must use the same Redis server and database (nothing can check it). */
   constructor (store: RedisSessionStore, lock: RedisSessionLock) {
     this.#store = store
     this.#lock = lock
+    this.#attempt = async (client, key, token, id) => {
+      roundTrip()
+      const reply = await client.mcpAcquireAndLoad(key, sessionKey(store.prefix, id), token, lock.ttl, store.ttl)
+      if (reply[0] === 1) return reply
+      return reply[0] === 2 ? SESSION_MISSING : LEASE_BUSY
+    }
+    this.#adopt = (handed) => handed instanceof PassedState && handed.by === this ? handed.reply : NOT_ADOPTED
   }
 
   /**
@@ -45,24 +58,19 @@ export class RedisFastPath {
    * decoded releases the lease and rejects.
    */
   async acquireAndLoad (id: string, options: LocalAcquireOptions = {}): Promise<LockedSession | null> {
-    const store = this.#store
-    const lock = this.#lock
-    const hash = sessionKey(store.prefix, id)
-    const taken = await lock.acquireWith<SessionReply>(id, options, async (client, key, token) => {
-      roundTrip()
-      const reply = await client.mcpAcquireAndLoad(key, hash, token, lock.ttl, store.ttl)
-      if (reply[0] === 1) return { status: 'taken', value: [reply[1], reply[2], reply[3]] }
-      return reply[0] === 2 ? { status: 'missing' } : { status: 'busy' }
-    }, (handed) => handed instanceof PassedState && handed.by === this ? { value: handed.reply } : null)
+    const taken = await this.#lock.acquireWith(id, options, this.#attempt, this.#adopt)
     if (taken === null) return null
     let record
     try {
-      record = decodeSession(id, taken.value)
+      record = decodeSession(id, taken.value, 1)
     } catch (err) {
       await taken.lease.release().catch(() => {})
       throw err
     }
-    this.#read.set(taken.lease, taken.value)
+    // The raw reply read under the lease, for passing it on (taken.lease is a RedisLease).
+    const lease = taken.lease as RedisLease
+    lease.read = taken.value
+    lease.readBy = this
     return { lease: taken.lease, record }
   }
 
@@ -72,10 +80,10 @@ export class RedisFastPath {
    * write goes through it). False when the lease cannot be passed on; release it then.
    */
   passOn (_id: string, lease: SessionLease): boolean {
-    const fields = this.#read.get(lease)
-    if (fields === undefined) return false
-    if (!this.#lock.passOn(lease, new PassedState(this, fields))) return false
-    this.#read.delete(lease)
+    if (!(lease instanceof RedisLease) || lease.readBy !== this) return false
+    if (!this.#lock.passOn(lease, new PassedState(this, lease.read as TakenReply))) return false
+    lease.readBy = null
+    lease.read = undefined
     return true
   }
 

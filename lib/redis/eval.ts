@@ -1,0 +1,68 @@
+/**
+ * Running the plugin's Lua scripts on a standalone (or Sentinel) ioredis client as plain EVALSHA /
+ * EVAL commands, without ioredis' `defineCommand` wrapper.
+ *
+ * Why: ioredis' Script builds, per call, a subclass Command whose `toWritable` makes a new reject
+ * closure and looks the socket up in a WeakSet, an `args.unshift`, a `[sha, ...args]` copy and a
+ * `.catch` promise for its NOSCRIPT retry. On the lock's request path (two scripts per request)
+ * that was a tenth of the Redis path's CPU and allocation. Here a call is one `evalsha` command.
+ *
+ * Same commands on the wire as the wrapper: the first call of a script on a connection is EVAL
+ * (which loads it), every later one EVALSHA; an EVALSHA answered NOSCRIPT (SCRIPT FLUSH, a server
+ * restarted behind the same socket) is sent again as EVAL. Which connection a script is loaded on
+ * is remembered per client and script as the socket (`client.stream`, replaced by ioredis on every
+ * reconnection) of the last EVAL that succeeded. A Cluster has no single socket: it keeps ioredis'
+ * wrapper (see `defineScripts`).
+ */
+import { createHash } from 'node:crypto'
+
+/** What {@link ScriptRunner} needs of an ioredis standalone client. */
+export interface EvalClient {
+  /** The current connection's socket (a new one on every reconnection). */
+  readonly stream?: object
+  evalsha: (sha: string, numberOfKeys: number, ...args: Array<string | number>) => Promise<unknown>
+  eval: (lua: string, numberOfKeys: number, ...args: Array<string | number>) => Promise<unknown>
+}
+
+/** A Lua script and what sending it needs: its SHA-1 and the number of its KEYS. */
+export class LuaScript {
+  readonly sha: string
+  constructor (readonly lua: string, readonly numberOfKeys: number) {
+    this.sha = createHash('sha1').update(lua).digest('hex')
+  }
+}
+
+function isNoScript (err: unknown): boolean {
+  return err instanceof Error && err.message.includes('NOSCRIPT')
+}
+
+/** Sends one script on one client (see the module doc); one per client and script. */
+export class ScriptRunner {
+  /** The socket the script is known to be loaded on (undefined: none yet). */
+  #loadedOn: object | undefined = undefined
+
+  constructor (readonly client: EvalClient, readonly script: LuaScript) {}
+
+  /** Runs the script with its KEYS then ARGV in `args`; resolves the script's reply. */
+  async run (args: Array<string | number>): Promise<unknown> {
+    const client = this.client
+    const stream = client.stream
+    if (stream === undefined || stream !== this.#loadedOn) return await this.#eval(args)
+    try {
+      return await client.evalsha(this.script.sha, this.script.numberOfKeys, ...args)
+    } catch (err) {
+      if (!isNoScript(err)) throw err
+      if (this.#loadedOn === stream) this.#loadedOn = undefined
+      return await this.#eval(args)
+    }
+  }
+
+  async #eval (args: Array<string | number>): Promise<unknown> {
+    const client = this.client
+    const stream = client.stream
+    const reply = await client.eval(this.script.lua, this.script.numberOfKeys, ...args)
+    // Loaded on the socket the command went out on, if the client still uses it.
+    if (stream !== undefined && client.stream === stream) this.#loadedOn = stream
+    return reply
+  }
+}
