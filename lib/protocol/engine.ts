@@ -71,7 +71,8 @@ function knownNames (registry: Registry): KnownNames {
 /**
  * An ended session leaves nothing behind, however it ended: a store that reports what it removed
  * on its own is listened to (`stopExpiry` stops that); for one that does not, what the plugin's gc
- * runs remove. `maybeGc` is a new session's or handle's chance to run the store's gc.
+ * runs remove. `maybeGc` is the chance to run the store's gc (`gcProbability / gcDivisor`) that
+ * each handshake-era POST on a session and each handle minted takes (README, "GC").
  */
 function sessionEnds (d: EngineDeps, hub: Hub): { stopExpiry: (() => void) | null, maybeGc: (log: FastifyBaseLogger) => void } {
   const gc = new GcPolicy({ gcProbability: d.opts.gcProbability, gcDivisor: d.opts.gcDivisor })
@@ -162,7 +163,8 @@ export class McpEngine {
     const ends = sessionEnds(d, this.hub)
     this.#stopExpiry = ends.stopExpiry
     const maybeGc = ends.maybeGc
-    // New sessions and new handles both may trigger the store's GC (a stateless wire mints only handles).
+    // Each POST on a handshake-era session and each new handle may trigger the store's GC (the
+    // stateless wire has no session: only its handles do).
     const handles = this.#handleCalls = new HandleCalls(this.handles, { anonymous: opts.authenticate === undefined, minted: () => { maybeGc(logger) } })
     this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, telemetry: this.#telemetry })
     this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
