@@ -16,8 +16,11 @@ export async function commandsSent<T> (redis: Redis, fn: () => Promise<T>): Prom
     await sleep(100) // MONITOR starts reporting a little after it is on
     const value = await fn()
     await sleep(100)
-    return { value, commands }
+    // A copy: the monitor connection closes after this returns, and a command of the caller's
+    // sent meanwhile may still be reported on it (a later `redis.exists(...)` was seen here).
+    return { value, commands: [...commands] }
   } finally {
+    monitor.removeAllListeners('monitor')
     monitor.disconnect()
   }
 }
