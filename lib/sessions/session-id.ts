@@ -12,6 +12,10 @@ import { FILE_SAFE_ID_PATTERN, isFileSafeId } from '../locks/file-safe-id.js'
  */
 export const SESSION_ID_PATTERN = /^[\x21-\x7E]{1,256}$/
 
+/** The pattern's length cap and the complement of its class, for {@link isValidSessionId}. */
+const MAX_SESSION_ID_LENGTH = 256
+const NOT_SESSION_ID_CHAR = /[^\x21-\x7E]/
+
 /** What the file store and file lock accept before an id touches a path: `^[A-Za-z0-9_-]{16,128}$`. */
 export const FILE_SAFE_SESSION_ID_PATTERN = FILE_SAFE_ID_PATTERN
 
@@ -23,9 +27,6 @@ export function generateSessionId (): string {
   return randomBytes(ID_BYTES).toString('base64url')
 }
 
-/** A character no session id may hold (the complement of {@link SESSION_ID_PATTERN}'s class). */
-const NOT_SESSION_ID_CHAR = /[^\x21-\x7E]/
-
 /**
  * Whether `id` is a well-formed session id (visible ASCII, at most 256 characters): what
  * {@link SESSION_ID_PATTERN} matches. The length is compared and a character outside the class
@@ -34,7 +35,7 @@ const NOT_SESSION_ID_CHAR = /[^\x21-\x7E]/
  * as the pattern).
  */
 export function isValidSessionId (id: unknown): id is string {
-  return typeof id === 'string' && id.length !== 0 && id.length <= 256 && !NOT_SESSION_ID_CHAR.test(id)
+  return typeof id === 'string' && id.length !== 0 && id.length <= MAX_SESSION_ID_LENGTH && !NOT_SESSION_ID_CHAR.test(id)
 }
 
 /** Whether `id` may be used in a file name (`^[A-Za-z0-9_-]{16,128}$`). */

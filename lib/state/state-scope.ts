@@ -59,7 +59,8 @@ export class StateBackend {
     }
     const lease = now.lock.acquireNow(id, options)
     if (lease === null) return undefined
-    // Taken before the read, as open() does (for an unknown id too: nothing shows, it is released at once).
+    // Taken before the read. open() asks exists() first so that an unknown id makes no lock key or
+    // file in a backend; the memory lock keeps nothing once released, so an unknown id is released at once.
     let record
     try {
       record = now.store.loadNow(id)
