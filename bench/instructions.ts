@@ -15,10 +15,15 @@
  * window's dump for `callgrind_annotate`. `--request handle` is `basket_add` on one state handle
  * (the 2026 wire's locked path; use it with a Redis store and lock).
  *
+ * `--connections N` keeps N requests in flight on N connections (warm-up and window alike), as the
+ * bench's c=50 rows do: what only concurrency costs (more live sessions, timers, GC of objects that
+ * survive while others run) shows up per request. `--request session` then opens a session per
+ * connection unless `--sessions one` (all connections on one session, the bench's "one session").
+ *
  * The server (bench/servers/ours.ts, compiled as `npm run bench` does) runs under
- * `valgrind --tool=callgrind`; after a warm-up of sequential requests the
- * counters are zeroed, `--requests` more are sent one at a time, and the dump's total is divided by
- * them (`instructionsPerRequest`: every thread; `mainThreadPerRequest`: the thread that runs the
+ * `valgrind --tool=callgrind`; after a warm-up of `--warmup` requests the
+ * counters are zeroed, `--requests` more are sent (one at a time, or `--connections` at a time),
+ * and the dump's total is divided by them (`instructionsPerRequest`: every thread; `mainThreadPerRequest`: the thread that runs the
  * JavaScript, steadier from run to run). A Redis config gets a private redis-server. `--keep`
  * copies the main thread's dump.
  */
@@ -39,7 +44,9 @@ const { values: args } = parseArgs({
     request: { type: 'string', default: 'session' },
     before: { type: 'string' },
     server: { type: 'string', default: 'ours' },
-    keep: { type: 'string' }
+    keep: { type: 'string' },
+    connections: { type: 'string', default: '1' },
+    sessions: { type: 'string', default: 'many' }
   }
 })
 
@@ -47,11 +54,14 @@ const requests = Number(args.requests)
 const warmup = Number(args.warmup)
 const config = JSON.parse(args.config) as Record<string, unknown>
 const SSE_STEPS = 10
+const connections = Number(args.connections)
+if (!Number.isInteger(connections) || connections < 1) throw new Error('--connections is a positive integer')
+if (args.sessions !== 'one' && args.sessions !== 'many') throw new Error('--sessions is one or many')
 if (args.server !== 'ours' && args.server !== 'bare') throw new Error('--server is ours or bare')
 if (args.server === 'bare' && args.request === 'handle') throw new Error('--server bare serves --request sse, modern or session')
 
-/** The request, the path it goes to, and what its answer must be. */
-async function requestOf (url: string): Promise<{ spec: RequestSpec, path: string, want: Parameters<typeof expectToolResult>[2] }> {
+/** The request, the path it goes to, and what its answer must be (`index`: which connection sends it). */
+async function requestOf (url: string, index: number): Promise<{ spec: RequestSpec, path: string, want: Parameters<typeof expectToolResult>[2] }> {
   if (args.request === 'sse') {
     const spec = modernCall('progress', { steps: SSE_STEPS }, { progressToken: 'p1' })
     return { spec, path: args.server === 'bare' ? '/sse' : '/mcp', want: { text: `counted to ${SSE_STEPS}`, sse: true, progress: SSE_STEPS } }
@@ -65,10 +75,26 @@ async function requestOf (url: string): Promise<{ spec: RequestSpec, path: strin
   }
   if (args.request === 'session') {
     // The bare route answers the same fixed result to any body: the session id is only sent along.
-    const sid = args.server === 'bare' ? 'bench-bare-session-0123456789abcdef' : await openSession(url)
+    const sid = args.server === 'bare'
+      ? 'bench-bare-session-0123456789abcdef'
+      : index > 0 && args.sessions === 'one' ? firstSession as string : await openSession(url)
+    firstSession ??= sid
     return { spec: legacyCall('echo', { text: ECHO_TEXT }, sid), path: '/mcp', want: { text: ECHO_TEXT } }
   }
   throw new Error('--request is session, modern, sse or handle')
+}
+
+let firstSession: string | undefined
+
+/** Sends `count` requests, `connections` at a time (each connection its own request, one after another). */
+async function send (count: number, specs: Array<{ spec: RequestSpec, url: string, want: Parameters<typeof expectToolResult>[2] }>): Promise<void> {
+  let next = 0
+  await Promise.all(specs.map(async ({ spec, url, want }) => {
+    while (next < count) {
+      next++
+      expectToolResult('server', await post(url, spec), want)
+    }
+  }))
 }
 
 async function main (): Promise<void> {
@@ -91,15 +117,18 @@ async function main (): Promise<void> {
       child.on('message', (m: { type?: string, port?: number }) => { if (m.type === 'ready') resolve(m.port as number) })
       child.once('exit', (code) => reject(new Error(`server exited ${String(code)}`)))
     })
-    const { spec, path, want } = await requestOf(`http://127.0.0.1:${port}/mcp`)
-    const url = `http://127.0.0.1:${port}${path}`
-    for (let i = 0; i < warmup; i++) expectToolResult('server', await post(url, spec), want)
+    const specs = []
+    for (let i = 0; i < connections; i++) {
+      const { spec, path, want } = await requestOf(`http://127.0.0.1:${port}/mcp`, i)
+      specs.push({ spec, want, url: `http://127.0.0.1:${port}${path}` })
+    }
+    await send(warmup, specs)
     const control = (flag: string): void => {
       const r = spawnSync('callgrind_control', [flag, String(child.pid)], { encoding: 'utf8' })
       if (r.status !== 0) throw new Error(`callgrind_control ${flag}: ${r.stderr}`)
     }
     control('--zero')
-    for (let i = 0; i < requests; i++) expectToolResult('server', await post(url, spec), want)
+    await send(requests, specs)
     control('--dump=window')
     child.kill('SIGKILL')
     // One dump per thread (`cg.<pid>.<part>-<thread>`): the window's are those triggered by it.
@@ -120,7 +149,7 @@ async function main (): Promise<void> {
       }
     }
     console.log(JSON.stringify({
-      config: args.config, server: args.server, before: args.before ?? null, request: args.request, requests,
+      config: args.config, server: args.server, before: args.before ?? null, request: args.request, requests, connections, sessions: args.sessions,
       instructionsPerRequest: Math.round(total / requests),
       mainThreadPerRequest: Math.round(main / requests)
     }))
