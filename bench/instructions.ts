@@ -15,9 +15,9 @@
  * window's dump for `callgrind_annotate`. `--request handle` is `basket_add` on one state handle
  * (the 2026 wire's locked path; use it with a Redis store and lock).
  *
- * `--connections N` keeps N requests in flight on N connections (warm-up and window alike), as the
- * bench's c=50 rows do: what only concurrency costs (more live sessions, timers, GC of objects that
- * survive while others run) shows up per request. `--request session` then opens a session per
+ * `--connections N` keeps N requests in flight at once (warm-up and window alike; fetch's pool
+ * opens a connection for each), as the bench's c=50 rows do: what only concurrency costs (more
+ * live sessions, timers, GC of objects that survive while others run) shows up per request. `--request session` then opens a session per
  * connection unless `--sessions one` (all connections on one session, the bench's "one session").
  *
  * The server (bench/servers/ours.ts, compiled as `npm run bench` does) runs under
