@@ -13,6 +13,7 @@
  * request makes its entry (and the session's record when it is the first), nothing else; a cancel,
  * which is rare, walks the session's requests (at most `maxStreamsPerSession`).
  */
+import { LinkedList, type Linked } from '../linked-list.js'
 import type { BusMessage } from './bus.js'
 import type { SessionJob, SessionTopics } from './session-topics.js'
 
@@ -28,17 +29,14 @@ export interface Tracking {
 /** Milliseconds a request runs (10–20) before this process subscribes to its session's channel. */
 const SUBSCRIBE_AFTER = 10
 
-/** The requests of one session in flight here, oldest first. */
-class SessionRequests {
+/** The requests of one session in flight here, oldest first (`size`: all ids together). */
+class SessionRequests extends LinkedList<Entry> {
   readonly sid: string
-  /** Requests in flight, all ids together. */
-  count = 0
-  head: Entry | null = null
-  tail: Entry | null = null
   /** Called when an entry leaves (the owner forgets an empty session and releases the topic). */
   readonly left: (session: SessionRequests) => void
 
   constructor (sid: string, left: (session: SessionRequests) => void) {
+    super()
     this.sid = sid
     this.left = left
   }
@@ -52,7 +50,7 @@ class SessionRequests {
 }
 
 /** One `track()`: its own object, so that tracking the same request twice counts twice. */
-class Entry implements Tracking {
+class Entry implements Tracking, Linked<Entry> {
   readonly request: Abortable
   /** `String(id)`: several requests may share an id. */
   readonly key: string
@@ -67,24 +65,14 @@ class Entry implements Tracking {
     this.#session = session
     this.key = key
     this.request = request
-    this.prev = session.tail
-    if (session.tail === null) session.head = this
-    else session.tail.next = this
-    session.tail = this
-    session.count++
+    session.push(this)
   }
 
   untrack (): void {
     const session = this.#session
     if (session === null) return
     this.#session = null
-    if (this.prev === null) session.head = this.next
-    else this.prev.next = this.next
-    if (this.next === null) session.tail = this.prev
-    else this.next.prev = this.prev
-    this.prev = null
-    this.next = null
-    session.count--
+    session.remove(this)
     session.left(session)
   }
 }
@@ -98,7 +86,7 @@ export class InflightRequests implements SessionJob {
   #sweeper: NodeJS.Timeout | null = null
   /** Made once: every session's record calls it when one of its requests stops being tracked. */
   readonly #left = (session: SessionRequests): void => {
-    if (session.count === 0 && this.#bySession.get(session.sid) === session) this.#bySession.delete(session.sid)
+    if (session.size === 0 && this.#bySession.get(session.sid) === session) this.#bySession.delete(session.sid)
     this.#topics.release(session.sid)
   }
 
@@ -110,10 +98,10 @@ export class InflightRequests implements SessionJob {
   /** @internal Sessions with a record here: none is kept once its requests end (tests check this bound). */
   get sessions (): number { return this.#bySession.size }
 
-  holds (sid: string): boolean { return (this.#bySession.get(sid)?.count ?? 0) > 0 }
+  holds (sid: string): boolean { return (this.#bySession.get(sid)?.size ?? 0) > 0 }
 
   /** Requests of the session in flight here, each counted (also those sharing an id). */
-  count (sid: string): number { return this.#bySession.get(sid)?.count ?? 0 }
+  count (sid: string): number { return this.#bySession.get(sid)?.size ?? 0 }
 
   /**
    * Registers a running request so a `notifications/cancelled` can abort it; returns its
