@@ -1,16 +1,13 @@
 /**
  * The ioredis clients the plugin makes: how a client that must fail fast is configured (and
  * reports its connection errors instead of letting ioredis print them), and how any client is
- * told apart from connection options.
- *
- * ioredis is an optional peer dependency: an app that does not use Redis need not install it. It
- * is loaded here, on the first client the plugin makes from a URL or options (a client the app
- * passes in is used as it is, whichever ioredis version made it); nothing else in the plugin
- * loads it.
+ * told apart from connection options. The app's ioredis is loaded (`ioredis-module.ts`) on the
+ * first client the plugin makes from a URL or options; a client the app passes in is used as it
+ * is, whichever ioredis version made it.
  */
-import { createRequire } from 'node:module'
 import type { RedisOptions } from 'ioredis'
 import { coalesceWrites } from './coalesce.js'
+import { loadIoredis } from './ioredis-module.js'
 import type { RedisClientLike, RedisConnectionOptions } from './scripts.js'
 
 /**
@@ -28,42 +25,12 @@ export const LOCK_CLIENT_OPTIONS = {
   retryStrategy: (times: number): number => Math.min(50 * times, 1000)
 } as const satisfies RedisOptions
 
-/** The part of the ioredis module the plugin uses. */
-interface IoredisModule {
-  Redis: new (...args: unknown[]) => RedisClientLike
-}
-
-let ioredis: IoredisModule | undefined
-
-/**
- * The app's ioredis (5 or 6), loaded once, on first use.
- * @throws {Error} naming the package when it is not installed.
- */
-export function loadIoredis (): IoredisModule {
-  if (ioredis !== undefined) return ioredis
-  try {
-    // CommonJS in both major versions, resolved from the app (a peer dependency). Early 5.x
-    // releases export the class itself (and as `default`), later ones also as `Redis`.
-    type Loaded = IoredisModule['Redis'] & { Redis?: IoredisModule['Redis'], default?: IoredisModule['Redis'] }
-    const loaded = createRequire(import.meta.url)('ioredis') as Loaded
-    ioredis = { Redis: loaded.Redis ?? loaded.default ?? loaded }
-  } catch (err) {
-    const notInstalled = (err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' &&
-      (err as Error).message.startsWith("Cannot find module 'ioredis'")
-    throw new Error(notInstalled
-      ? 'fastify-mcp-http: a Redis URL or Redis options need the "ioredis" package (version 5 or 6), which is not installed. ' +
-        'Install it (npm install ioredis), or pass a client you made yourself.'
-      : `fastify-mcp-http: the "ioredis" package failed to load: ${(err as Error).message}`, { cause: err })
-  }
-  return ioredis
-}
-
 /** Creates a client of the app's ioredis from a URL or options, with `overrides` applied over them. */
 function newRedisClient (connection: string | RedisConnectionOptions = {}, overrides: Record<string, unknown> = {}): RedisClientLike {
   const { Redis } = loadIoredis()
-  return typeof connection === 'string'
+  return (typeof connection === 'string'
     ? new Redis(connection, { ...overrides })
-    : new Redis({ ...connection, ...overrides })
+    : new Redis({ ...connection, ...overrides })) as RedisClientLike
 }
 
 /**

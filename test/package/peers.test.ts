@@ -16,6 +16,7 @@
  *   current  ioredis 6, @sinclair/typebox 0.34, zod 4 (the repo's three), typebox 1.4.3 (the
  *            `typebox` package), arktype 2.2.10
  *   zod-4.1  zod 4.1.13 (no JSON Schema converter: refused at definition time)
+ *   ioredis-5 ioredis 5.11.1 alone (the plugin loads it: its scripts go out as ioredis 5 Commands)
  *   noredis  no ioredis at all
  * The packages come from the npm cache (or the registry, the first time).
  */
@@ -172,9 +173,20 @@ for (const [name, peers, options, nested] of [
       t.same(redis.results, [{ status: 200, ids: true, text: '1' }, { status: 200, ids: true, text: '2' }],
         'two calls on one session: stored, locked, streamed through the event log')
       t.ok(redis.keys > 0, 'the session is in Redis')
+      // (With a second ioredis under the plugin, the app's client of the other copy keeps evalsha().)
+      if (Object.keys(nested).length === 0) t.equal(redis.evalshaCalls, 0, 'scripts sent as Commands of the app\'s ioredis, never through evalsha()')
     })
   })
 }
+
+await t.test(`ioredis ${VERSIONS['ioredis-5'].split('@')[1]} alone: the plugin loads it, and sends its scripts as its Commands`, async t => {
+  const dir = await project('ioredis-5', { ioredis: 'ioredis-5' }, { 'redis-run.mjs': REDIS_RUN })
+  const server = await startRedisServer(t)
+  const redis = await runScript(dir, 'redis-run.mjs', [server.url])
+  t.equal(redis.ioredis, VERSIONS['ioredis-5'].split('@')[1])
+  t.same(redis.results, [{ status: 200, ids: true, text: '1' }, { status: 200, ids: true, text: '2' }], 'two calls on one session')
+  t.equal(redis.evalshaCalls, 0, 'never through evalsha()')
+})
 
 await t.test(`zod ${VERSIONS['zod-4.1'].split('@')[1]}: no JSON Schema converter, refused at definition time`, async t => {
   const dir = await project('zod-4.1', { zod: 'zod-4.1', ioredis: 'ioredis-6' }, {

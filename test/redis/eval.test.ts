@@ -63,3 +63,66 @@ t.test('a new connection (reconnect) starts with EVAL again; script errors other
   t.match(failed.value, { message: /WRONGTYPE/ }, 'the script\'s error rejects the call')
   t.same(failed.commands, ['evalsha'], 'sent once')
 })
+
+/** The commands `fn` made `admin`'s server run (script bodies aside), each with its arguments. */
+async function argsSent (fn: () => Promise<unknown>): Promise<string[][]> {
+  const monitor = await admin.monitor()
+  const seen: string[][] = []
+  monitor.on('monitor', (_time: string, args: string[], source: string) => { if (source !== 'lua') seen.push(args.map(String)) })
+  try {
+    await new Promise(resolve => setTimeout(resolve, 100))
+    await fn()
+    await new Promise(resolve => setTimeout(resolve, 100))
+    return [...seen]
+  } finally {
+    monitor.disconnect()
+  }
+}
+
+/** Counts the calls of the client's own `evalsha()` (the runner's fallback). */
+function countEvalsha (client: Redis): { calls: number } {
+  const counter = { calls: 0 }
+  const own = client.evalsha.bind(client) as (...args: unknown[]) => Promise<unknown>
+  ;(client as unknown as { evalsha: (...args: unknown[]) => Promise<unknown> }).evalsha = async (...args) => { counter.calls++; return await own(...args) }
+  return counter
+}
+
+t.test('EVALSHA goes out as the client\'s own Command, without evalsha() (and its per-argument flat), with the same arguments on the wire', async t => {
+  const client = new Redis(server.url)
+  t.teardown(() => client.disconnect())
+  const scripts = defineScripts(client as unknown as RedisClientLike)
+  await admin.set('direct', 'tok')
+  t.equal(await scripts.mcpLockExtend('direct', 'tok', 5000), 1, 'EVAL first (loads the script)')
+  const counter = countEvalsha(client)
+  const sent = await argsSent(async () => { t.equal(await scripts.mcpLockExtend('direct', 'tok', 7000), 1) })
+  t.equal(counter.calls, 0, 'evalsha() not called')
+  t.equal(sent.length, 1)
+  const [name, sha, ...rest] = sent[0]
+  t.equal(name.toLowerCase(), 'evalsha')
+  t.match(sha, /^[0-9a-f]{40}$/)
+  t.same(rest, ['1', 'direct', 'tok', '7000'], 'numbers stringified as ioredis does')
+  // What evalsha() itself sends for the same call.
+  const own = await argsSent(async () => { await client.evalsha(sha, 1, 'direct', 'tok', 7000) })
+  t.same(own, sent, 'the same command as evalsha() sends')
+  t.ok(await admin.pttl('direct') > 5000, 'and it ran')
+  // A rejection (WRONGTYPE inside the script) reaches the caller.
+  await admin.hset('direct-hash', 'f', 'v')
+  await scripts.mcpLockRelease('direct-hash', 'tok').catch(() => {}) // EVAL on first use
+  await t.rejects(scripts.mcpLockRelease('direct-hash', 'tok'), /WRONGTYPE/)
+})
+
+t.test('a client whose evalsha() builds another command keeps evalsha(): keyPrefix, showFriendlyErrorStack, enableAutoPipelining', async t => {
+  for (const options of [{ keyPrefix: 'pre:' }, { showFriendlyErrorStack: true }, { enableAutoPipelining: true }]) {
+    const client = new Redis(server.url, options)
+    t.teardown(() => client.disconnect())
+    const scripts = defineScripts(client as unknown as RedisClientLike)
+    const key = `fallback-${Object.keys(options)[0]}`
+    const stored = 'keyPrefix' in options ? `pre:${key}` : key
+    await admin.set(stored, 'tok')
+    await scripts.mcpLockExtend(key, 'tok', 5000) // EVAL first
+    const counter = countEvalsha(client)
+    t.equal(await scripts.mcpLockExtend(key, 'tok', 9000), 1, `${JSON.stringify(options)}: the key the client means (${stored})`)
+    t.equal(counter.calls, 1, `${JSON.stringify(options)}: through evalsha()`)
+    t.ok(await admin.pttl(stored) > 5000)
+  }
+})
