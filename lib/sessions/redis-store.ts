@@ -13,7 +13,7 @@
  * trips per locked request instead of four.
  */
 import { DEFAULT_KEY_PREFIX, RESERVED_FIELD_PREFIX, assertKeyPrefix, lockKey, sessionKey } from '../redis/keys.js'
-import { defineScripts, type RedisClient, type RedisClientLike, type SessionReply } from '../redis/scripts.js'
+import { defineScripts, type RedisClient, type RedisClientLike } from '../redis/scripts.js'
 import { roundTrip } from '../telemetry/index.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
 import {
@@ -113,19 +113,22 @@ function checkKey (key: string): string {
 
 /**
  * A load script's reply (`SessionReply`: version, number of data fields, the data as one JSON
- * object's text, from index `at` of `reply`: the take-lock+read script's reply has its status
- * first, decoded in place rather than copied) → the record. The count guards the one parse: a stored value that is not JSON
- * text fails it, or (spliced into the neighbouring fields) changes the number of keys.
+ * object's text, separated by spaces, from index `at` of `reply`: the take-lock+read script's
+ * reply has its status first) → the record. The count guards the one parse: a stored value that
+ * is not JSON text fails it, or (spliced into the neighbouring fields) changes the number of keys.
  * @throws {SessionDataError} when the data cannot be decoded.
  */
-export function decodeSession (id: string, reply: SessionReply | readonly unknown[], at = 0): SessionRecord {
-  const version = reply[at] as number
-  const fields = reply[at + 1] as number
-  const document = reply[at + 2] as string
+export function decodeSession (id: string, reply: string, at = 0): SessionRecord {
+  const afterVersion = reply.indexOf(' ', at)
+  const afterFields = afterVersion === -1 ? -1 : reply.indexOf(' ', afterVersion + 1)
+  const version = Number(reply.slice(at, afterVersion))
+  const fields = Number(reply.slice(afterVersion + 1, afterFields))
+  // Not a reply of these scripts: nothing it says can be trusted.
+  if (afterFields === -1 || !Number.isSafeInteger(version) || !Number.isSafeInteger(fields)) throw notJson(id)
   let data: Record<string, JsonValue> | undefined
   try {
     // JSON.parse defines own properties: a key named "__proto__" stays a plain key.
-    data = JSON.parse(document) as Record<string, JsonValue>
+    data = JSON.parse(reply.slice(afterFields + 1)) as Record<string, JsonValue>
   } catch (err) {
     throw notJson(id, err)
   }

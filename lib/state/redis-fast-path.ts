@@ -17,8 +17,8 @@ import { decodeSession, saveArguments, type RedisSessionStore } from '../session
 import type { LockedSession, SaveGuard, SaveResult, SessionChanges } from '../sessions/session-store.js'
 import { roundTrip } from '../telemetry/index.js'
 
-/** The take-lock+read script's reply when it took the lease: 1, then a `SessionReply`. */
-type TakenReply = Extract<Awaited<ReturnType<McpScripts['mcpAcquireAndLoad']>>, [1, ...unknown[]]>
+/** The take-lock+read script's reply when it took the lease: '1 ', then a `SessionReply`. */
+type TakenReply = Exclude<Awaited<ReturnType<McpScripts['mcpAcquireAndLoad']>>, '0' | '2'>
 
 /**
  * What a pass-on hands to the next holder: the state as read (the script's raw reply), and who
@@ -45,8 +45,8 @@ export class RedisFastPath {
     this.#attempt = async (client, key, token, id) => {
       roundTrip()
       const reply = await client.mcpAcquireAndLoad(key, sessionKey(store.prefix, id), token, lock.ttl, store.ttl)
-      if (reply[0] === 1) return reply
-      return reply[0] === 2 ? SESSION_MISSING : LEASE_BUSY
+      if (reply === '2') return SESSION_MISSING
+      return reply === '0' ? LEASE_BUSY : reply
     }
     this.#adopt = (handed) => handed instanceof PassedState && handed.by === this ? handed.reply : NOT_ADOPTED
   }
@@ -62,7 +62,7 @@ export class RedisFastPath {
     if (taken === null) return null
     let record
     try {
-      record = decodeSession(id, taken.value, 1)
+      record = decodeSession(id, taken.value, 2)
     } catch (err) {
       await taken.lease.release().catch(() => {})
       throw err
