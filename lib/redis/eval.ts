@@ -15,7 +15,7 @@
  * wrapper (see `defineScripts`).
  */
 import { createHash } from 'node:crypto'
-import { ioredisIfInstalled } from './ioredis-module.js'
+import type { EvalshaSender } from './evalsha-command.js'
 
 /** What {@link ScriptRunner} needs of an ioredis standalone client. */
 export interface EvalClient {
@@ -23,54 +23,6 @@ export interface EvalClient {
   readonly stream?: object
   evalsha: (sha: string, numberOfKeys: number, ...args: Array<string | number>) => Promise<unknown>
   eval: (lua: string, numberOfKeys: number, ...args: Array<string | number>) => Promise<unknown>
-  /** The client's options (ioredis): whether its `evalsha()` builds a plain command. */
-  readonly options?: { keyPrefix?: unknown, showFriendlyErrorStack?: unknown, enableAutoPipelining?: unknown }
-  sendCommand?: (command: IoredisCommand) => unknown
-}
-
-/** What an ioredis `Command` is used for here (its `args` and `promise` are public fields). */
-interface IoredisCommand {
-  args: string[]
-  readonly promise: Promise<unknown>
-}
-
-/** ioredis' `Command` class. */
-type CommandClass = new (name: string, args: string[], options: { replyEncoding: 'utf8' }) => IoredisCommand
-
-const NO_ARGS: string[] = []
-
-/**
- * How a runner sends EVALSHA: the command `client.evalsha()` would build, built without its one
- * costly step. ioredis 6's `Command` constructor flattens its arguments with
- * `Array.prototype.flat`, which V8 runs element by element through its generic runtime path:
- * ~100 ns per argument, ~700 ns for a script's seven, twice per locked request (callgrind: 16k
- * of the Redis path's ~280k instructions per request). The command is built with no arguments
- * and then handed its arguments, flat and stringified as the constructor would have left them
- * (ioredis 5.11 builds its commands the same way).
- *
- * Only where `evalsha()` builds exactly that command: no `keyPrefix` (the constructor prefixes
- * the keys), no `showFriendlyErrorStack` (it records a stack), no `enableAutoPipelining` (the
- * command joins a pipeline instead), and a client of the ioredis the plugin loads (its `Command`
- * is then the client's own; an app may hold clients of another copy or major version). Elsewhere
- * `null`: the runner calls `client.evalsha()`.
- */
-function commandSender (client: EvalClient): ((sha: string, numberOfKeys: number, args: Array<string | number>) => Promise<unknown>) | null {
-  const options = client.options
-  // Tested for truth, as ioredis tests them.
-  if (options === undefined || Boolean(options.keyPrefix) || Boolean(options.showFriendlyErrorStack) ||
-    Boolean(options.enableAutoPipelining) || typeof client.sendCommand !== 'function') return null
-  const ioredis = ioredisIfInstalled()
-  if (ioredis === null || typeof ioredis.Command !== 'function' || !(client instanceof ioredis.Redis)) return null
-  const Cmd = ioredis.Command as CommandClass
-  return (sha, numberOfKeys, args) => {
-    const command = new Cmd('evalsha', NO_ARGS, { replyEncoding: 'utf8' })
-    const flat = [sha, String(numberOfKeys)]
-    for (const a of args) flat.push(typeof a === 'string' ? a : String(a))
-    command.args = flat
-    // Through the client's own sendCommand (the plugin's write coalescing wraps it).
-    void client.sendCommand?.(command)
-    return command.promise
-  }
 }
 
 /** A Lua script and what sending it needs: its SHA-1 and the number of its KEYS. */
@@ -89,11 +41,11 @@ function isNoScript (err: unknown): boolean {
 export class ScriptRunner {
   /** The socket the script is known to be loaded on (undefined: none yet). */
   #loadedOn: object | undefined = undefined
-  /** How EVALSHA is sent ({@link commandSender}), or null: `client.evalsha()`. */
-  readonly #send: ReturnType<typeof commandSender>
+  /** How EVALSHA is sent (`evalsha-command.ts`; one per client), or null: `client.evalsha()`. */
+  readonly #send: EvalshaSender | null
 
-  constructor (readonly client: EvalClient, readonly script: LuaScript) {
-    this.#send = commandSender(client)
+  constructor (readonly client: EvalClient, readonly script: LuaScript, send: EvalshaSender | null = null) {
+    this.#send = send
   }
 
   /** Runs the script with its KEYS then ARGV in `args`; resolves the script's reply. */

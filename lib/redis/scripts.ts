@@ -11,6 +11,7 @@
  * refreshes the TTL prefers it to the store's.
  */
 import { LuaScript, ScriptRunner, type EvalClient } from './eval.js'
+import { evalshaSender, type EvalshaClient } from './evalsha-command.js'
 /**
  * The Redis client an app hands to the plugin (store, lock, `redis` option): what the plugin calls
  * on it, as a structural type, so that a client of ioredis 5 or 6, standalone, Sentinel or
@@ -269,8 +270,10 @@ export function defineScripts (client: RedisClientLike): RedisClient {
   const plain = client as Partial<EvalClient> & RedisClientLike
   if (!client.isCluster && typeof plain.evalsha === 'function' && typeof plain.eval === 'function') {
     const methods = client as unknown as Record<string, unknown>
+    // One sender per client: its commands' timeouts share one timer.
+    const send = evalshaSender(client as unknown as EvalshaClient)
     for (const [name, definition] of Object.entries(SCRIPTS)) {
-      const runner = new ScriptRunner(plain as EvalClient, lua(definition))
+      const runner = new ScriptRunner(plain as EvalClient, lua(definition), send)
       // Not async: the runner's promise as it is, no second promise per call.
       methods[name] = (...args: Array<string | number>): unknown => runner.run(args)
     }
