@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { RedisSessionLock, createLockClient } from '../../lib/locks/redis-lock.js'
-import { RedisSessionStore } from '../../lib/sessions/redis-store.js'
+import { RedisSessionStore, decodeSession } from '../../lib/sessions/redis-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { RedisFastPath } from '../../lib/state/redis-fast-path.js'
@@ -103,6 +103,15 @@ t.test('a session is read as one JSON document: any key survives, a value that i
   await t.rejects(store.load(id), { name: 'SessionDataError' }, 'a value that adds a key is caught')
   await admin.hdel(key, 'broken')
   t.same((await store.load(id))?.data['a/b'], { i: 5, text: 'v "a/b"' }, 'repaired, it loads')
+})
+
+t.test('a load reply is one string (version, fields, document); a header that is not two integers is not data', async t => {
+  t.same(decodeSession('s', '3 1 {"a":1}'), { data: { a: 1 }, version: 3 })
+  t.same(decodeSession('s', '1 3 1 {"a":1}', 2), { data: { a: 1 }, version: 3 }, 'after the take-lock+read status')
+  t.same(decodeSession('s', '0 0 {}'), { data: {}, version: 0 })
+  for (const bad of ['', '3', '3 1', 'x 1 {"a":1}', '3 y {"a":1}', '1.5 1 {"a":1}', '3 2 {"a":1}', '3 1 [1]', '3 1 {"a":1']) {
+    t.throws(() => decodeSession('s', bad), { name: 'SessionDataError', sessionId: 's' }, JSON.stringify(bad))
+  }
 })
 
 t.test('keys starting with NUL are reserved; bad options are refused', async t => {
