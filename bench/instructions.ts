@@ -25,7 +25,8 @@
  * counters are zeroed, `--requests` more are sent (one at a time, or `--connections` at a time),
  * and the dump's total is divided by them (`instructionsPerRequest`: every thread; `mainThreadPerRequest`: the thread that runs the
  * JavaScript, steadier from run to run). A Redis config gets a private redis-server. `--keep`
- * copies the main thread's dump.
+ * copies the main thread's dump. `slowLiteralsPerRequest` flags a run whose count is not the
+ * code's (see `SLOW_LITERAL` in bench/callgrind-dump.ts): anything above 0, run it again.
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { copyFile, readFile, readdir, mkdtemp, rm } from 'node:fs/promises'
@@ -33,6 +34,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { buildServers } from './build.js'
+import { callsTo, SLOW_LITERAL } from './callgrind-dump.js'
 import { ROOT, startRedis } from './harness.js'
 import { ECHO_TEXT, expectToolResult, legacyCall, modernCall, openSession, post, type RequestSpec } from './requests.js'
 
@@ -137,6 +139,7 @@ async function main (): Promise<void> {
     const dumps = (await readdir(dir)).filter(f => f.startsWith('cg.'))
     let total = 0
     let main = NaN
+    let slowLiterals = NaN
     for (const f of dumps) {
       const text = await readFile(join(dir, f), 'utf8')
       if (!/^desc: Trigger: .*window/m.test(text)) continue
@@ -145,14 +148,20 @@ async function main (): Promise<void> {
       total += Number(m[1])
       if (/-0*1$/.test(f)) {
         main = Number(m[1])
+        slowLiterals = callsTo(text, SLOW_LITERAL) / requests
         if (args.keep !== undefined) await copyFile(join(dir, f), args.keep)
       }
     }
     console.log(JSON.stringify({
       config: args.config, server: args.server, before: args.before ?? null, request: args.request, requests, connections, sessions: args.sessions,
       instructionsPerRequest: Math.round(total / requests),
-      mainThreadPerRequest: Math.round(main / requests)
+      mainThreadPerRequest: Math.round(main / requests),
+      slowLiteralsPerRequest: slowLiterals
     }))
+    if (slowLiterals > 0) {
+      console.error(`instructions: this run called V8's runtime for ${slowLiterals} object-literal keys per request (Node's nextTick ` +
+        'in its slow state, see bench/callgrind-dump.ts), ~1.3k instructions each that a normal run does not spend. Run it again.')
+    }
   } finally {
     await redis?.stop()
     await rm(dir, { recursive: true, force: true })
