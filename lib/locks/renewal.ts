@@ -10,6 +10,7 @@
  * a locked request.
  */
 import { performance } from 'node:perf_hooks'
+import { EarliestTimer } from '../earliest-timer.js'
 
 /**
  * What a renewal renews (the Redis lock's lease itself: methods, not two closures per lease).
@@ -53,9 +54,7 @@ export class RenewalClock {
   /** Lease time-to-live in milliseconds. */
   readonly ttl: number
   readonly #renewals = new Set<Renewal>()
-  #timer: NodeJS.Timeout | undefined
-  /** When the armed timer fires (`performance.now()` scale); Infinity when none is armed. */
-  #armedFor = Infinity
+  readonly #timer = new EarliestTimer(() => { this.#tick() })
 
   constructor (ttl: number) {
     this.ttl = ttl
@@ -70,7 +69,7 @@ export class RenewalClock {
     this.#renewals.add(renewal)
     // A timer armed for an earlier moment will see this lease then; only a lease due sooner
     // (passed on after a while) moves it.
-    if (renewal.renewAt < this.#armedFor) this.#arm(renewal.renewAt)
+    this.#timer.armFor(renewal.renewAt)
     return renewal
   }
 
@@ -88,20 +87,10 @@ export class RenewalClock {
   stopAll (): void {
     for (const renewal of this.#renewals) renewal.stopped = true
     this.#renewals.clear()
-    clearTimeout(this.#timer)
-    this.#timer = undefined
-    this.#armedFor = Infinity
-  }
-
-  #arm (at: number): void {
-    clearTimeout(this.#timer)
-    this.#armedFor = at
-    this.#timer = setTimeout(() => { this.#tick() }, Math.max(1, Math.ceil(at - performance.now()))).unref()
+    this.#timer.stop()
   }
 
   #tick (): void {
-    this.#timer = undefined
-    this.#armedFor = Infinity
     const now = performance.now()
     let next = Infinity
     for (const renewal of this.#renewals) {
@@ -114,7 +103,7 @@ export class RenewalClock {
       // While a renewal is in flight only the deadline is due.
       next = Math.min(next, deadline, !renewal.inFlight ? renewal.renewAt : Infinity)
     }
-    if (next !== Infinity && next < this.#armedFor) this.#arm(next)
+    if (next !== Infinity) this.#timer.armFor(next)
   }
 
   async #renew (renewal: Renewal, sentAt: number): Promise<void> {
@@ -129,7 +118,7 @@ export class RenewalClock {
       // Transient: retry until the lease would have expired; the deadline ends it then.
       const wait = Math.min(Math.max(10, Math.floor(this.ttl / 10)), 1000)
       renewal.renewAt = performance.now() + wait
-      if (renewal.renewAt < expiresAt && renewal.renewAt < this.#armedFor) this.#arm(renewal.renewAt)
+      if (renewal.renewAt < expiresAt) this.#timer.armFor(renewal.renewAt)
       return
     }
     renewal.inFlight = false
@@ -140,7 +129,7 @@ export class RenewalClock {
     }
     renewal.confirmedAt = sentAt
     renewal.renewAt = sentAt + this.ttl / 3
-    if (renewal.renewAt < this.#armedFor) this.#arm(renewal.renewAt)
+    this.#timer.armFor(renewal.renewAt)
   }
 
   #lost (renewal: Renewal): void {

@@ -11,11 +11,11 @@
  * The same contract as ioredis' timer: a command still unsettled `ms` after ioredis first asked
  * for its timeout (when it was written or queued) is rejected with ioredis' own error, "Command
  * timed out"; asking again (ioredis does when it resends a command after a reconnection) changes
- * nothing. The timer is armed for the earliest deadline and left armed when the list empties (a
- * request at a time then costs no timer operation); when it fires it rejects what is due and
- * re-arms for the earliest deadline left, or stops.
+ * nothing. One {@link EarliestTimer}: when it fires, what is due is rejected and it is armed for
+ * the earliest deadline left.
  */
 import { performance } from 'node:perf_hooks'
+import { EarliestTimer } from '../earliest-timer.js'
 import { LinkedList, type Linked } from '../linked-list.js'
 
 /** A command the timeouts watch: an ioredis `Command`, with the fields this module adds. */
@@ -33,9 +33,7 @@ export interface TimedCommand extends Linked<TimedCommand> {
 /** The commands of one client waiting for a reply, oldest first (see the module doc). */
 export class CommandTimeouts {
   readonly #waiting = new LinkedList<TimedCommand>()
-  #timer: NodeJS.Timeout | undefined
-  /** When the armed timer fires; Infinity when none is armed. */
-  #armedFor = Infinity
+  readonly #timer = new EarliestTimer(() => { this.#tick() })
 
   /** Starts the timeout of `command` (ioredis' `setTimeout(ms)`), unless it was started already. */
   watch (command: TimedCommand, ms: number): void {
@@ -43,7 +41,7 @@ export class CommandTimeouts {
     command.deadline = performance.now() + ms
     command.watched = true
     this.#waiting.push(command)
-    if (command.deadline < this.#armedFor) this.#arm(command.deadline)
+    this.#timer.armFor(command.deadline)
   }
 
   /** Stops watching `command` (it settled); nothing if it is not watched. */
@@ -58,15 +56,7 @@ export class CommandTimeouts {
     return this.#waiting.size
   }
 
-  #arm (at: number): void {
-    clearTimeout(this.#timer)
-    this.#armedFor = at
-    this.#timer = setTimeout(() => { this.#tick() }, Math.max(1, Math.ceil(at - performance.now()))).unref()
-  }
-
   #tick (): void {
-    this.#timer = undefined
-    this.#armedFor = Infinity
     const now = performance.now()
     let next = Infinity
     // The whole list (the commands in flight): deadlines are in order unless the client's
@@ -81,6 +71,6 @@ export class CommandTimeouts {
       }
       c = after
     }
-    if (next !== Infinity) this.#arm(next)
+    if (next !== Infinity) this.#timer.armFor(next)
   }
 }
