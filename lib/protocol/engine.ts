@@ -29,7 +29,7 @@ import { MemorySessionLock } from '../locks/memory-lock.js'
 import { MemorySessionStore } from '../sessions/memory-store.js'
 import { TaskService } from '../tasks/task-service.js'
 import { TASK_METHODS, TaskCalls } from './task-calls.js'
-import { MAX_VERSION, Telemetry, type Era, type KnownNames, type PostTrace } from '../telemetry/index.js'
+import { MAX_VERSION, NO_POST, Telemetry, type Era, type KnownNames, type PostTrace } from '../telemetry/index.js'
 import { HandleCalls } from './handle-calls.js'
 import type { Exchange } from './exchange.js'
 import { LegacyWire } from './legacy.js'
@@ -221,6 +221,8 @@ export class McpEngine {
 
   /** The telemetry of a POST: the session and version its headers name (checked: they become attributes). */
   #trace (exchange: Exchange, body: ParsedBody & { ok: true }, era: Era): ReturnType<Telemetry['post']> {
+    // Silent: the headers need not be read and checked for attributes nothing records.
+    if (this.#telemetry.silent()) return NO_POST
     const h = exchange.request.headers
     const sid = era === '2025' ? sessionHeader(exchange) : null
     let version = h['mcp-protocol-version']

@@ -5,7 +5,7 @@
  * per request to a client, {@link Telemetry.answer} per client answer, {@link Telemetry.sessionEnded}.
  * With `telemetry: false` every call returns a shared object that does nothing.
  */
-import { metrics, trace, type MeterProvider, type Tracer, type TracerProvider } from '@opentelemetry/api'
+import { ProxyTracerProvider, metrics, trace, type MeterProvider, type Tracer, type TracerProvider } from '@opentelemetry/api'
 import type { Parsed } from '../jsonrpc/messages.js'
 import { OWN, SEMCONV } from './attributes.js'
 import { LiveAnswer, NO_ANSWER, NO_CLIENT_REQUEST, startClientRequest, type AnswerTrace, type ClientRequestTrace } from './client-trace.js'
@@ -16,6 +16,20 @@ import { traceStream, type StreamMethod } from './stream-trace.js'
 export type { KnownNames } from './post-trace.js'
 
 const SCOPE = 'fastify-mcp-http'
+
+/** What the API's global tracer provider delegates to while no SDK is registered (one shared no-op provider). */
+const NO_SDK = new ProxyTracerProvider().getDelegate()
+
+/**
+ * Whether no SDK is registered as the global tracer provider now. The global is a proxy whose
+ * delegate an SDK sets (and `trace.disable()` drops), so this is asked per POST: an SDK may be
+ * registered after the plugin. An API copy other than ours answers `false` (its no-op provider is
+ * another object), and then spans are started as with an SDK.
+ */
+function noGlobalTracer (): boolean {
+  const provider = trace.getTracerProvider()
+  return provider instanceof ProxyTracerProvider && provider.getDelegate() === NO_SDK
+}
 
 /** The `telemetry` option's object form. */
 export interface TelemetryOptions {
@@ -54,6 +68,13 @@ export class Telemetry {
   readonly known: KnownNames
   /** Whether the session backend reports Redis round trips (`roundTrip()`), so spans carry a counter. */
   readonly countsRoundTrips: boolean
+  /**
+   * Whether nothing records unless an SDK becomes the global tracer provider: the meter is the
+   * API's no-op one and spans go to the global provider. A POST then gets {@link NO_POST} while
+   * {@link noGlobalTracer}: its spans would not record (the no-op tracer's never do), so the
+   * `LivePost` would compute outcomes and attributes nothing reads (~3k instructions per POST).
+   */
+  readonly #quietWithoutSdk: boolean
 
   constructor (options: ResolvedTelemetry, version: string, known: KnownNames, countsRoundTrips = true) {
     this.enabled = options.enabled
@@ -61,11 +82,17 @@ export class Telemetry {
     this.countsRoundTrips = countsRoundTrips
     this.tracer = (options.tracerProvider ?? trace).getTracer(SCOPE, version)
     this.instruments = new Instruments((options.meterProvider ?? metrics).getMeter(SCOPE, version))
+    this.#quietWithoutSdk = !this.instruments.recordsOperations && options.tracerProvider === undefined
   }
 
-  /** The telemetry of a POST's messages (spans start now). */
+  /** Whether a POST's telemetry records nothing now: telemetry off, or nothing to record it (see `#quietWithoutSdk`). */
+  silent (): boolean {
+    return !this.enabled || (this.#quietWithoutSdk && noGlobalTracer())
+  }
+
+  /** The telemetry of a POST's messages (spans start now); {@link NO_POST} while {@link silent}. */
   post (era: Era, sessionId: string | null, version: string | undefined, messages: Parsed[]): PostTrace {
-    return this.enabled ? new LivePost(this, era, sessionId, version, messages) : NO_POST
+    return this.silent() ? NO_POST : new LivePost(this, era, sessionId, version, messages)
   }
 
   /**
