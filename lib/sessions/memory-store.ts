@@ -7,13 +7,16 @@
  * session evicted. Anyone can create sessions (`initialize` is anonymous unless `authenticate`
  * says otherwise), so a flood of them must not push out the sessions clients are using.
  *
- * Two maps, so that nothing per session marks which kind it is: `#fresh` (never used, in creation
- * order) and `#used` (in last-access order: every access moves the session to the end). In both
- * the sessions that expire first are at the front: expiry is checked lazily on access, and one
- * unref()ed sweep timer, and gc(), only walk the expired heads. Every operation is O(1).
+ * One map finds a session by id; two lists through the records order them: `#fresh` (never used,
+ * in creation order) and `#used` (in last-access order: every access moves the session to the
+ * end). In both the sessions that expire first are at the front: expiry is checked lazily on
+ * access, and one unref()ed sweep timer, and gc(), only walk the expired heads. Every operation is
+ * O(1); moving a session to the end of `#used` relinks it (a map delete and insert shrank and
+ * regrew the map's table with many sessions in use at once).
  */
 // Imported: the global `performance` is a lazy getter, called on every access (~150 instructions).
 import { performance } from 'node:perf_hooks'
+import { LinkedList, type Linked } from '../linked-list.js'
 import { ExpiryListeners, type ExpiryListener } from './expiry-listeners.js'
 import {
   encodeSessionValue,
@@ -33,7 +36,10 @@ export interface MemorySessionStoreOptions extends SessionStoreOptions {
   sweepInterval?: number
 }
 
-interface StoredSession {
+interface StoredSession extends Linked<StoredSession> {
+  readonly id: string
+  /** In `#used` (loaded or saved since its creation), else in `#fresh`. */
+  used: boolean
   /** Each key's JSON text: values are copied in and out, and behave exactly as behind Redis. */
   fields: Record<string, string>
   /**
@@ -58,12 +64,11 @@ export class MemorySessionStore implements SessionStore {
   readonly ttl: number
   /** Most sessions kept. */
   readonly max: number
+  readonly #sessions = new Map<string, StoredSession>()
   /** Sessions created and never loaded or saved since, in creation order. */
-  readonly #fresh = new Map<string, StoredSession>()
+  readonly #fresh = new LinkedList<StoredSession>()
   /** Sessions loaded or saved since their creation, in last-access order. */
-  readonly #used = new Map<string, StoredSession>()
-  /** The id at the end of `#used` (accessed last). */
-  #newest: string | undefined
+  readonly #used = new LinkedList<StoredSession>()
   /** Records with a TTL of their own: while there are any, a sweep walks every record. */
   #ownTtls = 0
   #sweeper: NodeJS.Timeout | undefined
@@ -85,7 +90,7 @@ export class MemorySessionStore implements SessionStore {
 
   /** Sessions held right now, expired ones not yet swept included. */
   get size (): number {
-    return this.#fresh.size + this.#used.size
+    return this.#sessions.size
   }
 
   async create (id: string, data: Record<string, JsonValue>, options: CreateOptions = {}): Promise<void> {
@@ -94,16 +99,15 @@ export class MemorySessionStore implements SessionStore {
     for (const key of Object.keys(data)) fields[key] = encodeSessionValue(key, data[key])
     if (this.#live(id) !== undefined) throw new Error(`Session ${id} already exists`)
     while (this.size >= this.max) {
-      // The first key of a map is its oldest: the oldest never-used session, else the least
-      // recently used one.
-      const victims = this.#fresh.size > 0 ? this.#fresh : this.#used
-      const victim = victims.keys().next().value as string
-      this.#drop(victims, victim)
-      this.#expiry.report([victim])
+      // The head of a list is its oldest: the oldest never-used session, else the least recently used one.
+      const victim = (this.#fresh.head ?? this.#used.head) as StoredSession
+      this.#drop(victim)
+      this.#expiry.report([victim.id])
     }
-    const session: StoredSession = { fields, snapshot: null, parsed: null, version: 0, touched: performance.now() }
+    const session: StoredSession = { id, used: false, prev: null, next: null, fields, snapshot: null, parsed: null, version: 0, touched: performance.now() }
     if (ttl !== undefined && ttl !== this.ttl) { session.ttl = ttl; this.#ownTtls++ }
-    this.#fresh.set(id, session)
+    this.#sessions.set(id, session)
+    this.#fresh.push(session)
   }
 
   async load (id: string): Promise<SessionRecord | null> {
@@ -116,7 +120,7 @@ export class MemorySessionStore implements SessionStore {
     const now = performance.now()
     const session = this.#live(id, now)
     if (session === undefined) return null
-    this.#touch(id, session, now)
+    this.#touch(session, now)
     return { data: dataOf(session), version: session.version }
   }
 
@@ -131,13 +135,14 @@ export class MemorySessionStore implements SessionStore {
     session.snapshot = null
     session.parsed = null
     session.version++
-    this.#touch(id, session, now)
+    this.#touch(session, now)
     return 'ok'
   }
 
   async destroy (id: string): Promise<boolean> {
     const existed = this.#live(id) !== undefined
-    if (!this.#drop(this.#used, id)) this.#drop(this.#fresh, id)
+    const session = this.#sessions.get(id)
+    if (session !== undefined) this.#drop(session)
     return existed
   }
 
@@ -161,15 +166,10 @@ export class MemorySessionStore implements SessionStore {
 
   /** The session unless missing or expired (an expired one is dropped on the way). */
   #live (id: string, now = performance.now()): StoredSession | undefined {
-    let map = this.#used
-    let session = map.get(id)
-    if (session === undefined) {
-      map = this.#fresh
-      session = map.get(id)
-      if (session === undefined) return undefined
-    }
+    const session = this.#sessions.get(id)
+    if (session === undefined) return undefined
     if (this.#expired(session, now)) {
-      this.#drop(map, id)
+      this.#drop(session)
       this.#expiry.report([id])
       return undefined
     }
@@ -181,39 +181,42 @@ export class MemorySessionStore implements SessionStore {
   }
 
   /** A load or save: the session is used, and the most recently used. */
-  #touch (id: string, session: StoredSession, now: number): void {
+  #touch (session: StoredSession, now: number): void {
     session.touched = now
-    // The session accessed last is at the end already: a busy session is not moved (a Map delete
-    // and insert) on every request.
-    if (this.#newest === id) return
-    if (!this.#used.delete(id)) this.#fresh.delete(id)
-    this.#used.set(id, session)
-    this.#newest = id
+    // The session accessed last is at the end already.
+    if (this.#used.tail === session) return
+    if (session.used) this.#used.remove(session)
+    else this.#fresh.remove(session)
+    session.used = true
+    this.#used.push(session)
   }
 
-  /** Removes `id` from `map`; whether it was there. */
-  #drop (map: Map<string, StoredSession>, id: string): boolean {
-    if (this.#newest === id) this.#newest = undefined
-    const session = map.get(id)
-    if (session?.ttl !== undefined) this.#ownTtls--
-    return map.delete(id)
+  /** Forgets `session`, which is held. */
+  #drop (session: StoredSession): void {
+    if (session.ttl !== undefined) this.#ownTtls--
+    this.#sessions.delete(session.id)
+    if (session.used) this.#used.remove(session)
+    else this.#fresh.remove(session)
   }
 
   /**
-   * Drops the expired heads of both maps (see the file comment) and returns the ids dropped. With
+   * Drops the expired heads of both lists (see the file comment) and returns the ids dropped. With
    * records of other TTLs the order says nothing about expiry: then every record is looked at.
    */
   #sweep (): string[] {
     const removed: string[] = []
     const now = performance.now()
-    for (const map of [this.#fresh, this.#used]) {
-      for (const [id, session] of map) {
-        if (!this.#expired(session, now)) {
-          if (this.#ownTtls === 0) break
-          continue
+    for (const list of [this.#fresh, this.#used]) {
+      let session = list.head
+      while (session !== null) {
+        const next: StoredSession | null = session.next
+        if (this.#expired(session, now)) {
+          this.#drop(session)
+          removed.push(session.id)
+        } else if (this.#ownTtls === 0) {
+          break
         }
-        this.#drop(map, id)
-        removed.push(id)
+        session = next
       }
     }
     this.#expiry.report(removed)
