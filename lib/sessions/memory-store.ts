@@ -99,12 +99,15 @@ export class MemorySessionStore implements SessionStore {
     for (const key of Object.keys(data)) fields[key] = encodeSessionValue(key, data[key])
     if (this.#live(id) !== undefined) throw new Error(`Session ${id} already exists`)
     while (this.size >= this.max) {
-      // The head of a list is its oldest: the oldest never-used session, else the least recently used one.
+      // The head of a list is its oldest: the oldest never-used session, else the least recently
+      // used one.
       const victim = (this.#fresh.head ?? this.#used.head) as StoredSession
       this.#drop(victim)
       this.#expiry.report([victim.id])
     }
-    const session: StoredSession = { id, used: false, prev: null, next: null, fields, snapshot: null, parsed: null, version: 0, touched: performance.now() }
+    const session: StoredSession = {
+      id, used: false, prev: null, next: null, fields, snapshot: null, parsed: null, version: 0, touched: performance.now()
+    }
     if (ttl !== undefined && ttl !== this.ttl) { session.ttl = ttl; this.#ownTtls++ }
     this.#sessions.set(id, session)
     this.#fresh.push(session)
