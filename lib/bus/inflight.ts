@@ -29,9 +29,16 @@ export interface Tracking {
 /** Milliseconds a request runs (10–20) before this process subscribes to its session's channel. */
 const SUBSCRIBE_AFTER = 10
 
-/** The requests of one session in flight here, oldest first (`size`: all ids together). */
-class SessionRequests extends LinkedList<Entry> {
+/**
+ * The requests of one session in flight here, oldest first (`size`: all ids together); itself a
+ * member of the sessions the sweeps watch while it is not subscribed (`watched`).
+ */
+class SessionRequests extends LinkedList<Entry> implements Linked<SessionRequests> {
   readonly sid: string
+  prev: SessionRequests | null = null
+  next: SessionRequests | null = null
+  /** In `InflightRequests.#unsubscribed`. */
+  watched = false
   /** Called when an entry leaves (the owner forgets an empty session and releases the topic). */
   readonly left: (session: SessionRequests) => void
 
@@ -81,12 +88,20 @@ class Entry implements Tracking, Linked<Entry> {
 export class InflightRequests implements SessionJob {
   readonly #topics: SessionTopics
   readonly #bySession = new Map<string, SessionRequests>()
-  /** Sessions with requests in flight and no subscription, checked every SUBSCRIBE_AFTER ms. */
-  readonly #unsubscribed = new Set<string>()
+  /**
+   * Sessions with requests in flight and no subscription, checked every SUBSCRIBE_AFTER ms: a list
+   * of their records, which a record leaves when its last request does (a set of ids grew by one
+   * and was emptied by the sweep on every short request).
+   */
+  readonly #unsubscribed = new LinkedList<SessionRequests>()
   #sweeper: NodeJS.Timeout | null = null
+  readonly #sweepNow = (): void => { this.#sweep() }
   /** Made once: every session's record calls it when one of its requests stops being tracked. */
   readonly #left = (session: SessionRequests): void => {
-    if (session.size === 0 && this.#bySession.get(session.sid) === session) this.#bySession.delete(session.sid)
+    if (session.size === 0) {
+      if (this.#bySession.get(session.sid) === session) this.#bySession.delete(session.sid)
+      this.#unwatch(session)
+    }
     this.#topics.release(session.sid)
   }
 
@@ -97,6 +112,9 @@ export class InflightRequests implements SessionJob {
 
   /** @internal Sessions with a record here: none is kept once its requests end (tests check this bound). */
   get sessions (): number { return this.#bySession.size }
+
+  /** @internal Sessions the sweeps watch: those with requests in flight and no subscription (tests check this bound). */
+  get watched (): number { return this.#unsubscribed.size }
 
   holds (sid: string): boolean { return (this.#bySession.get(sid)?.size ?? 0) > 0 }
 
@@ -116,16 +134,23 @@ export class InflightRequests implements SessionJob {
     // A cancel from another instance can only reach a request that runs long enough to be
     // cancelled: its session is subscribed once it has run for a moment (local cancels are
     // delivered directly).
-    if (!this.#topics.subscribed(sid)) this.#watch(sid)
+    if (!session.watched && !this.#topics.subscribed(sid)) this.#watch(session)
     return entry
   }
 
-  #watch (sid: string): void {
-    this.#unsubscribed.add(sid)
+  #watch (session: SessionRequests): void {
+    session.watched = true
+    this.#unsubscribed.push(session)
     if (this.#sweeper === null) {
-      this.#sweeper = setInterval(() => { this.#sweep() }, SUBSCRIBE_AFTER)
+      this.#sweeper = setInterval(this.#sweepNow, SUBSCRIBE_AFTER)
       this.#sweeper.unref()
     }
+  }
+
+  #unwatch (session: SessionRequests): void {
+    if (!session.watched) return
+    session.watched = false
+    this.#unsubscribed.remove(session)
   }
 
   /**
@@ -134,21 +159,23 @@ export class InflightRequests implements SessionJob {
    * in the list was in flight at the previous sweep too.
    */
   #sweep (): void {
-    for (const sid of this.#unsubscribed) {
-      const session = this.#bySession.get(sid)
-      if (session === undefined || this.#topics.subscribed(sid)) {
-        this.#unsubscribed.delete(sid)
-        continue
+    let session = this.#unsubscribed.head
+    while (session !== null) {
+      const next: SessionRequests | null = session.next
+      if (this.#topics.subscribed(session.sid)) {
+        this.#unwatch(session)
+      } else {
+        let again = false
+        for (let e = session.head; e !== null; e = e.next) {
+          if (e.swept) again = true
+          e.swept = true
+        }
+        if (again) {
+          this.#unwatch(session)
+          this.#topics.hold(session.sid)
+        }
       }
-      let again = false
-      for (let e = session.head; e !== null; e = e.next) {
-        if (e.swept) again = true
-        e.swept = true
-      }
-      if (again) {
-        this.#unsubscribed.delete(sid)
-        this.#topics.hold(sid)
-      }
+      session = next
     }
     if (this.#unsubscribed.size === 0 && this.#sweeper !== null) {
       clearInterval(this.#sweeper)
@@ -174,7 +201,7 @@ export class InflightRequests implements SessionJob {
   close (): void {
     if (this.#sweeper !== null) clearInterval(this.#sweeper)
     this.#sweeper = null
-    this.#unsubscribed.clear()
+    for (const session of this.#unsubscribed.toArray()) this.#unwatch(session)
     for (const sid of [...this.#bySession.keys()]) this.#abortAll(sid, new Error('server shutting down'))
   }
 }

@@ -103,6 +103,7 @@ t.test('a session is subscribed only once a request has run for a moment, and le
   t.same(a.reasons, ['cancelled by the client'], 'a cancel published by another instance arrives')
   cancelled.untrack()
   t.ok(topics.subscribed('s'), 'still subscribed while a request is in flight')
+  t.equal(inflight.watched, 0, 'a subscribed session is no longer watched')
   long.untrack()
   await sleep(1)
   t.equal(bus.channels, 0, 'unsubscribed once nothing is in flight')
@@ -120,6 +121,7 @@ t.test('requests coming and going faster than the sweep never subscribe the sess
     r.untrack()
   }
   t.notOk(subscribed)
+  t.equal(inflight.watched, 0)
   inflight.close()
 })
 
@@ -128,10 +130,12 @@ t.test('a flood of sessions leaves no record behind once their requests end, how
   const done: Array<{ untrack: () => void }> = []
   for (let i = 0; i < 1000; i++) done.push(inflight.track(`s${i}`, i, request()), inflight.track(`s${i}`, 'same', request()))
   t.equal(inflight.sessions, 1000)
+  t.equal(inflight.watched, 1000, 'each unsubscribed session is watched once, whatever its number of requests')
   // Half end by cancel (the aborted request then untracks, as the wire does), half as usual.
   for (let i = 0; i < 500; i++) inflight.onMessage(`s${i}`, { t: 'cancel', sid: `s${i}`, requestId: i })
   for (const d of done) d.untrack()
   t.equal(inflight.sessions, 0, 'no empty session record kept')
+  t.equal(inflight.watched, 0, 'and none watched: a session leaves the sweeps\' list with its last request, not at the next sweep')
   t.equal(topics.size, 0)
   inflight.close()
 })
