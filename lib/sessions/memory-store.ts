@@ -143,10 +143,10 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async destroy (id: string): Promise<boolean> {
-    const existed = this.#live(id) !== undefined
-    const session = this.#sessions.get(id)
+    // An expired session is dropped (and reported) by #live already.
+    const session = this.#live(id)
     if (session !== undefined) this.#drop(session)
-    return existed
+    return session !== undefined
   }
 
   async exists (id: string): Promise<boolean> {

@@ -25,12 +25,18 @@ function command (): FakeCommand {
   }
 }
 
-t.test('an unsettled command is rejected "Command timed out" at its deadline; a settled one never', async t => {
+/** A fresh CommandTimeouts watching two new commands, for `msA` and `msB`. */
+function watchingTwo (msA: number, msB: number): { timeouts: CommandTimeouts, a: FakeCommand, b: FakeCommand } {
   const timeouts = new CommandTimeouts()
-  const answered = command()
-  const hung = command()
-  timeouts.watch(answered, 40)
-  timeouts.watch(hung, 40)
+  const a = command()
+  const b = command()
+  timeouts.watch(a, msA)
+  timeouts.watch(b, msB)
+  return { timeouts, a, b }
+}
+
+t.test('an unsettled command is rejected "Command timed out" at its deadline; a settled one never', async t => {
+  const { timeouts, a: answered, b: hung } = watchingTwo(40, 40)
   t.equal(timeouts.size, 2)
   timeouts.settled(answered)
   timeouts.settled(answered) // twice: nothing
@@ -71,11 +77,7 @@ t.test('a command settled without telling (isSettled) is dropped at its deadline
 })
 
 t.test('a shorter timeout after a longer one (the client\'s commandTimeout changed) is kept on time', async t => {
-  const timeouts = new CommandTimeouts()
-  const slow = command()
-  const quick = command()
-  timeouts.watch(slow, 400)
-  timeouts.watch(quick, 20)
+  const { timeouts, a: slow, b: quick } = watchingTwo(400, 20)
   await sleep(80)
   t.match(quick.rejected, { message: 'Command timed out' }, 'at its own deadline')
   t.equal(slow.rejected, null)
