@@ -256,3 +256,20 @@ t.test('onExpired: every removal the store makes on its own is told (found on ac
   await store.gc()
   t.same(told, [a, b, d], 'a listener that stopped is not told')
 })
+
+t.test('destroy() of a session that expired meanwhile: false, told once as expired, and the store holds nothing', async t => {
+  const store = new MemorySessionStore({ ttl: 40, sweepInterval: 0 })
+  t.teardown(() => store.close())
+  const told: string[] = []
+  store.onExpired((ids) => { told.push(...ids) })
+  const [fresh, used] = [generateSessionId(), generateSessionId()]
+  await store.create(fresh, {})
+  await store.create(used, {})
+  await store.load(used)
+  await sleep(60) // the ttl is under test: time must pass
+  t.equal(await store.destroy(fresh), false, 'a never-used one')
+  t.equal(await store.destroy(used), false, 'a used one')
+  t.same(told, [fresh, used], 'each told once, as found expired on access')
+  t.equal(store.size, 0)
+  t.same(await store.gc(), [], 'nothing left for a sweep')
+})
