@@ -9,9 +9,13 @@ import { Redis } from 'ioredis'
 import { CommandTimeouts, type TimedCommand } from '../../lib/redis/command-timeouts.js'
 import { defineScripts, type RedisClientLike } from '../../lib/redis/scripts.js'
 import { startRedisServer } from '../helpers/redis-server.js'
-import { sleep } from '../helpers/time.js'
+import { sleep, until } from '../helpers/time.js'
 
-interface FakeCommand extends TimedCommand { rejected: Error | null, isSettled: boolean }
+/**
+ * A command that notes when it was rejected: the tests compare that moment with the deadline, not
+ * the order of two sleeps, which a loaded machine (tests run four at once on two cores) reorders.
+ */
+interface FakeCommand extends TimedCommand { rejected: Error | null, rejectedAt: number | null, isSettled: boolean }
 
 function command (): FakeCommand {
   return {
@@ -21,9 +25,13 @@ function command (): FakeCommand {
     watched: false,
     isSettled: false,
     rejected: null,
-    reject (err: Error) { this.rejected = err; this.isSettled = true }
+    rejectedAt: null,
+    reject (err: Error) { this.rejected = err; this.rejectedAt = performance.now(); this.isSettled = true }
   }
 }
+
+/** Ms from `started` to the command's rejection (Infinity while it is not rejected). */
+const rejectedAfter = (c: FakeCommand, started: number): number => c.rejectedAt === null ? Infinity : c.rejectedAt - started
 
 /** A fresh CommandTimeouts watching two new commands, for `msA` and `msB`. */
 function watchingTwo (msA: number, msB: number): { timeouts: CommandTimeouts, a: FakeCommand, b: FakeCommand } {
@@ -36,15 +44,15 @@ function watchingTwo (msA: number, msB: number): { timeouts: CommandTimeouts, a:
 }
 
 t.test('an unsettled command is rejected "Command timed out" at its deadline; a settled one never', async t => {
+  const started = performance.now()
   const { timeouts, a: answered, b: hung } = watchingTwo(40, 40)
   t.equal(timeouts.size, 2)
   timeouts.settled(answered)
   timeouts.settled(answered) // twice: nothing
   t.equal(timeouts.size, 1)
-  await sleep(20)
-  t.equal(hung.rejected, null, 'not before its deadline')
-  await sleep(60)
+  await until(() => hung.rejected !== null, { what: 'the rejection' })
   t.match(hung.rejected, { message: 'Command timed out' })
+  t.ok(rejectedAfter(hung, started) >= 39, `not before its deadline (${Math.round(rejectedAfter(hung, started))} ms)`)
   t.equal(answered.rejected, null)
   t.equal(timeouts.size, 0, 'nothing left watched')
 })
@@ -55,11 +63,13 @@ t.test('a second request for the timeout (ioredis resends after a reconnection) 
   const started = performance.now()
   timeouts.watch(resent, 60)
   await sleep(30)
-  timeouts.watch(resent, 60)
+  // A longer timeout the second time: a deadline taken from it would fall at 630 ms or later, far
+  // from the first one's 60 ms even on a loaded machine.
+  timeouts.watch(resent, 600)
   t.equal(timeouts.size, 1, 'watched once')
-  while (resent.rejected === null && performance.now() - started < 500) await sleep(5)
-  const at = performance.now() - started
-  t.ok(at >= 55 && at < 85, `rejected ${Math.round(at)} ms after the first request, not 60 ms after the second`)
+  await until(() => resent.rejected !== null, { what: 'the rejection' })
+  const at = rejectedAfter(resent, started)
+  t.ok(at >= 59 && at < 400, `rejected ${Math.round(at)} ms after the first request, not 600 ms after the second`)
 })
 
 t.test('a command settled without telling (isSettled) is dropped at its deadline, not rejected', async t => {
@@ -70,16 +80,18 @@ t.test('a command settled without telling (isSettled) is dropped at its deadline
   quiet.isSettled = true
   await sleep(10)
   timeouts.watch(late, 20)
-  await sleep(60)
+  await until(() => late.rejected !== null, { what: 'the later command\'s rejection' })
   t.equal(quiet.rejected, null, 'settled: not rejected')
   t.match(late.rejected, { message: 'Command timed out' }, 'the timer re-armed for the later deadline')
   t.equal(timeouts.size, 0)
 })
 
 t.test('a shorter timeout after a longer one (the client\'s commandTimeout changed) is kept on time', async t => {
-  const { timeouts, a: slow, b: quick } = watchingTwo(400, 20)
-  await sleep(80)
+  const started = performance.now()
+  const { timeouts, a: slow, b: quick } = watchingTwo(2000, 20)
+  await until(() => quick.rejected !== null, { what: 'the shorter command\'s rejection' })
   t.match(quick.rejected, { message: 'Command timed out' }, 'at its own deadline')
+  t.ok(rejectedAfter(quick, started) < 2000, 'before the longer one\'s deadline')
   t.equal(slow.rejected, null)
   timeouts.settled(slow)
   t.equal(timeouts.size, 0)
