@@ -17,8 +17,9 @@ import { tmpdir } from 'node:os'
 import { dirname, join, relative, resolve, sep } from 'node:path'
 import { mustRun, ROOT, versionOf } from '../helpers/npm.js'
 
-// Packing builds dist/ (a few seconds of tsc) and installing takes a few more with a warm cache.
-t.setTimeout(240_000)
+// Packing builds dist/ (a few seconds of tsc) and installing takes a few more with a warm cache;
+// with the suite's four files at a time on two cores this file took 126–137 s.
+t.setTimeout(480_000)
 
 async function filesUnder (dir: string): Promise<string[]> {
   const out: string[] = []
