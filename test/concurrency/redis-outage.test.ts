@@ -28,6 +28,9 @@ async function setup (t: Test): Promise<InProcess & { lock: RedisSessionLock, ad
   admin.on('error', () => {})
   const lock = new RedisSessionLock({ redis: server.url, timeout: 2000, ttl: 3000 })
   await lock.ready()
+  // Without an offline queue a command sent before the connection is up fails at once: the first
+  // initialize read "Session store is unavailable." on a loaded machine.
+  await until(() => client.status === 'ready' && admin.status === 'ready', { what: 'the store and admin clients to connect' })
   const store = new RedisSessionStore({ redis: client })
   const { app, url, logs } = await startApp(t, {
     store,
