@@ -18,7 +18,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path'
 import { mustRun, ROOT, versionOf } from '../helpers/npm.js'
 
 // Packing builds dist/ (a few seconds of tsc) and installing takes a few more with a warm cache;
-// with the suite's four files at a time on two cores this file took 126–137 s.
+// on two cores, with three or four files of the suite at a time, this file took up to 137 s.
 t.setTimeout(480_000)
 
 async function filesUnder (dir: string): Promise<string[]> {

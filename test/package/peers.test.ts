@@ -28,8 +28,8 @@ import { mustRun, ROOT, run, TSC, versionOf } from '../helpers/npm.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { NO_REDIS_RUN, REDIS_RUN, REDIS_TS, schemasRun, schemasTs, TYPEBOX1_TS } from './fixtures/peer-sources.js'
 
-// Four tsc runs with skipLibCheck off: 131 s alone on two cores, 236–273 s with the suite's four
-// files at a time.
+// Four tsc runs with skipLibCheck off: on two cores, with three or four files of the suite at a
+// time, this file took up to 273 s.
 t.setTimeout(600_000)
 
 const work = await mkdtemp(join(tmpdir(), 'mcp-peers-'))
