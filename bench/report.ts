@@ -89,7 +89,7 @@ export interface Target {
 
 /**
  * The most a row's rounds may differ (largest over smallest of the figure a target reads) for a
- * ratio target to be judged. On a steady day the rounds of a row differ by 1.02–1.2×; on a day this
+ * ratio target to be judged. On a steady day the rounds of a row differ by 1.02–1.27×; on a day this
  * VM's speed swung from second to second, the bare route's rounds at c=50 ran 9.6k–18.7k req/s,
  * and its ratios read "met" or "not met" for no reason in the code.
  */

@@ -13,7 +13,7 @@ import { sleep, until } from '../helpers/time.js'
 
 /**
  * A command that notes when it was rejected: the tests compare that moment with the deadline, not
- * the order of two sleeps, which a loaded machine (tests run four at once on two cores) reorders.
+ * the order of two sleeps, which a loaded machine (several test files at once on two cores) reorders.
  */
 interface FakeCommand extends TimedCommand { rejected: Error | null, rejectedAt: number | null, isSettled: boolean }
 
