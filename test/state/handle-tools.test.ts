@@ -299,10 +299,12 @@ t.test('2026-07-28: minting runs the store\'s GC policy, which collects expired 
 })
 
 t.test('2026-07-28: a call whose client went away keeps nothing, even when its handler ignored the signal', async t => {
+  let started = false
   let finished = false
   const app = await build(t, {}, (app) => {
     app.mcp.tool({ name: 'basket_stubborn', description: 'd', input: Type.Object({ basket: Type.String() }), handle: { argument: 'basket', kind: 'basket' } },
       async (_a, ctx) => {
+        started = true
         ctx.handle?.set('items', ['stubborn'])
         await sleep(300) // not ctx.signal: it runs to the end
         finished = true
@@ -315,7 +317,8 @@ t.test('2026-07-28: a call whose client went away keeps nothing, even when its h
   const body = rpc('tools/call', { name: 'basket_stubborn', arguments: { basket } })
   const call = fetch(url, { method: 'POST', headers: { ...modernHeaders(body), authorization: 'Bearer alice-token' }, body: JSON.stringify(body), signal: gone.signal })
     .then(async (res) => await res.text()).catch(() => 'aborted')
-  await sleep(100)
+  // Gone while the handler runs (a fixed 100 ms was sometimes before it started, on a loaded machine).
+  await until(() => started, { what: 'the handler to start' })
   gone.abort()
   t.equal(await call, 'aborted')
   await until(() => finished, { what: 'the handler to finish' })
