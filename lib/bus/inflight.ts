@@ -201,7 +201,7 @@ export class InflightRequests implements SessionJob {
   close (): void {
     if (this.#sweeper !== null) clearInterval(this.#sweeper)
     this.#sweeper = null
-    for (const session of this.#unsubscribed.toArray()) this.#unwatch(session)
+    for (let s = this.#unsubscribed.head; s !== null; s = this.#unsubscribed.head) this.#unwatch(s)
     for (const sid of [...this.#bySession.keys()]) this.#abortAll(sid, new Error('server shutting down'))
   }
 }

@@ -12,9 +12,14 @@ const admin = new Redis(server.url)
 t.teardown(() => { admin.disconnect() })
 const newPrefix = (): string => `test:${randomBytes(4).toString('hex')}:`
 
-/** A backend with its own fail-fast client (from the URL), connected, closed in teardown. */
-async function newBackend (t: Test, options: { prefix?: string, timeout?: number } = {}): Promise<RedisLimitBackend> {
-  const backend = new RedisLimitBackend({ redis: server.url, ...options })
+/**
+ * A backend with its own fail-fast client (from the URL), or on `client` (disconnected in
+ * teardown), connected, closed in teardown.
+ */
+async function newBackend (t: Test, options: { prefix?: string, timeout?: number, client?: Redis } = {}): Promise<RedisLimitBackend> {
+  const { client, ...rest } = options
+  if (client !== undefined) t.teardown(() => { client.disconnect() })
+  const backend = new RedisLimitBackend({ redis: client ?? server.url, ...rest })
   t.teardown(() => backend.close())
   await backend.ready()
   return backend
@@ -65,9 +70,7 @@ t.test('a flood of distinct anonymous callers: every key has a TTL, and all are 
   // 500 ms command timeout of the backend's own fail-fast client. What is tested here is expiry,
   // so this backend's client (the fail-fast settings otherwise) and its check wait up to 10 s.
   const patient = new Redis(server.url, { ...LOCK_CLIENT_OPTIONS, commandTimeout: 10_000 })
-  t.teardown(() => { patient.disconnect() })
-  const backend = new RedisLimitBackend({ redis: patient, prefix, timeout: 10_000 })
-  await backend.ready()
+  const backend = await newBackend(t, { prefix, timeout: 10_000, client: patient })
   // Lifetimes long enough for every key to be there when counted, even on a loaded machine.
   const spec = { intervalUs: 2_000_000, burst: 2, concurrency: 3, leaseMs: 3000 }
   const n = 3000
@@ -87,10 +90,7 @@ t.test('a flood of distinct anonymous callers: every key has a TTL, and all are 
 t.test('a check Redis does not answer in time rejects; a lease it took late is given back', async t => {
   const prefix = newPrefix()
   // An injected client with an offline queue and retries: only the backend's timeout bounds it.
-  const patient = new Redis(server.url)
-  t.teardown(() => { patient.disconnect() })
-  const backend = new RedisLimitBackend({ redis: patient, prefix, timeout: 200 })
-  await backend.ready()
+  const backend = await newBackend(t, { prefix, timeout: 200, client: new Redis(server.url) })
   const spec = { intervalUs: 0, burst: 0, concurrency: 5, leaseMs: 60_000 }
   t.match(await backend.acquire('slow|p:a', spec, 'before'), { ok: true })
   server.pause()
