@@ -140,3 +140,17 @@ t.test('a flood of sessions leaves no record behind once their requests end, how
   inflight.close()
 })
 
+
+t.test('closing with unsubscribed sessions in flight: every request aborted, none left watched, no sweep subscribes later', async t => {
+  const { bus, inflight } = setup()
+  const requests = [request(), request(), request()]
+  inflight.track('a', 1, requests[0] as ReturnType<typeof request>)
+  inflight.track('a', 2, requests[1] as ReturnType<typeof request>)
+  inflight.track('b', 1, requests[2] as ReturnType<typeof request>)
+  t.equal(inflight.watched, 2)
+  inflight.close()
+  t.same(requests.map(r => r.reasons), [['server shutting down'], ['server shutting down'], ['server shutting down']])
+  t.equal(inflight.watched, 0, 'the watch list is empty')
+  await sleep(40) // longer than two sweeps: time itself is under test
+  t.equal(bus.channels, 0, 'no sweep ran after close to subscribe the sessions')
+})
