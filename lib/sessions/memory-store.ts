@@ -18,6 +18,7 @@
 import { performance } from 'node:perf_hooks'
 import { LinkedList, type Linked } from '../linked-list.js'
 import { ExpiryListeners, type ExpiryListener } from './expiry-listeners.js'
+import { copyJson } from './json-copy.js'
 import {
   encodeSessionValue,
   type CreateOptions, type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
@@ -251,25 +252,4 @@ function dataOf (session: StoredSession): Record<string, JsonValue> {
     // Nested deeper than the stack allows here (JSON.parse does not recurse): parse the text.
     return JSON.parse(snapshotOf(session.fields)) as Record<string, JsonValue>
   }
-}
-
-/**
- * A deep copy of a value JSON.parse made: what parsing its text again would give (plain objects
- * and arrays, the same key order, a key named "__proto__" an own property), several times cheaper.
- * An object is spread (a shallow copy that defines own properties), then its object values copied.
- */
-function copyJson (value: JsonValue): JsonValue {
-  if (typeof value !== 'object' || value === null) return value
-  if (Array.isArray(value)) {
-    const out: JsonValue[] = []
-    for (let i = 0; i < value.length; i++) out.push(copyJson(value[i] as JsonValue))
-    return out
-  }
-  const out: Record<string, JsonValue> = { ...value }
-  for (const key of Object.keys(out)) {
-    const v = out[key] as JsonValue
-    // An own property already (a "__proto__" key too: the assignment does not reach the prototype).
-    if (typeof v === 'object' && v !== null) out[key] = copyJson(v)
-  }
-  return out
 }

@@ -15,6 +15,7 @@
 import { DEFAULT_KEY_PREFIX, RESERVED_FIELD_PREFIX, assertKeyPrefix, lockKey, sessionKey } from '../redis/keys.js'
 import { defineScripts, type RedisClient, type RedisClientLike } from '../redis/scripts.js'
 import { roundTrip } from '../telemetry/index.js'
+import { DecodedReplies } from './decoded-replies.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
 import {
   SessionDataError, encodeSessionValue,
@@ -36,6 +37,8 @@ export class RedisSessionStore implements SessionStore {
   /** Key prefix. */
   readonly prefix: string
   readonly #redis: RedisClient
+  /** The sessions read last, decoded (see `decoded-replies.ts`). */
+  readonly #decoded = new DecodedReplies()
 
   constructor (options: RedisSessionStoreOptions) {
     this.ttl = checkTtl(options.ttl ?? DEFAULT_SESSION_TTL)
@@ -60,7 +63,17 @@ export class RedisSessionStore implements SessionStore {
   async load (id: string): Promise<SessionRecord | null> {
     roundTrip()
     const reply = await this.#redis.mcpSessionLoad(sessionKey(this.prefix, id), this.ttl)
-    return reply === null ? null : decodeSession(id, reply)
+    return reply === null ? null : this.decode(id, reply)
+  }
+
+  /**
+   * A load script's reply from index `at` → the record (see {@link decodeSession}), a session read
+   * again unchanged copied rather than parsed.
+   * @throws {SessionDataError} when the data cannot be decoded.
+   * @internal For the store + lock fast path (`state/redis-fast-path.ts`).
+   */
+  decode (id: string, reply: string, at = 0): SessionRecord {
+    return decodeSession(id, reply, at, this.#decoded)
   }
 
   /**
@@ -78,6 +91,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async destroy (id: string): Promise<boolean> {
+    this.#decoded.forget(id)
     return await this.#redis.del(sessionKey(this.prefix, id)) === 1
   }
 
@@ -116,24 +130,33 @@ function checkKey (key: string): string {
  * object's text, separated by spaces, from index `at` of `reply`: the take-lock+read script's
  * reply has its status first) → the record. The count guards the one parse: a stored value that
  * is not JSON text fails it, or (spliced into the neighbouring fields) changes the number of keys.
+ * With `cache`, a session read again unchanged is copied rather than parsed (`decoded-replies.ts`).
  * @throws {SessionDataError} when the data cannot be decoded.
  */
-export function decodeSession (id: string, reply: string, at = 0): SessionRecord {
+export function decodeSession (id: string, reply: string, at = 0, cache?: DecodedReplies): SessionRecord {
   const afterVersion = reply.indexOf(' ', at)
-  const afterFields = afterVersion === -1 ? -1 : reply.indexOf(' ', afterVersion + 1)
   const version = Number(reply.slice(at, afterVersion))
-  const fields = Number(reply.slice(afterVersion + 1, afterFields))
   // Not a reply of these scripts: nothing it says can be trusted.
-  if (afterFields === -1 || !Number.isSafeInteger(version) || !Number.isSafeInteger(fields)) throw notJson(id)
+  if (afterVersion === -1 || !Number.isSafeInteger(version)) throw notJson(id)
+  // The count and the data: all that decodeData reads, so what it makes of them is the text's own.
+  const body = reply.slice(afterVersion + 1)
+  return { data: cache === undefined ? decodeData(id, body) : cache.data(id, body, decodeData), version }
+}
+
+/** `<number of fields> <JSON object>` → the data. */
+function decodeData (id: string, body: string): Record<string, JsonValue> {
+  const afterFields = body.indexOf(' ')
+  const fields = Number(body.slice(0, afterFields))
+  if (afterFields === -1 || !Number.isSafeInteger(fields)) throw notJson(id)
   let data: Record<string, JsonValue> | undefined
   try {
     // JSON.parse defines own properties: a key named "__proto__" stays a plain key.
-    data = JSON.parse(reply.slice(afterFields + 1)) as Record<string, JsonValue>
+    data = JSON.parse(body.slice(afterFields + 1)) as Record<string, JsonValue>
   } catch (err) {
     throw notJson(id, err)
   }
   if (typeof data !== 'object' || data === null || Array.isArray(data) || countKeys(data) !== fields) throw notJson(id)
-  return { data, version }
+  return data
 }
 
 function notJson (id: string, cause?: unknown): SessionDataError {

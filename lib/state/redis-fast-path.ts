@@ -13,7 +13,7 @@ import type { LocalAcquireOptions, SessionLease } from '../locks/session-lock.js
 import { RedisLease } from '../locks/redis-lease.js'
 import { sessionKey } from '../redis/keys.js'
 import type { McpScripts } from '../redis/scripts.js'
-import { decodeSession, saveArguments, type RedisSessionStore } from '../sessions/redis-store.js'
+import { saveArguments, type RedisSessionStore } from '../sessions/redis-store.js'
 import type { LockedSession, SaveGuard, SaveResult, SessionChanges } from '../sessions/session-store.js'
 import { roundTrip } from '../telemetry/index.js'
 
@@ -62,7 +62,7 @@ export class RedisFastPath {
     if (taken === null) return null
     let record
     try {
-      record = decodeSession(id, taken.value, 2)
+      record = this.#store.decode(id, taken.value, 2)
     } catch (err) {
       await taken.lease.release().catch(() => {})
       throw err

@@ -114,6 +114,34 @@ t.test('a load reply is one string (version, fields, document); a header that is
   }
 })
 
+t.test('a session read again unchanged is copied from what was decoded: never stale, never shared between readers', async t => {
+  const { store, lock, prefix } = await setup(t)
+  const other = new RedisSessionStore({ redis: admin, prefix }) // another instance's store
+  const fast = new RedisFastPath(store, lock)
+  const id = generateSessionId()
+  await store.create(id, { cart: { items: ['a'] }, n: 1 })
+  for (let i = 0; i < 3; i++) {
+    const loaded = await store.load(id)
+    t.same(loaded, { data: { cart: { items: ['a'] }, n: 1 }, version: 0 }, `load ${i}`)
+    ;((loaded?.data.cart as { items: string[] }).items).push('mutated by a reader')
+  }
+  for (let i = 0; i < 3; i++) {
+    const taken = await fast.acquireAndLoad(id)
+    t.same(taken?.record, { data: { cart: { items: ['a'] }, n: 1 }, version: 0 }, `locked read ${i}: what an earlier reader did is not there`)
+    ;((taken?.record.data.cart as { items: string[] }).items).push('mutated under the lease')
+    await taken?.lease.release()
+  }
+  t.equal(await other.save(id, { set: { n: 2 }, delete: [] }), 'ok', 'another instance writes')
+  t.same(await store.load(id), { data: { cart: { items: ['a'] }, n: 2 }, version: 1 }, 'this instance reads the write')
+  const taken = await fast.acquireAndLoad(id)
+  t.same(taken?.record, { data: { cart: { items: ['a'] }, n: 2 }, version: 1 }, 'so does the fast path')
+  await taken?.lease.release()
+  await other.destroy(id)
+  t.equal(await store.load(id), null, 'gone for every instance')
+  await store.create(id, { n: 1 })
+  t.same(await store.load(id), { data: { n: 1 }, version: 0 }, 'created again, with a version it had before')
+})
+
 t.test('keys starting with NUL are reserved; bad options are refused', async t => {
   const store = new RedisSessionStore({ redis: admin, prefix: newPrefix() })
   const id = generateSessionId()
