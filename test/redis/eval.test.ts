@@ -5,7 +5,8 @@
  */
 import t from 'tap'
 import { once } from 'node:events'
-import { Redis } from 'ioredis'
+import { Command, Redis } from 'ioredis'
+import { evalshaSender } from '../../lib/redis/evalsha-command.js'
 import { defineScripts, type RedisClientLike } from '../../lib/redis/scripts.js'
 import { commandsSent } from '../helpers/redis-monitor.js'
 import { startRedisServer } from '../helpers/redis-server.js'
@@ -109,6 +110,31 @@ t.test('EVALSHA goes out as the client\'s own Command, without evalsha() (and it
   await admin.hset('direct-hash', 'f', 'v')
   await scripts.mcpLockRelease('direct-hash', 'tok').catch(() => {}) // EVAL on first use
   await t.rejects(scripts.mcpLockRelease('direct-hash', 'tok'), /WRONGTYPE/)
+})
+
+t.test('the RESP text of a command is the text ioredis\' own toWritable makes of it, multi-byte arguments included', async t => {
+  const client = new Redis(server.url)
+  t.teardown(() => client.disconnect())
+  const send = evalshaSender(client)
+  if (send === null) throw new Error('a plain client has a sender')
+  const sha = await client.script('LOAD', 'return ARGV') as string
+  const written: string[] = []
+  const own = client.sendCommand
+  client.sendCommand = function (this: Redis, command: Command, stream?: unknown) {
+    const text = (command as unknown as { toWritable: () => string }).toWritable()
+    t.equal(text, Command.prototype.toWritable.call(command, null as never), `as ioredis writes ${JSON.stringify(command.args).slice(0, 80)}`)
+    written.push(text)
+    return own.call(this, command, stream as never)
+  } as typeof own
+  const cases: Array<Array<string | number>> = [
+    ['key', 'plain', 7000],
+    ['k', '', '0', 'é', '€ and 😀', '{"text":"naïve – ✓"}', 'x'.repeat(70_000)],
+    ['{sid}:s', '\r\n$3\r\nbad\r\n', '*1\r\n']
+  ]
+  for (const args of cases) {
+    t.same(await send(sha, 1, args), args.slice(1).map(String), 'Redis read back every argument whole')
+  }
+  t.equal(written.length, cases.length)
 })
 
 t.test('a client whose evalsha() builds another command keeps evalsha(): keyPrefix, showFriendlyErrorStack, enableAutoPipelining', async t => {
