@@ -340,7 +340,13 @@ export class RedisSessionLock implements SessionLock {
     }
     if (!state.claim()) throw notHeldError(lease.id)
     state.forget()
-    const finished = finish(state.client, state.key, state.token)
+    let finished: Promise<T>
+    try {
+      finished = finish(state.client, state.key, state.token)
+    } catch (err) {
+      // A `finish` that throws before it sends: handled below as a failed script.
+      finished = Promise.reject(err)
+    }
     // The release is on the wire: the local slot is freed now, not when its reply arrives. The
     // next waiter of this process for the session sends its acquire on the same connection, behind
     // the release, and Redis runs the two in order; so a handoff costs one round trip, not two,

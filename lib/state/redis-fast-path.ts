@@ -29,6 +29,12 @@ class PassedState {
   constructor (readonly by: RedisFastPath, readonly reply: TakenReply) {}
 }
 
+/** The take-lock+read script's reply as a lease attempt's outcome. */
+function takenOrNot (reply: Awaited<ReturnType<McpScripts['mcpAcquireAndLoad']>>): TakenReply | typeof SESSION_MISSING | typeof LEASE_BUSY {
+  if (reply === '2') return SESSION_MISSING
+  return reply === '0' ? LEASE_BUSY : reply
+}
+
 /** Store + lock in one backend call each (see the module doc). */
 export class RedisFastPath {
   readonly #store: RedisSessionStore
@@ -42,11 +48,11 @@ export class RedisFastPath {
   constructor (store: RedisSessionStore, lock: RedisSessionLock) {
     this.#store = store
     this.#lock = lock
-    this.#attempt = async (client, key, token, id) => {
+    // Not async: the script's promise and one `then`, no async function's frame kept alive (and
+    // copied by the young-generation GC) across the round trip.
+    this.#attempt = (client, key, token, id) => {
       roundTrip()
-      const reply = await client.mcpAcquireAndLoad(key, sessionKey(store.prefix, id), token, lock.ttl, store.ttl)
-      if (reply === '2') return SESSION_MISSING
-      return reply === '0' ? LEASE_BUSY : reply
+      return client.mcpAcquireAndLoad(key, sessionKey(store.prefix, id), token, lock.ttl, store.ttl).then(takenOrNot)
     }
     this.#adopt = (handed) => handed instanceof PassedState && handed.by === this ? handed.reply : NOT_ADOPTED
   }
@@ -97,10 +103,10 @@ export class RedisFastPath {
     const store = this.#store
     // Keys and values are checked before the lease ends.
     const args = saveArguments(store.ttl, changes, '', guard.version)
-    return await this.#lock.releaseWith(lease, async (client, key, token) => {
+    return await this.#lock.releaseWith(lease, (client, key, token) => {
       args[1] = token
       roundTrip()
-      return await client.mcpSaveAndRelease(sessionKey(store.prefix, id), key, ...args)
+      return client.mcpSaveAndRelease(sessionKey(store.prefix, id), key, ...args)
     })
   }
 }

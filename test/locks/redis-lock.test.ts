@@ -6,7 +6,7 @@ import { LOCK_CLIENT_OPTIONS, RedisSessionLock } from '../../lib/locks/redis-loc
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { runSessionLockContract } from './lock-contract.js'
-import { sleep } from '../helpers/time.js'
+import { sleep, until } from '../helpers/time.js'
 
 const server = await startRedisServer(t)
 const admin = new Redis(server.url)
@@ -66,6 +66,32 @@ t.test('the lease: SET <prefix>{<sid>}:lock <fresh 128-bit token> NX PX <ttl>', 
   await lease.release()
   t.throws(() => new RedisSessionLock({ redis: admin, prefix: 'a{b}:' }), TypeError)
   t.throws(() => new RedisSessionLock({ redis: admin, ttl: 0 }), RangeError)
+})
+
+t.test('tokens stay fresh and 128-bit across refills of the token pool (256 per refill)', async t => {
+  const lock = await newLock(t)
+  const id = generateSessionId()
+  const seen = new Set<string>()
+  for (let i = 0; i < 600; i++) {
+    const lease = await lock.acquire(id)
+    const token = lease.fence?.token as string
+    if (!/^[0-9a-f]{32}$/.test(token) || seen.has(token)) t.fail(`token ${i}: ${token}`)
+    seen.add(token)
+    await lease.release()
+  }
+  t.equal(seen.size, 600)
+})
+
+t.test('releaseWith: a finish that throws before sending rejects, frees the local slot and deletes the lease in Redis', async t => {
+  const lock = await newLock(t)
+  const id = generateSessionId()
+  const lease = await lock.acquire(id)
+  await t.rejects(lock.releaseWith(lease, () => { throw new TypeError('a key the script refuses') }), TypeError)
+  t.equal(lock.held, 0, 'no lease tracked')
+  await until(async () => await admin.exists(`mcp:{${id}}:lock`) === 0)
+  const next = await lock.acquire(id, { timeout: 1000 })
+  t.pass('the next request of this process gets the lease at once')
+  await next.release()
 })
 
 t.test('renewal keeps a lease alive past its ttl while it is held', async t => {
