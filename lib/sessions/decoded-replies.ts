@@ -6,8 +6,9 @@
  *
  * Nothing here can go stale: an entry answers only a text equal to the one it was decoded from,
  * and JSON.parse gives the same value for the same text. Each caller gets its own copy; the
- * parsed value kept here is never handed out. Bounded: at most `max` entries (the oldest goes
- * first), of texts at most `maxText` characters (a longer one is decoded every time).
+ * parsed value kept here is never handed out. Bounded: at most {@link MAX_DECODED_SESSIONS}
+ * sessions (the oldest goes first), of texts at most {@link MAX_DECODED_TEXT} characters (a longer
+ * one is decoded every time).
  */
 import { copyJson } from './json-copy.js'
 import type { JsonValue } from './session-store.js'
