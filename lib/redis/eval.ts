@@ -48,19 +48,27 @@ export class ScriptRunner {
     this.#send = send
   }
 
-  /** Runs the script with its KEYS then ARGV in `args`; resolves the script's reply. */
-  async run (args: Array<string | number>): Promise<unknown> {
+  /**
+   * Runs the script with its KEYS then ARGV in `args`; resolves the script's reply. Not async: the
+   * command's promise and one `then` for the NOSCRIPT fallback, where an async function kept its
+   * frame alive across every round trip.
+   */
+  run (args: Array<string | number>): Promise<unknown> {
     const client = this.client
     const stream = client.stream
-    if (stream === undefined || stream !== this.#loadedOn) return await this.#eval(args)
+    if (stream === undefined || stream !== this.#loadedOn) return this.#eval(args)
+    const script = this.script
+    let sent: Promise<unknown>
     try {
-      const script = this.script
-      return await (this.#send === null ? client.evalsha(script.sha, script.numberOfKeys, ...args) : this.#send(script.sha, script.numberOfKeys, args))
+      sent = this.#send === null ? client.evalsha(script.sha, script.numberOfKeys, ...args) : this.#send(script.sha, script.numberOfKeys, args)
     } catch (err) {
+      return Promise.reject(err)
+    }
+    return sent.then(undefined, async (err: unknown) => {
       if (!isNoScript(err)) throw err
       if (this.#loadedOn === stream) this.#loadedOn = undefined
       return await this.#eval(args)
-    }
+    })
   }
 
   async #eval (args: Array<string | number>): Promise<unknown> {

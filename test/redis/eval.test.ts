@@ -7,6 +7,7 @@ import t from 'tap'
 import { once } from 'node:events'
 import { Command, Redis } from 'ioredis'
 import { evalshaSender } from '../../lib/redis/evalsha-command.js'
+import { LuaScript, ScriptRunner } from '../../lib/redis/eval.js'
 import { defineScripts, type RedisClientLike } from '../../lib/redis/scripts.js'
 import { commandsSent } from '../helpers/redis-monitor.js'
 import { startRedisServer } from '../helpers/redis-server.js'
@@ -151,4 +152,24 @@ t.test('a client whose evalsha() builds another command keeps evalsha(): keyPref
     t.equal(counter.calls, 1, `${JSON.stringify(options)}: through evalsha()`)
     t.ok(await admin.pttl(stored) > 5000)
   }
+})
+
+t.test('run() never throws: a client that throws instead of rejecting gives a rejection; NOSCRIPT falls back to EVAL', async t => {
+  const calls: string[] = []
+  let evalsha: () => Promise<unknown> = () => { throw new Error('thrown by evalsha') }
+  const client = {
+    stream: {},
+    evalsha: () => { calls.push('evalsha'); return evalsha() },
+    eval: async () => { calls.push('eval'); return 'by eval' }
+  }
+  const runner = new ScriptRunner(client, new LuaScript('return 1', 0))
+  t.equal(await runner.run([]), 'by eval', 'a connection\'s first call: EVAL')
+  let pending: Promise<unknown> | undefined
+  t.doesNotThrow(() => { pending = runner.run([]) })
+  await t.rejects(pending as Promise<unknown>, /thrown by evalsha/)
+  evalsha = async () => { throw new Error('NOSCRIPT No matching script') }
+  t.equal(await runner.run([]), 'by eval', 'NOSCRIPT: EVAL again')
+  evalsha = async () => 'by evalsha'
+  t.equal(await runner.run([]), 'by evalsha')
+  t.same(calls, ['eval', 'evalsha', 'evalsha', 'eval', 'evalsha'])
 })
