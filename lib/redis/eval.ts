@@ -64,10 +64,10 @@ export class ScriptRunner {
     } catch (err) {
       return Promise.reject(err)
     }
-    return sent.then(undefined, async (err: unknown) => {
+    return sent.then(undefined, (err: unknown) => {
       if (!isNoScript(err)) throw err
       if (this.#loadedOn === stream) this.#loadedOn = undefined
-      return await this.#eval(args)
+      return this.#eval(args)
     })
   }
 

@@ -7,19 +7,19 @@
  * Nothing here can go stale: an entry answers only a text equal to the one it was decoded from,
  * and JSON.parse gives the same value for the same text. Each caller gets its own copy; the
  * parsed value kept here is never handed out. Bounded: at most {@link MAX_DECODED_SESSIONS}
- * sessions (the oldest goes first), of texts at most {@link MAX_DECODED_TEXT} characters (a longer
+ * sessions (the one remembered longest goes first), of texts at most {@link MAX_DECODED_TEXT} characters (a longer
  * one is decoded every time).
  */
 import { copyJson } from './json-copy.js'
 import type { JsonValue } from './session-store.js'
 
-/** Most sessions remembered (the oldest is forgotten first). */
+/** Most sessions remembered (the one remembered longest is forgotten first). */
 export const MAX_DECODED_SESSIONS = 128
 /** Longest text (characters) remembered: a few KiB each, so the whole cache stays within a few MiB. */
 export const MAX_DECODED_TEXT = 4096
 
 interface Entry {
-  readonly text: string
+  text: string
   /** Null until the same text is read a second time: a session that changes on every request is never parsed twice. */
   parsed: Record<string, JsonValue> | null
 }
@@ -36,7 +36,15 @@ export class DecodedReplies {
     const entry = this.#entries.get(id)
     if (entry === undefined || entry.text !== text) {
       const data = decode(id, text)
-      if (text.length <= MAX_DECODED_TEXT) this.#remember(id, { text, parsed: null })
+      if (text.length > MAX_DECODED_TEXT) {
+        if (entry !== undefined) this.#entries.delete(id)
+      } else if (entry !== undefined) {
+        // Changed in place: a session whose text changes on every request costs no map churn.
+        entry.text = text
+        entry.parsed = null
+      } else {
+        this.#remember(id, { text, parsed: null })
+      }
       return data
     }
     entry.parsed ??= decode(id, text)
@@ -58,12 +66,10 @@ export class DecodedReplies {
     return this.#entries.size
   }
 
+  /** A session not remembered yet: the one remembered longest goes first when full. */
   #remember (id: string, entry: Entry): void {
     const entries = this.#entries
-    // Re-inserted: the map's order is the order of last change, the oldest first.
-    if (!entries.delete(id) && entries.size >= MAX_DECODED_SESSIONS) {
-      entries.delete(entries.keys().next().value as string)
-    }
+    if (entries.size >= MAX_DECODED_SESSIONS) entries.delete(entries.keys().next().value as string)
     entries.set(id, entry)
   }
 }
