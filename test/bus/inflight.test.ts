@@ -140,7 +140,6 @@ t.test('a flood of sessions leaves no record behind once their requests end, how
   inflight.close()
 })
 
-
 t.test('closing with unsubscribed sessions in flight: every request aborted, none left watched, no sweep subscribes later', async t => {
   const { bus, inflight } = setup()
   const requests = [request(), request(), request()]
