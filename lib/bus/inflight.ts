@@ -14,6 +14,7 @@
  * which is rare, walks the session's requests (at most `maxStreamsPerSession`).
  */
 import { LinkedList, type Linked } from '../linked-list.js'
+import { SteadyMap } from '../steady-map.js'
 import type { BusMessage } from './bus.js'
 import type { SessionJob, SessionTopics } from './session-topics.js'
 
@@ -87,7 +88,8 @@ class Entry implements Tracking, Linked<Entry> {
 /** The in-flight requests of this process (see the module doc). */
 export class InflightRequests implements SessionJob {
   readonly #topics: SessionTopics
-  readonly #bySession = new Map<string, SessionRequests>()
+  /** A session's record comes and goes with each short request: a map whose table never empties. */
+  readonly #bySession = new SteadyMap<SessionRequests>()
   /**
    * Sessions with requests in flight and no subscription, checked every SUBSCRIBE_AFTER ms: a list
    * of their records, which a record leaves when its last request does (a set of ids grew by one
@@ -202,6 +204,6 @@ export class InflightRequests implements SessionJob {
     if (this.#sweeper !== null) clearInterval(this.#sweeper)
     this.#sweeper = null
     for (let s = this.#unsubscribed.head; s !== null; s = this.#unsubscribed.head) this.#unwatch(s)
-    for (const sid of [...this.#bySession.keys()]) this.#abortAll(sid, new Error('server shutting down'))
+    for (const sid of this.#bySession.keys()) this.#abortAll(sid, new Error('server shutting down'))
   }
 }

@@ -5,6 +5,7 @@
  * process listens to it only while one of its jobs (in-flight requests, waiting handlers, GET
  * streams, followers) holds something of that session, and stops when none does.
  */
+import { SteadyMap } from '../steady-map.js'
 import type { Bus, BusMessage } from './bus.js'
 
 /** What a job reports to its logger (a Fastify/pino logger fits). */
@@ -40,7 +41,8 @@ export const sessionChannel = (sid: string): string => `s:${sid}`
 export class SessionTopics {
   readonly #bus: Bus
   readonly #logger: TopicLogger
-  readonly #topics = new Map<string, Topic>()
+  /** A session's entry comes and goes with each short request: a map whose table never empties. */
+  readonly #topics = new SteadyMap<Topic>()
   readonly #jobs: SessionJob[] = []
 
   constructor (bus: Bus, logger: TopicLogger) {

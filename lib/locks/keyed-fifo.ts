@@ -8,6 +8,7 @@
  * map returns to empty after every burst.
  */
 
+import { SteadyMap } from '../steady-map.js'
 import { signalOf, type AbortSource } from './session-lock.js'
 
 /** Releases a slot; calling it again does nothing. */
@@ -46,7 +47,8 @@ interface Entry {
 
 /** A FIFO mutex per key. */
 export class KeyedFifo {
-  readonly #entries = new Map<string, Entry>()
+  /** A key's entry comes and goes with each request on it: a map whose table never empties. */
+  readonly #entries = new SteadyMap<Entry>()
 
   /** Number of keys held right now (0 when idle: nothing is kept for released keys). */
   get size (): number {
