@@ -22,6 +22,7 @@ import { open, stat, type FileHandle } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { performance } from 'node:perf_hooks'
 import { join, resolve } from 'node:path'
+import { SteadySet } from '../steady-map.js'
 import {
   SessionLockError, SessionLockErrorCodes, SessionLockTimeoutError, alreadyHeldError, backendError, closedError
 } from './errors.js'
@@ -85,7 +86,8 @@ export class FileSessionLock implements SessionLock {
   /** Absolute directory of the lock files. */
   readonly dir: string
   readonly #fifo = new KeyedFifo()
-  readonly #leases = new Set<Lease>()
+  /** A lease enters and leaves on every request: a set whose table never empties. */
+  readonly #leases = new SteadySet<Lease>()
   readonly #closing = new AbortController()
 
   /**
@@ -178,7 +180,7 @@ export class FileSessionLock implements SessionLock {
     if (this.#closing.signal.aborted) return
     this.#closing.abort(closedError())
     this.#fifo.rejectAll(closedError())
-    await Promise.all([...this.#leases].map(lease => lease.revoke(closedError())))
+    await Promise.all(this.#leases.values().map(lease => lease.revoke(closedError())))
   }
 
   /**

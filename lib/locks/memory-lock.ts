@@ -3,6 +3,7 @@
  * memory store, or for any store when the app runs as one process. Nothing is kept for a session
  * nobody holds or waits for.
  */
+import { SteadySet } from '../steady-map.js'
 import { SessionLockTimeoutError, alreadyHeldError, closedError } from './errors.js'
 import { KeyedFifo } from './keyed-fifo.js'
 import { Lease } from './lease.js'
@@ -19,7 +20,8 @@ export interface MemorySessionLockOptions {
 export class MemorySessionLock implements SessionLock {
   readonly timeout: number
   readonly #fifo = new KeyedFifo()
-  readonly #leases = new Set<Lease>()
+  /** A lease enters and leaves on every request: a set whose table never empties. */
+  readonly #leases = new SteadySet<Lease>()
   #closed = false
 
   /** @throws {RangeError} when `timeout` is negative. */
@@ -73,7 +75,7 @@ export class MemorySessionLock implements SessionLock {
     if (this.#closed) return
     this.#closed = true
     this.#fifo.rejectAll(closedError())
-    await Promise.all([...this.#leases].map(lease => lease.revoke(closedError())))
+    await Promise.all(this.#leases.values().map(lease => lease.revoke(closedError())))
   }
 
   #lease (id: string, release: () => void): Lease {

@@ -1,6 +1,7 @@
 /** The lease a `RedisSessionLock` hands out (see `redis-lock.ts`). */
 import { performance } from 'node:perf_hooks'
 import type { RedisClient } from '../redis/scripts.js'
+import type { SteadySet } from '../steady-map.js'
 import { roundTrip } from '../telemetry/index.js'
 import { SessionLockError, SessionLockErrorCodes } from './errors.js'
 import type { FifoRelease } from './keyed-fifo.js'
@@ -34,7 +35,7 @@ export class RedisLease extends Lease implements RenewalTarget {
     /** Times this lease was passed on in a row before this holder got it. */
     readonly passes: number,
     /** The lock's leases, and its renewal clock. */
-    readonly leases: Set<Lease>,
+    readonly leases: SteadySet<Lease>,
     clock: RenewalClock,
     sentAt: number
   ) {

@@ -34,6 +34,7 @@ import { signalOf, type AcquireOptions, type LocalAcquireOptions, type SessionLe
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
 import { roundTrip } from '../telemetry/index.js'
 import { settleWithin } from '../settle.js'
+import { SteadySet } from '../steady-map.js'
 
 export { LOCK_CLIENT_OPTIONS, createLockClient } from '../redis/client.js'
 
@@ -122,7 +123,8 @@ export class RedisSessionLock implements SessionLock {
   readonly #client: RedisClient
   readonly #ownsClient: boolean
   readonly #fifo = new KeyedFifo()
-  readonly #leases = new Set<Lease>()
+  /** A lease enters and leaves on every request: a set whose table never empties. */
+  readonly #leases = new SteadySet<Lease>()
   readonly #closing = new AbortController()
   /** Leases being passed on, by session id: set just before the slot goes to the next waiter. */
   readonly #batons = new Map<string, Baton>()
@@ -223,7 +225,7 @@ export class RedisSessionLock implements SessionLock {
     // Leases on their way to a next holder, who will find the lock closed: released here, before
     // the QUIT below (a release sent after it would find the connection closing).
     const passing = [...this.#batons.values()].map(b => this.#client.mcpLockRelease(b.key, b.token).catch(() => {}))
-    await settleWithin(Promise.all([...passing, ...[...this.#leases].map(lease => lease.revoke(closedError()))]), CLOSE_TIMEOUT, { keepAlive: false })
+    await settleWithin(Promise.all([...passing, ...this.#leases.values().map(lease => lease.revoke(closedError()))]), CLOSE_TIMEOUT, { keepAlive: false })
     this.#renewals.stopAll()
     if (this.#ownsClient && this.#client.status !== 'end') {
       const client = this.#client

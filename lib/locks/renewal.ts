@@ -11,6 +11,7 @@
  */
 import { performance } from 'node:perf_hooks'
 import { EarliestTimer } from '../earliest-timer.js'
+import { SteadySet } from '../steady-map.js'
 
 /**
  * What a renewal renews (the Redis lock's lease itself: methods, not two closures per lease).
@@ -53,7 +54,8 @@ export class Renewal {
 export class RenewalClock {
   /** Lease time-to-live in milliseconds. */
   readonly ttl: number
-  readonly #renewals = new Set<Renewal>()
+  /** A lease's renewal enters and leaves on every request: a set whose table never empties. */
+  readonly #renewals = new SteadySet<Renewal>()
   readonly #timer = new EarliestTimer(() => { this.#tick() })
 
   constructor (ttl: number) {
@@ -85,7 +87,7 @@ export class RenewalClock {
 
   /** Stops every renewal and the timer (the lock closes). */
   stopAll (): void {
-    for (const renewal of this.#renewals) renewal.stopped = true
+    for (const renewal of this.#renewals.values()) renewal.stopped = true
     this.#renewals.clear()
     this.#timer.stop()
   }
@@ -93,7 +95,9 @@ export class RenewalClock {
   #tick (): void {
     const now = performance.now()
     let next = Infinity
-    for (const renewal of this.#renewals) {
+    // A copy: a lost lease leaves the set as the walk goes.
+    for (const renewal of this.#renewals.values()) {
+      if (renewal.stopped) continue // stopped by an earlier one's loss
       const deadline = renewal.confirmedAt + this.ttl
       if (now >= deadline) {
         this.#lost(renewal)
