@@ -251,7 +251,10 @@ export class RedisSessionLock implements SessionLock {
     if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)
     const deadline = performance.now() + timeout
     const onTimeout = (): Error => new SessionLockTimeoutError(id, timeout)
-    const slot = await this.#fifo.acquire(id, { timeout, signal: options.signal, owner: options.owner, front: options.priority, onTimeout })
+    // A free slot is taken without waiting (nobody can be queued for it): no promise and no job,
+    // and the attempt below is sent within this call.
+    const slot = (options.signal?.aborted === true ? null : this.#fifo.tryAcquire(id, options.owner)) ??
+      await this.#fifo.acquire(id, { timeout, signal: options.signal, owner: options.owner, front: options.priority, onTimeout })
     const key = lockKey(this.prefix, id)
     const baton = this.#batons.get(id)
     if (baton !== undefined) {

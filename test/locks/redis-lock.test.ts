@@ -237,6 +237,20 @@ t.test('the next waiter of this process sends its acquire right behind the relea
   t.equal(lock.size, 0)
 })
 
+t.test('a free lock sends its acquire within the call (no wait for a slot nobody holds); an aborted signal still sends nothing', async t => {
+  const lock = await newLock(t)
+  const unanswered = (): number => (lock.client as unknown as { commandQueue: { length: number } }).commandQueue.length
+  const pending = lock.acquire(generateSessionId())
+  t.equal(unanswered(), 1, 'the SET is on the wire before acquire() returns')
+  await (await pending).release()
+  const gone = new AbortController()
+  gone.abort(new Error('gone'))
+  const refused = lock.acquire(generateSessionId(), { signal: gone.signal })
+  t.equal(unanswered(), 0, 'nothing sent for an aborted acquire')
+  await t.rejects(refused, { message: 'gone' })
+  t.equal(lock.size, 0)
+})
+
 t.test('renewal errors are retried until the local deadline, then the signal aborts', async t => {
   const lock = await newLock(t, { ttl: 300 })
   const lease = await lock.acquire(generateSessionId())
