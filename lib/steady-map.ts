@@ -63,8 +63,6 @@ export class SteadySet<T extends object> {
   /** Members, the placeholder not counted. */
   get size (): number { return this.#set.size - 1 }
 
-  has (member: T): boolean { return this.#set.has(member) }
-
   add (member: T): this {
     this.#set.add(member)
     return this

@@ -81,12 +81,21 @@ export class KeyedFifo {
     return this.#releaser(key, entry)
   }
 
+  /**
+   * The slot at once, without a promise, when {@link acquire} would grant it at once (the key is
+   * free and the signal has not aborted); `null` otherwise, changing nothing (then `acquire()`
+   * waits or refuses).
+   */
+  grantNow (key: string, options: Pick<FifoAcquireOptions, 'owner' | 'signal'>): FifoRelease | null {
+    return options.signal?.aborted === true ? null : this.tryAcquire(key, options.owner)
+  }
+
   /** Waits for the slot of `key`, behind every earlier waiter of that key. */
   acquire (key: string, options: FifoAcquireOptions): Promise<FifoRelease> {
     const { timeout, owner, onTimeout } = options
-    if (options.signal?.aborted === true) return Promise.reject(options.signal.reason)
-    const free = this.tryAcquire(key, owner)
+    const free = this.grantNow(key, options)
     if (free !== null) return Promise.resolve(free)
+    if (options.signal?.aborted === true) return Promise.reject(options.signal.reason)
     if (!(timeout > 0)) return Promise.reject(onTimeout())
     const entry = this.#entries.get(key) as Entry
     const signal = signalOf(options.signal)

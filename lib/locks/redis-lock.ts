@@ -251,9 +251,9 @@ export class RedisSessionLock implements SessionLock {
     if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)
     const deadline = performance.now() + timeout
     const onTimeout = (): Error => new SessionLockTimeoutError(id, timeout)
-    // A free slot is taken without waiting (nobody can be queued for it): no promise and no job,
-    // and the attempt below is sent within this call.
-    const slot = (options.signal?.aborted === true ? null : this.#fifo.tryAcquire(id, options.owner)) ??
+    // A free slot is taken without waiting: no promise and no job, and the attempt below is sent
+    // within this call.
+    const slot = this.#fifo.grantNow(id, options) ??
       await this.#fifo.acquire(id, { timeout, signal: options.signal, owner: options.owner, front: options.priority, onTimeout })
     const key = lockKey(this.prefix, id)
     const baton = this.#batons.get(id)

@@ -51,6 +51,23 @@ t.test('timeout 0 takes only a free slot; Infinity waits without a timer', async
   t.equal(fifo.size, 0)
 })
 
+t.test('grantNow: a free slot without a promise; null, changing nothing, when held or the signal has aborted', async t => {
+  const fifo = new KeyedFifo()
+  const owner = {}
+  const release = fifo.grantNow('k', { owner })
+  t.type(release, 'function', 'granted at once')
+  t.ok(fifo.isHeldBy('k', owner))
+  t.equal(fifo.grantNow('k', {}), null, 'held: not granted')
+  t.equal(fifo.waiting, 0, 'and not queued')
+  release?.()
+  t.equal(fifo.size, 0)
+  const gone = new AbortController()
+  gone.abort(new Error('gone'))
+  t.equal(fifo.grantNow('k', { signal: gone.signal }), null, 'an aborted signal: not granted')
+  t.equal(fifo.size, 0, 'and nothing taken')
+  await t.rejects(fifo.acquire('k', { timeout: 1000, signal: gone.signal, onTimeout: timeoutError }), { message: 'gone' }, 'acquire() refuses it')
+})
+
 t.test('owners: isHeldBy follows the hand-off', async t => {
   const fifo = new KeyedFifo()
   const a = {}

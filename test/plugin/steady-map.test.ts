@@ -39,7 +39,7 @@ t.test('no string reaches the placeholder', async t => {
   t.equal(m.size, 0)
 })
 
-t.test('a set of objects: add, has, delete, size, and a copy of its members in insertion order', async t => {
+t.test('a set of objects: add, delete, size, and a copy of its members in insertion order', async t => {
   const s = new SteadySet<{ n: number }>()
   const a = { n: 1 }
   const b = { n: 2 }
@@ -48,8 +48,7 @@ t.test('a set of objects: add, has, delete, size, and a copy of its members in i
   t.equal(s.add(a), s, 'add returns the set')
   s.add(b).add(a)
   t.equal(s.size, 2, 'a member added twice counts once')
-  t.ok(s.has(a))
-  t.notOk(s.has({ n: 1 }), 'members are compared by identity')
+  t.equal(s.delete({ n: 1 }), false, 'members are compared by identity')
   t.same(s.values(), [a, b])
   for (const m of s.values()) s.delete(m)
   t.equal(s.size, 0, 'deleting while walking the copy')
