@@ -130,7 +130,11 @@ t.test('the RESP text of a command is the text ioredis\' own toWritable makes of
   const cases: Array<Array<string | number>> = [
     ['key', 'plain', 7000],
     ['k', '', '0', 'é', '€ and 😀', '{"text":"naïve – ✓"}', 'x'.repeat(70_000)],
-    ['{sid}:s', '\r\n$3\r\nbad\r\n', '*1\r\n']
+    ['{sid}:s', '\r\n$3\r\nbad\r\n', '*1\r\n'],
+    // Either side of the ready-made joints (below 256 bytes) and heads (below 64 parts).
+    ['k', 'a'.repeat(255), 'b'.repeat(256), 'é'.repeat(128)],
+    Array.from({ length: 60 }, (_, i) => `a${i}`), // 63 parts with EVALSHA, its SHA and the key count
+    Array.from({ length: 61 }, (_, i) => i) // 64
   ]
   for (const args of cases) {
     t.same(await send(sha, 1, args), args.slice(1).map(String), 'Redis read back every argument whole')
