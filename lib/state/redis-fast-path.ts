@@ -97,13 +97,19 @@ export class RedisFastPath {
    * Fenced save (by the lease's token, and `guard.version`) plus compare-and-delete of the lease,
    * in one script on the lock's client. The lease ends here even if the call fails (it then
    * expires in Redis after the lock's ttl).
-   * @throws {SessionLockError} "not held" for a lease released already.
+   * Not async: the release's promise is returned as it is (see `StateBackend`'s `#lockAndLoad`).
+   * @throws {SessionLockError} "not held" for a lease released already (as a rejection).
    */
-  async saveAndRelease (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease): Promise<SaveResult> {
+  saveAndRelease (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease): Promise<SaveResult> {
     const store = this.#store
-    // Keys and values are checked before the lease ends.
-    const args = saveArguments(store.ttl, changes, '', guard.version)
-    return await this.#lock.releaseWith(lease, (client, key, token) => {
+    let args: ReturnType<typeof saveArguments>
+    try {
+      // Keys and values are checked before the lease ends.
+      args = saveArguments(store.ttl, changes, '', guard.version)
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    return this.#lock.releaseWith(lease, (client, key, token) => {
       args[1] = token
       roundTrip()
       return client.mcpSaveAndRelease(sessionKey(store.prefix, id), key, ...args)

@@ -92,11 +92,20 @@ export class StateBackend {
     return await this.#lockAndLoad(id, options)
   }
 
-  async #lockAndLoad (id: string, options: LocalAcquireOptions): Promise<{ lease: SessionLease, record: SessionRecord } | null> {
+  /**
+   * Not async: the fast path's promise is returned as it is, without a frame that only awaits it
+   * (each such frame is one more step, and one more object kept, when the reply arrives). Called
+   * only by async functions, which turn a throw into a rejection.
+   */
+  #lockAndLoad (id: string, options: LocalAcquireOptions): Promise<{ lease: SessionLease, record: SessionRecord } | null> {
     const acquiring = acquireOptions(options)
     if (!this.#sources) acquiring.signal = signalOf(acquiring.signal)
-    if (this.fast !== null) return await this.fast.acquireAndLoad(id, acquiring)
-    const lock = this.lock as SessionLock
+    if (this.fast !== null) return this.fast.acquireAndLoad(id, acquiring)
+    return this.#lockThenLoad(id, this.lock as SessionLock, acquiring)
+  }
+
+  /** Any other store and lock: existence, then the lock, then the read (three backend calls). */
+  async #lockThenLoad (id: string, lock: SessionLock, acquiring: LocalAcquireOptions): Promise<{ lease: SessionLease, record: SessionRecord } | null> {
     // Existence first: an unknown id must not create a lock key or file.
     if (!await this.store.exists(id)) return null
     const lease = await lock.acquire(id, acquiring as { signal?: AbortSignal })
@@ -221,8 +230,15 @@ export class StateScope {
    * or passes it on when nothing changed. A destroyed state is never re-created; a lost lease never
    * overwrites newer state. Never throws; a second close does nothing (`unchanged`).
    */
-  async close (): Promise<CloseResult> {
-    return this.closeNow() ?? await this.#write()
+  close (): Promise<CloseResult> {
+    // Not async (see #lockAndLoad): #write's promise is returned as it is.
+    let now
+    try {
+      now = this.closeNow()
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    return now !== null ? Promise.resolve(now) : this.#write()
   }
 
   /**
