@@ -377,3 +377,15 @@ t.test('a changed handle opened without the lock is saved unfenced', async t => 
   t.equal(guard.version, 5)
   t.equal(guard.fence, undefined)
 })
+
+t.test('close() answers with a promise whatever happens: a throw on its way is a rejection', async t => {
+  const f = fixture()
+  f.store.put('s1', {})
+  const scope = await open(f, 's1', { lock: false })
+  const boom = new Error('boom')
+  // close() is not async (it returns #write's promise as it is): its own guard keeps the contract.
+  scope.closeNow = () => { throw boom }
+  let answered: Promise<unknown> | undefined
+  t.doesNotThrow(() => { answered = scope.close() }, 'no synchronous throw')
+  await t.rejects(answered as Promise<unknown>, boom)
+})
