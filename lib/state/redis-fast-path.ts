@@ -104,10 +104,11 @@ export class RedisFastPath {
     const store = this.#store
     let args: ReturnType<typeof saveArguments>
     try {
-      // Keys and values are checked before the lease ends.
+      // Keys and values are checked before anything is sent.
       args = saveArguments(store.ttl, changes, '', guard.version)
     } catch (err) {
-      return Promise.reject(err)
+      // Nothing to save: the lease ends all the same, as promised (its caller lets go of it).
+      return lease.release().then(() => { throw err }, () => { throw err })
     }
     return this.#lock.releaseWith(lease, (client, key, token) => {
       args[1] = token

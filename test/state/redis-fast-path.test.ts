@@ -155,6 +155,20 @@ t.test('fast path: acquireAndLoad and saveAndRelease', async t => {
     t.equal(await admin.exists(`${prefix}{${id}}:lock`), 0)
   })
 
+  t.test('changes that cannot be saved: refused, and the lease ends all the same', async t => {
+    const { store, fast, lock, prefix } = await setup(t)
+    const id = generateSessionId()
+    await store.create(id, { a: 1 })
+    const taken = await fast.acquireAndLoad(id)
+    const refused = fast.saveAndRelease(id, { set: { '\x00v': 9 }, delete: [] }, { version: taken?.record.version }, taken?.lease as SessionLease)
+    await t.rejects(refused, TypeError, 'a reserved key')
+    t.equal(await admin.exists(`${prefix}{${id}}:lock`), 0, 'the lease is gone in Redis')
+    await t.rejects(taken?.lease.release() as Promise<void>, { message: /not held/ }, 'and here')
+    const next = await lock.acquire(id, { timeout: 0 })
+    await next.release()
+    t.same((await store.load(id))?.data, { a: 1 }, 'nothing written')
+  })
+
   t.test('a lease of another lock kind is refused', async t => {
     const { fast } = await setup(t)
     const lease = await new MemorySessionLock().acquire(generateSessionId())
