@@ -53,20 +53,40 @@ type CommandClass = new (name: string, args: string[], options: { replyEncoding:
 type TimedEvalsha = IoredisCommand & TimedCommand & { timeouts: CommandTimeouts | null }
 type TimedClass = new (name: string, args: string[], options: { replyEncoding: 'utf8' }) => TimedEvalsha
 
-/** `\r\n$<n>\r\n` for n below 256: what ends one argument and announces the next, n bytes long. */
-const JOINTS: readonly string[] = Array.from({ length: 256 }, (_, n) => `\r\n$${n}\r\n`)
-/** The start of an EVALSHA command of n parts (name included), for n below 64, made on first use. */
-const EVALSHA_HEADS: Array<string | undefined> = new Array(64).fill(undefined)
-
-/** `*<parts>\r\n$<bytes of name>\r\n<name>`: a command's text up to its first argument. */
-function head (name: string, parts: number): string {
-  if (name !== 'evalsha' || parts >= EVALSHA_HEADS.length) return `*${parts}\r\n$${Buffer.byteLength(name)}\r\n${name}`
-  return (EVALSHA_HEADS[parts] ??= `*${parts}\r\n$7\r\nevalsha`)
+/** `\r\n$<n>\r\n`: what ends one argument and announces the next, n bytes long. */
+function joint (n: number): string {
+  return `\r\n$${n}\r\n`
 }
 
-/** `text` followed by the RESP joint for an argument of `bytes` bytes, then the argument. */
-function joined (text: string, arg: string, bytes: number): string {
-  return text + (bytes < JOINTS.length ? JOINTS[bytes] : `\r\n$${bytes}\r\n`) + arg
+/** `*<parts>\r\n$<bytes of name>\r\n<name>`: a command's text up to its first argument. */
+function commandHead (name: string, parts: number): string {
+  return `*${parts}${joint(Buffer.byteLength(name))}${name}`
+}
+
+/** {@link joint} for n below 256, made once. */
+const JOINTS: readonly string[] = Array.from({ length: 256 }, (_, n) => joint(n))
+/** {@link commandHead} of EVALSHA for n parts below 64, made on first use. */
+const EVALSHA_HEADS: Array<string | undefined> = new Array(64).fill(undefined)
+
+/** {@link commandHead}, from the cache when the command is an EVALSHA of fewer than 64 parts. */
+function head (name: string, parts: number): string {
+  if (name !== 'evalsha' || parts >= EVALSHA_HEADS.length) return commandHead(name, parts)
+  return (EVALSHA_HEADS[parts] ??= commandHead(name, parts))
+}
+
+/**
+ * The RESP text of a command from its head and arguments, each argument's length taken in
+ * characters (`ascii`: right only when every character is ASCII) or in UTF-8 bytes.
+ */
+function respText (start: string, args: readonly string[], ascii: boolean): string {
+  let out = start
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]
+    const bytes = ascii ? arg.length : Buffer.byteLength(arg)
+    out += bytes < JOINTS.length ? JOINTS[bytes] : joint(bytes)
+    out += arg
+  }
+  return out + '\r\n'
 }
 
 /** The subclass of the loaded ioredis' `Command` (one ioredis is loaded: made once). */
@@ -105,15 +125,9 @@ function timedCommandClass (Base: CommandClass): TimedClass {
      *   counted argument by argument, as ioredis does.
      */
     toWritable (): string {
-      const args = this.args
-      const start = head(this.name, args.length + 1)
-      let out = start
-      for (let i = 0; i < args.length; i++) out = joined(out, args[i], args[i].length)
-      out += '\r\n'
-      if (Buffer.byteLength(out) === out.length) return out
-      out = start
-      for (let i = 0; i < args.length; i++) out = joined(out, args[i], Buffer.byteLength(args[i]))
-      return out + '\r\n'
+      const start = head(this.name, this.args.length + 1)
+      const text = respText(start, this.args, true)
+      return Buffer.byteLength(text) === text.length ? text : respText(start, this.args, false)
     }
   }
   timed = { base: Base, subclass: Timed }
