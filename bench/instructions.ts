@@ -36,7 +36,7 @@ import { parseArgs } from 'node:util'
 import { buildServers } from './build.js'
 import { callsTo, SLOW_LITERAL } from './callgrind-dump.js'
 import { ROOT, startRedis } from './harness.js'
-import { ECHO_TEXT, expectToolResult, legacyCall, modernCall, openSession, post, type RequestSpec } from './requests.js'
+import { checkLoadOptions, loadSpecs, sendLoad, type LoadOptions } from './load.js'
 
 const { values: args } = parseArgs({
   options: {
@@ -55,49 +55,10 @@ const { values: args } = parseArgs({
 const requests = Number(args.requests)
 const warmup = Number(args.warmup)
 const config = JSON.parse(args.config) as Record<string, unknown>
-const SSE_STEPS = 10
 const connections = Number(args.connections)
 if (!Number.isInteger(connections) || connections < 1) throw new Error('--connections is a positive integer')
-if (args.sessions !== 'one' && args.sessions !== 'many') throw new Error('--sessions is one or many')
-if (args.server !== 'ours' && args.server !== 'bare') throw new Error('--server is ours or bare')
-if (args.server === 'bare' && args.request === 'handle') throw new Error('--server bare serves --request sse, modern or session')
-
-/** The request, the path it goes to, and what its answer must be (`index`: which connection sends it). */
-async function requestOf (url: string, index: number): Promise<{ spec: RequestSpec, path: string, want: Parameters<typeof expectToolResult>[2] }> {
-  if (args.request === 'sse') {
-    const spec = modernCall('progress', { steps: SSE_STEPS }, { progressToken: 'p1' })
-    return { spec, path: args.server === 'bare' ? '/sse' : '/mcp', want: { text: `counted to ${SSE_STEPS}`, sse: true, progress: SSE_STEPS } }
-  }
-  if (args.request === 'modern') return { spec: modernCall('echo', { text: ECHO_TEXT }), path: '/mcp', want: { text: ECHO_TEXT } }
-  if (args.request === 'handle') {
-    const created = await post(url, modernCall('basket_create', {}))
-    const basket = (JSON.parse(created.text) as { result?: { structuredContent?: { basket?: unknown } } }).result?.structuredContent?.basket
-    if (typeof basket !== 'string') throw new Error(`basket_create returned no handle: ${created.text.slice(0, 300)}`)
-    return { spec: modernCall('basket_add', { basket, item: 'apple' }), path: '/mcp', want: { text: 'added' } }
-  }
-  if (args.request === 'session') {
-    // The bare route answers the same fixed result to any body: the session id is only sent along.
-    const sid = args.server === 'bare'
-      ? 'bench-bare-session-0123456789abcdef'
-      : index > 0 && args.sessions === 'one' ? firstSession as string : await openSession(url)
-    firstSession ??= sid
-    return { spec: legacyCall('echo', { text: ECHO_TEXT }, sid), path: '/mcp', want: { text: ECHO_TEXT } }
-  }
-  throw new Error('--request is session, modern, sse or handle')
-}
-
-let firstSession: string | undefined
-
-/** Sends `count` requests, `connections` at a time (each connection its own request, one after another). */
-async function send (count: number, specs: Array<{ spec: RequestSpec, url: string, want: Parameters<typeof expectToolResult>[2] }>): Promise<void> {
-  let next = 0
-  await Promise.all(specs.map(async ({ spec, url, want }) => {
-    while (next < count) {
-      next++
-      expectToolResult('server', await post(url, spec), want)
-    }
-  }))
-}
+const load: LoadOptions = { request: args.request, server: args.server as LoadOptions['server'], sessions: args.sessions as LoadOptions['sessions'] }
+checkLoadOptions(load)
 
 async function main (): Promise<void> {
   await buildServers()
@@ -119,18 +80,14 @@ async function main (): Promise<void> {
       child.on('message', (m: { type?: string, port?: number }) => { if (m.type === 'ready') resolve(m.port as number) })
       child.once('exit', (code) => reject(new Error(`server exited ${String(code)}`)))
     })
-    const specs = []
-    for (let i = 0; i < connections; i++) {
-      const { spec, path, want } = await requestOf(`http://127.0.0.1:${port}/mcp`, i)
-      specs.push({ spec, want, url: `http://127.0.0.1:${port}${path}` })
-    }
-    await send(warmup, specs)
+    const specs = await loadSpecs(`http://127.0.0.1:${port}`, connections, load)
+    await sendLoad(warmup, specs)
     const control = (flag: string): void => {
       const r = spawnSync('callgrind_control', [flag, String(child.pid)], { encoding: 'utf8' })
       if (r.status !== 0) throw new Error(`callgrind_control ${flag}: ${r.stderr}`)
     }
     control('--zero')
-    await send(requests, specs)
+    await sendLoad(requests, specs)
     control('--dump=window')
     child.kill('SIGKILL')
     // One dump per thread (`cg.<pid>.<part>-<thread>`): the window's are those triggered by it.
