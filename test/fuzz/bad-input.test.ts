@@ -22,13 +22,12 @@
  */
 import t from 'tap'
 import fc from 'fast-check'
-import v8 from 'node:v8'
-import vm from 'node:vm'
 import Fastify, { type LightMyRequestResponse } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import mcp, { MemoryBus, MemorySessionStore } from '../../lib/index.js'
 import { initialize as initializeApp } from '../plugin/helper.js'
 import { sleep } from '../helpers/time.js'
+import { fullGc } from '../helpers/gc.js'
 import { headers as sessionHeaders, LEGACY } from '../helpers/wire.js'
 import { textDepth } from '../helpers/json-depth.js'
 import {
@@ -342,12 +341,8 @@ async function runOne (input: RequestInput): Promise<void> {
   }
 }
 
-/** A full GC (for heap measures): `--expose-gc` turned on at run time, `gc` taken from a fresh context. */
-v8.setFlagsFromString('--expose-gc')
-const gc = vm.runInNewContext('gc') as () => void
 function heapAfterGc (): number {
-  gc()
-  gc()
+  fullGc()
   return process.memoryUsage().heapUsed
 }
 

@@ -1,11 +1,10 @@
 import t from 'tap'
-import { setFlagsFromString } from 'node:v8'
-import { runInNewContext } from 'node:vm'
 import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import type { JsonValue } from '../../lib/sessions/session-store.js'
 import { runSessionStoreContract } from './store-contract.js'
 import { sleep } from '../helpers/time.js'
+import { fullGc } from '../helpers/gc.js'
 
 runSessionStoreContract(t, 'MemorySessionStore', (t, { ttl }) => {
   const store = new MemorySessionStore({ ttl })
@@ -172,13 +171,11 @@ t.test('one unref()ed sweep timer drops expired sessions without any access, and
 })
 
 t.test('an idle session of five small keys costs at most 2 KiB', async t => {
-  setFlagsFromString('--expose-gc')
-  const gc = runInNewContext('gc') as () => void
   const count = 20_000
   const store = new MemorySessionStore({ max: count })
   t.teardown(() => store.close())
   const ids = Array.from({ length: count }, () => generateSessionId())
-  gc()
+  fullGc()
   const before = process.memoryUsage().heapUsed
   for (const id of ids) {
     await store.create(id, {
@@ -189,7 +186,7 @@ t.test('an idle session of five small keys costs at most 2 KiB', async t => {
       nextId: 1000
     })
   }
-  gc()
+  fullGc()
   const perSession = (process.memoryUsage().heapUsed - before) / count
   t.comment(`${Math.round(perSession)} bytes per session`)
   t.ok(perSession <= 2048, `${Math.round(perSession)} B <= 2048 B`)
