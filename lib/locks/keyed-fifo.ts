@@ -139,6 +139,8 @@ export class KeyedFifo {
       released = true
       const next = entry.queue.shift()
       if (next === undefined) {
+        // The owner (a request) is let go: a rebuilt table may keep the entry (see `Lease.claim()`).
+        entry.owner = undefined
         this.#entries.delete(key)
         return
       }

@@ -127,6 +127,12 @@ export class Lease implements SessionLease {
   claim (): boolean {
     if (this.#state !== 'held') return false
     this.#state = 'released'
+    // The holder's callback (the state scope, and through it the request) is let go: a released
+    // lease can stay referenced after the request ends. When V8 rebuilds the table of the lock's set
+    // of held leases it leaves the old table's entries in place, and an old table that has reached
+    // V8's old generation keeps what they reference alive through young-generation collections, to
+    // be moved into the old generation itself (bench/gc.ts measured it; README, Performance).
+    this.#onLost = null
     return true
   }
 

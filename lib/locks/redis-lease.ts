@@ -50,6 +50,9 @@ export class RedisLease extends Lease implements RenewalTarget {
     this.tracked = false
     this.renewal.stop()
     this.leases.delete(this)
+    // What was read under it is the request's: see `Lease.claim()` on why an ended lease lets go.
+    this.read = undefined
+    this.readBy = null
     return true
   }
 

@@ -1,7 +1,9 @@
 import t from 'tap'
+import { Lease } from '../../lib/locks/lease.js'
 import { MemorySessionLock } from '../../lib/locks/memory-lock.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { runSessionLockContract } from './lock-contract.js'
+import { collected } from '../helpers/gc.js'
 
 runSessionLockContract(t, 'MemorySessionLock', {
   create: (t, { timeout }) => {
@@ -46,4 +48,20 @@ t.test('the map returns to empty after a burst with timeouts and aborts', async 
   t.ok(outcomes.some(o => o.status === 'rejected'), 'some waiters timed out or were aborted')
   t.equal(lock.size, 0)
   t.equal(lock.pending, 0)
+})
+
+t.test('a released lease lets go of its holder: a lock\'s set of leases may keep the lease after the request', async t => {
+  // Without it, a table V8 rebuilt (and left holding the lease) keeps the whole request alive
+  // through young-generation collections (README, Performance; bench/gc.ts).
+  const lock = new MemorySessionLock()
+  t.teardown(() => lock.close())
+  const lease = await lock.acquire(generateSessionId()) as Lease
+  let holder: { request: string } | undefined = { request: 'x'.repeat(100) }
+  const ref = new WeakRef(holder)
+  lease.whenLost(((h: object) => () => { t.fail(`lost: ${String(h)}`) })(holder))
+  holder = undefined
+  t.notOk(await collected(ref), 'held: the lease keeps its holder\'s callback')
+  await lease.release()
+  t.ok(await collected(ref), 'released: the holder can be collected while the lease is still referenced')
+  t.notOk(lease.held)
 })

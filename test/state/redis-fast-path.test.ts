@@ -9,6 +9,7 @@ import { Redis } from 'ioredis'
 import { SessionLockTimeoutError } from '../../lib/locks/errors.js'
 import { MemorySessionLock } from '../../lib/locks/memory-lock.js'
 import { MAX_PASS_ON, RedisSessionLock } from '../../lib/locks/redis-lock.js'
+import type { RedisLease } from '../../lib/locks/redis-lease.js'
 import type { SessionLease } from '../../lib/locks/session-lock.js'
 import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import { RedisSessionStore } from '../../lib/sessions/redis-store.js'
@@ -82,6 +83,7 @@ t.test('fast path: acquireAndLoad and saveAndRelease', async t => {
     const result = save.value
     t.same(save.commands, ['evalsha'], 'saveAndRelease: one command')
     t.equal(result, 'ok')
+    t.equal((taken?.lease as RedisLease).read, undefined, 'what was read under the lease is let go with it (see Lease.claim())')
     t.equal(await admin.exists(`${prefix}{${id}}:lock`), 0, 'released')
     t.same(await store.load(id), { data: { n: 1 }, version: 2 })
     await t.rejects(taken?.lease.release() as Promise<void>, { message: /not held/ }, 'released already')
