@@ -10,6 +10,11 @@
  * (lib/linked-list.ts allocates nothing at all, but its members carry their links: leases and
  * renewals as members made its two methods see more classes than V8 keeps fast, which cost more
  * than the set.) Imports nothing, so every room may use it.
+ *
+ * A rebuilt table (these, or any Map or Set) leaves the old table's entries in place, and an old
+ * table that reached V8's old generation keeps them alive through young-generation collections:
+ * an entry that refers to a request should let go of it when it leaves (`Lease.claim()`, the
+ * KeyedFifo's freed slot), or each request is copied into the old generation at 50 in flight.
  */
 
 /** The map's placeholder key: a symbol, so no string key can meet it. */
