@@ -57,13 +57,15 @@ export function summarizeGc (events: GcEvent[], requests: number): GcSummary {
     if (e.kind === 's') scavenges++
     else if (e.kind === 'mc') markCompacts++
   }
-  const per = (v: number): number => Math.round(v / requests)
+  /** `value / requests`, rounded to `decimals` places. */
+  const per = (value: number, decimals = 0): number => Math.round(value / requests * 10 ** decimals) / 10 ** decimals
   return {
     allocatedBytesPerRequest: per(allocated),
     promotedBytesPerRequest: per(promoted),
-    scavengesPer1000Requests: Math.round(scavenges * 1000_00 / requests) / 100,
+    scavengesPer1000Requests: per(scavenges * 1000, 2),
     markCompacts,
-    pauseMicrosPerRequest: Math.round(pause * 1000_0 / requests) / 10,
-    backgroundMicrosPerRequest: Math.round(background * 1000_0 / requests) / 10
+    // The trace's times are in ms.
+    pauseMicrosPerRequest: per(pause * 1000, 1),
+    backgroundMicrosPerRequest: per(background * 1000, 1)
   }
 }

@@ -18,28 +18,22 @@ import { parseArgs } from 'node:util'
 import { buildServers } from './build.js'
 import { parseGcTrace, summarizeGc } from './gc-trace.js'
 import { ROOT, startRedis } from './harness.js'
-import { checkLoadOptions, loadSpecs, sendLoad, type LoadOptions } from './load.js'
+import { loadArgOptions, loadFromArgs, loadSpecs, sendLoad } from './load.js'
 
 const { values: args } = parseArgs({
   options: {
     config: { type: 'string', default: '{"store":"memory"}' },
     requests: { type: 'string', default: '20000' },
     warmup: { type: 'string', default: '6000' },
-    request: { type: 'string', default: 'session' },
-    server: { type: 'string', default: 'ours' },
-    connections: { type: 'string', default: '50' },
-    sessions: { type: 'string', default: 'many' }
+    ...loadArgOptions(50)
   }
 })
 
 const requests = Number(args.requests)
 const warmup = Number(args.warmup)
-const connections = Number(args.connections)
-if (!Number.isInteger(connections) || connections < 1) throw new Error('--connections is a positive integer')
+const { load, connections } = loadFromArgs(args)
 if (!Number.isInteger(requests) || requests < 1000) throw new Error('--requests is an integer of at least 1000 (a window needs several collections)')
 const config = JSON.parse(args.config) as Record<string, unknown>
-const load: LoadOptions = { request: args.request, server: args.server as LoadOptions['server'], sessions: args.sessions as LoadOptions['sessions'] }
-checkLoadOptions(load)
 
 async function main (): Promise<void> {
   await buildServers()

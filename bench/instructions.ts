@@ -36,29 +36,23 @@ import { parseArgs } from 'node:util'
 import { buildServers } from './build.js'
 import { callsTo, SLOW_LITERAL } from './callgrind-dump.js'
 import { ROOT, startRedis } from './harness.js'
-import { checkLoadOptions, loadSpecs, sendLoad, type LoadOptions } from './load.js'
+import { loadArgOptions, loadFromArgs, loadSpecs, sendLoad } from './load.js'
 
 const { values: args } = parseArgs({
   options: {
     config: { type: 'string', default: '{"store":"memory"}' },
     requests: { type: 'string', default: '2000' },
     warmup: { type: 'string', default: '1500' },
-    request: { type: 'string', default: 'session' },
     before: { type: 'string' },
-    server: { type: 'string', default: 'ours' },
     keep: { type: 'string' },
-    connections: { type: 'string', default: '1' },
-    sessions: { type: 'string', default: 'many' }
+    ...loadArgOptions(1)
   }
 })
 
 const requests = Number(args.requests)
 const warmup = Number(args.warmup)
 const config = JSON.parse(args.config) as Record<string, unknown>
-const connections = Number(args.connections)
-if (!Number.isInteger(connections) || connections < 1) throw new Error('--connections is a positive integer')
-const load: LoadOptions = { request: args.request, server: args.server as LoadOptions['server'], sessions: args.sessions as LoadOptions['sessions'] }
-checkLoadOptions(load)
+const { load, connections } = loadFromArgs(args)
 
 async function main (): Promise<void> {
   await buildServers()

@@ -20,12 +20,25 @@ export interface LoadOptions {
 /** One connection's request, where it goes and what its answer must be. */
 export interface LoadSpec { spec: RequestSpec, url: string, want: Parameters<typeof expectToolResult>[2] }
 
-/** Checks the options' combination; throws a message for the command line. */
-export function checkLoadOptions (o: LoadOptions): void {
-  if (o.sessions !== 'one' && o.sessions !== 'many') throw new Error('--sessions is one or many')
-  if (o.server !== 'ours' && o.server !== 'bare') throw new Error('--server is ours or bare')
-  if (o.server === 'bare' && o.request === 'handle') throw new Error('--server bare serves --request sse, modern or session')
-  if (!['session', 'modern', 'sse', 'handle'].includes(o.request)) throw new Error('--request is session, modern, sse or handle')
+/** The command-line options (`parseArgs`) that choose the load, `--connections` defaulting to `connections`. */
+export function loadArgOptions (connections: number) {
+  return {
+    request: { type: 'string', default: 'session' },
+    server: { type: 'string', default: 'ours' },
+    connections: { type: 'string', default: String(connections) },
+    sessions: { type: 'string', default: 'many' }
+  } as const
+}
+
+/** The load those options chose, and its connection count; throws a message for the command line. */
+export function loadFromArgs (args: { request: string, server: string, connections: string, sessions: string }): { load: LoadOptions, connections: number } {
+  const connections = Number(args.connections)
+  if (!Number.isInteger(connections) || connections < 1) throw new Error('--connections is a positive integer')
+  if (args.sessions !== 'one' && args.sessions !== 'many') throw new Error('--sessions is one or many')
+  if (args.server !== 'ours' && args.server !== 'bare') throw new Error('--server is ours or bare')
+  if (args.server === 'bare' && args.request === 'handle') throw new Error('--server bare serves --request sse, modern or session')
+  if (!['session', 'modern', 'sse', 'handle'].includes(args.request)) throw new Error('--request is session, modern, sse or handle')
+  return { load: { request: args.request, server: args.server, sessions: args.sessions }, connections }
 }
 
 /**

@@ -87,10 +87,8 @@ export class RedisFastPath {
    */
   passOn (_id: string, lease: SessionLease): boolean {
     if (!(lease instanceof RedisLease) || lease.readBy !== this) return false
-    if (!this.#lock.passOn(lease, new PassedState(this, lease.read as TakenReply))) return false
-    lease.readBy = null
-    lease.read = undefined
-    return true
+    // Passed on, the lease is forgotten by its lock, which drops its read (RedisLease.forget()).
+    return this.#lock.passOn(lease, new PassedState(this, lease.read as TakenReply))
   }
 
   /**
