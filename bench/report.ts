@@ -88,19 +88,47 @@ export interface Target {
 }
 
 /**
- * The most a row's rounds may differ (largest over smallest of the figure a target reads) for a
- * ratio target to be judged. On a steady day the rounds of a row differ by 1.02–1.27×; on a day this
- * VM's speed swung from second to second, the bare route's rounds at c=50 ran 9.6k–18.7k req/s,
- * and its ratios read "met" or "not met" for no reason in the code.
+ * The most the round-by-round ratios a target reads may differ (largest over smallest) for the
+ * target to be judged. On a steady day they differ by 1.02–1.27×; on a day this VM's speed swung
+ * from second to second, the bare route's rounds at c=50 ran 9.6k–18.7k req/s, and its ratios read
+ * "met" or "not met" for no reason in the code.
  */
 export const MAX_ROUND_SPREAD = 1.3
 
 type Figure = 'reqPerSec' | 'cpuUsPerReq'
+type RoundFigure = keyof Row['ratio']
 
 /** Largest over smallest of a row's rounds for one figure (1 with a single round). */
 export function roundSpread (row: Row, figure: Figure): number {
-  const values = row.perRound.map(r => r[figure])
+  return spread(row.perRound.map(r => r[figure]))
+}
+
+function spread (values: number[]): number {
   return Math.max(...values) / Math.min(...values)
+}
+
+function medianOf (values: number[]): number {
+  const s = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(s.length / 2)
+  return s.length % 2 === 1 ? s[mid] as number : ((s[mid - 1] as number) + (s[mid] as number)) / 2
+}
+
+/**
+ * `row`'s figure over `ref`'s, round by round, or null when their rounds do not pair up (not the
+ * same number). The servers of a block run in turn within each round, seconds apart, so a drift of
+ * the machine's speed over the run moves both figures of a round alike and leaves their ratio; the
+ * quotient of two medians can take them from rounds that ran at different speeds.
+ */
+export function roundRatios (row: Row, ref: Row, figure: RoundFigure): number[] | null {
+  if (row.perRound.length === 0 || row.perRound.length !== ref.perRound.length) return null
+  return row.perRound.map((r, i) => r[figure] / (ref.perRound[i] as Row['perRound'][number])[figure])
+}
+
+/** The median of {@link roundRatios}; the quotient of the medians when the rounds do not pair up. */
+export function pairedRatio (row: Row, ref: Row, figure: RoundFigure): number {
+  const ratios = roundRatios(row, ref, figure)
+  if (ratios === null) return ref[figure] === 0 ? NaN : row[figure] / ref[figure]
+  return medianOf(ratios)
 }
 
 /** The baseline row of `r`'s block (itself for a baseline). */
@@ -129,18 +157,12 @@ export function machine (): Results['meta'] {
   }
 }
 
-/** Fills `ratio` of every row against the baseline row of its block. */
+/** Fills `ratio` of every row against the baseline row of its block ({@link pairedRatio}). */
 export function addRatios (rows: Row[]): void {
   for (const r of rows) {
     const base = baselineOf(rows, r)
-    const q = (a: number, b: number | undefined): number => b === undefined || b === 0 ? NaN : a / b
-    r.ratio = {
-      reqPerSec: q(r.reqPerSec, base?.reqPerSec),
-      p50: q(r.p50, base?.p50),
-      p99: q(r.p99, base?.p99),
-      cpuUsPerReq: q(r.cpuUsPerReq, base?.cpuUsPerReq),
-      rssMiB: q(r.rssMiB, base?.rssMiB)
-    }
+    const q = (figure: RoundFigure): number => base === undefined ? NaN : pairedRatio(r, base, figure)
+    r.ratio = { reqPerSec: q('reqPerSec'), p50: q('p50'), p99: q('p99'), cpuUsPerReq: q('cpuUsPerReq'), rssMiB: q('rssMiB') }
   }
 }
 
@@ -148,27 +170,27 @@ export function addRatios (rows: Row[]): void {
 
 const f2 = (x: number): string => Number.isFinite(x) ? x.toFixed(2) : 'n/a'
 
-/** Marks `t` unsteady when a row it reads (and the baseline of each) has rounds too far apart. */
-function judged (t: Target, rows: Row[], figure: Figure, ...read: Array<Row | undefined>): Target {
-  const involved = new Set<Row>()
-  for (const r of read) {
-    if (r === undefined) continue
-    involved.add(r)
-    const base = baselineOf(rows, r)
-    if (base !== undefined) involved.add(base)
-  }
-  const loose = [...involved].filter(r => roundSpread(r, figure) > MAX_ROUND_SPREAD)
-  if (loose.length > 0) {
-    t.unsteady = loose.map(r => `${r.server}: rounds ${f2(roundSpread(r, figure))}× apart`).join('; ')
-  }
+/**
+ * Marks `t` unsteady when the ratio it reads, `row` over `against` (by default the baseline of
+ * `row`'s block), swung too far from round to round; when their rounds do not pair up, each row is
+ * held to the same bound on its own rounds.
+ */
+function judged (t: Target, rows: Row[], figure: Figure, row: Row, against?: Row): Target {
+  const ref = against ?? baselineOf(rows, row)
+  if (ref === undefined || ref === row) return t
+  const ratios = roundRatios(row, ref, figure)
+  const loose = ratios !== null
+    ? (spread(ratios) > MAX_ROUND_SPREAD ? [`${row.server} over ${ref.server}: round ratios ${f2(spread(ratios))}× apart`] : [])
+    : [ref, row].filter(r => roundSpread(r, figure) > MAX_ROUND_SPREAD).map(r => `${r.server}: rounds ${f2(roundSpread(r, figure))}× apart`)
+  if (loose.length > 0) t.unsteady = loose.join('; ')
   return t
 }
 
 export function checkTargets (res: Pick<Results, 'rows' | 'parallel' | 'idle'>): Target[] {
   const out: Target[] = []
   const rows = res.rows
-  const rate = (t: Target, ...read: Array<Row | undefined>): Target => judged(t, rows, 'reqPerSec', ...read)
-  const cpu = (t: Target, ...read: Array<Row | undefined>): Target => judged(t, rows, 'cpuUsPerReq', ...read)
+  const rate = (t: Target, r: Row): Target => judged(t, rows, 'reqPerSec', r)
+  const cpu = (t: Target, r: Row, against?: Row): Target => judged(t, rows, 'cpuUsPerReq', r, against)
   const find = (scenario: string, server: string, connections?: number, sessions?: string): Row[] =>
     res.rows.filter(r => r.scenario === scenario && r.server === server && (connections === undefined || r.connections === connections) && (sessions === undefined || r.sessions === sessions))
   for (const r of find('modern', OURS_MEMORY)) {
@@ -221,8 +243,9 @@ export function checkTargets (res: Pick<Results, 'rows' | 'parallel' | 'idle'>):
   }
   for (const r of find('tracing', TRACING_SDK)) {
     const off = find('tracing', TRACING_SDK_OFF, r.connections, r.sessions)[0]
-    const q = off === undefined ? NaN : r.cpuUsPerReq / off.cpuUsPerReq
-    out.push(cpu({ name: `telemetry on, SDK + no-op processor, c=${r.connections}: CPU/request vs telemetry off with the same SDK`, want: '≤ 1.1×', got: `${f2(q)}× (${f2(r.ratio.cpuUsPerReq)}× vs no SDK at all)`, pass: q <= 1.1 }, r, off))
+    const q = off === undefined ? NaN : pairedRatio(r, off, 'cpuUsPerReq')
+    const target = { name: `telemetry on, SDK + no-op processor, c=${r.connections}: CPU/request vs telemetry off with the same SDK`, want: '≤ 1.1×', got: `${f2(q)}× (${f2(r.ratio.cpuUsPerReq)}× vs no SDK at all)`, pass: q <= 1.1 }
+    out.push(off === undefined ? target : cpu(target, r, off))
   }
   const mem = res.idle.find(i => i.server === OURS_MEMORY && i.heapBytesPerSession !== undefined)
   if (mem !== undefined) {
@@ -345,7 +368,7 @@ export function renderMarkdown (res: Results): string {
     (m.pinned === true
       ? `Load generator (autocannon) and servers share the machine, pinned apart: the load generator on CPU 0, each server in its own process on CPU${m.cores > 2 ? 's' : ''} 1${m.cores > 2 ? `–${m.cores - 1}` : ''}. `
       : 'Load generator (autocannon) and server share the machine, unpinned; each server runs in its own process. ') +
-      '"×" is the ratio to the first row of its block (req/s: higher is better; latency, CPU and RSS: lower is better). ' +
+      '"×" is the ratio to the first row of its block, round by round (the servers of a block take turns within each round), and the median of those ratios (req/s: higher is better; latency, CPU and RSS: lower is better). ' +
       'CPU is the server process\'s own `process.cpuUsage()` over the measured window divided by the requests answered. ' +
       '"Redis RT/req" counts the commands clients sent to Redis per MCP request (MONITOR) over 200 requests sent one at a time; in brackets, all commands Redis ran per request during the measured (concurrent) window, those inside Lua scripts included. ' +
       '"other load" is the number of cores busy with anything but the measured server and the load generator during the window (Redis, the kernel\'s loopback work, other processes): ' +
