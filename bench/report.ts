@@ -103,7 +103,9 @@ export function roundSpread (row: Row, figure: Figure): number {
   return spread(row.perRound.map(r => r[figure]))
 }
 
+/** Largest over smallest; unbounded when a value is not a positive number (a round that answered nothing). */
 function spread (values: number[]): number {
+  if (values.some(v => !(v > 0 && Number.isFinite(v)))) return Infinity
   return Math.max(...values) / Math.min(...values)
 }
 
@@ -180,10 +182,17 @@ function judged (t: Target, rows: Row[], figure: Figure, row: Row, against?: Row
   if (ref === undefined || ref === row) return t
   const ratios = roundRatios(row, ref, figure)
   const loose = ratios !== null
-    ? (spread(ratios) > MAX_ROUND_SPREAD ? [`${row.server} over ${ref.server}: round ratios ${f2(spread(ratios))}× apart`] : [])
+    ? swungRatio(row, ref, ratios)
     : [ref, row].filter(r => roundSpread(r, figure) > MAX_ROUND_SPREAD).map(r => `${r.server}: rounds ${f2(roundSpread(r, figure))}× apart`)
   if (loose.length > 0) t.unsteady = loose.join('; ')
   return t
+}
+
+/** What {@link judged} says of round-by-round `ratios` of `row` over `ref` that swung too far (nothing when they held). */
+function swungRatio (row: Row, ref: Row, ratios: number[]): string[] {
+  const s = spread(ratios)
+  if (s <= MAX_ROUND_SPREAD) return []
+  return [`${row.server} over ${ref.server}: ${Number.isFinite(s) ? `round ratios ${f2(s)}× apart` : 'a round with nothing to compare'}`]
 }
 
 export function checkTargets (res: Pick<Results, 'rows' | 'parallel' | 'idle'>): Target[] {

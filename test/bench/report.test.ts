@@ -85,3 +85,12 @@ t.test('rows whose rounds do not pair up: each row is held to the bound on its o
   const target = checkTargets({ rows, parallel: [], idle: [] }).find(x => x.name === 'modern tools/call JSON, c=50: req/s vs bare Fastify')
   t.match(target?.unsteady, /^ours, memory store: rounds 1\.40× apart$/)
 })
+
+t.test('a round that answered nothing: the ratio is not judged', async t => {
+  const bare = row(BARE, [60_000, 0, 62_000])
+  const ours = row(OURS_MEMORY, [0, 0, 57_000])
+  const rows = [bare, ours]
+  addRatios(rows)
+  const target = checkTargets({ rows, parallel: [], idle: [] }).find(x => x.name === 'modern tools/call JSON, c=50: req/s vs bare Fastify')
+  t.equal(target?.unsteady, 'ours, memory store over bare Fastify route: a round with nothing to compare')
+})
