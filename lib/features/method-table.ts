@@ -8,7 +8,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify'
 import type { McpContext, McpPrincipal } from '../context.js'
-import { ErrorCode, McpError } from '../jsonrpc/errors.js'
+import { ErrorCode, McpError, echoed } from '../jsonrpc/errors.js'
 import type { ToolLimiter } from '../limits/limiter.js'
 import { callTool, complete, type StateRunner, type TaskStarter, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from './methods.js'
 import type { Registry } from './registry.js'
@@ -81,6 +81,5 @@ export function needCapability (caps: Record<string, unknown>, cap: string, meth
 /** -32601 for a method neither the table nor the wire knows. */
 export function methodNotFound (method: string, status?: number): McpError {
   // The name is the client's: echoed, but not at any length.
-  const name = method.length > 128 ? `${method.slice(0, 128)}…` : method
-  return new McpError(ErrorCode.MethodNotFound, `Method not found: ${name}`, undefined, status)
+  return new McpError(ErrorCode.MethodNotFound, `Method not found: ${echoed(method)}`, undefined, status)
 }

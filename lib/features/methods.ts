@@ -8,7 +8,7 @@ import { decideAccess, isVisible, visibleTo } from '../auth/access.js'
 import { insufficientScope } from '../auth/bearer.js'
 import { InputRequiredSignal, type McpContext, type McpPrincipal } from '../context.js'
 import { FST_ERR_MCP_CAPABILITY } from '../errors.js'
-import { ErrorCode, McpError } from '../jsonrpc/errors.js'
+import { ErrorCode, McpError, echoed } from '../jsonrpc/errors.js'
 import type { ToolLimiter } from '../limits/limiter.js'
 import { paginate } from './pagination.js'
 import type { CallToolResult, ContentBlock, PromptMessage, Registry, ResourceContents, ResourceReturn, ToolEntry, ToolReturn } from './registry.js'
@@ -98,7 +98,7 @@ function lookedUpCall (registry: Registry, params: Params, ctx: McpContext, log:
   const name = params.name
   const tool = registry.tools.get(name)
   const decision = decideAccess(tool?.access, ctx.principal)
-  if (tool === undefined || !decision.visible) throw invalid(`unknown tool "${name}"`)
+  if (tool === undefined || !decision.visible) throw invalid(`unknown tool "${echoed(name)}"`)
   if (!decision.allowed) throw insufficientScope(decision.required, undefined)
   const args = params.arguments ?? {}
   if (typeof args !== 'object' || args === null || Array.isArray(args)) throw invalid('arguments must be an object')
@@ -265,12 +265,12 @@ export async function getPrompt (registry: Registry, params: Params, ctx: McpCon
   if (typeof params.name !== 'string') throw invalid('name must be a string')
   const prompt = registry.prompts.get(params.name)
   const decision = decideAccess(prompt?.access, ctx.principal)
-  if (prompt === undefined || !decision.visible) throw invalid(`unknown prompt "${params.name}"`)
+  if (prompt === undefined || !decision.visible) throw invalid(`unknown prompt "${echoed(params.name)}"`)
   if (!decision.allowed) throw insufficientScope(decision.required, undefined)
   const args = params.arguments ?? {}
   if (typeof args !== 'object' || args === null || Array.isArray(args)) throw invalid('arguments must be an object')
   const a = args as Record<string, unknown>
-  for (const [k, v] of Object.entries(a)) if (typeof v !== 'string') throw invalid(`argument "${k}" must be a string`)
+  for (const [k, v] of Object.entries(a)) if (typeof v !== 'string') throw invalid(`argument "${echoed(k)}" must be a string`)
   const missing = (prompt.def.arguments ?? []).filter(x => x.required === true && a[x.name] === undefined).map(x => x.name)
   if (missing.length > 0) throw invalid(`missing required arguments: ${missing.join(', ')}`)
   const value = await prompt.handler(a as Record<string, string>, ctx)
@@ -291,11 +291,11 @@ export async function complete (registry: Registry, params: Params, principal: M
   let completer
   if (ref.type === 'ref/prompt') {
     const prompt = registry.prompts.get(String(ref.name))
-    if (prompt === undefined || !isVisible(prompt.access, principal)) throw invalid(`unknown prompt "${String(ref.name)}"`)
+    if (prompt === undefined || !isVisible(prompt.access, principal)) throw invalid(`unknown prompt "${echoed(String(ref.name))}"`)
     completer = prompt.def.complete?.[argument.name]
   } else if (ref.type === 'ref/resource') {
     const template = registry.templates.get(String(ref.uri))
-    if (template === undefined || !isVisible(template.access, principal)) throw invalid(`unknown resource template "${String(ref.uri)}"`)
+    if (template === undefined || !isVisible(template.access, principal)) throw invalid(`unknown resource template "${echoed(String(ref.uri))}"`)
     completer = template.complete[argument.name]
   } else {
     throw invalid('ref.type must be "ref/prompt" or "ref/resource"')

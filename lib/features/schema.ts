@@ -20,6 +20,7 @@
 import { Ajv2020 } from 'ajv/dist/2020.js'
 import type { ErrorObject } from 'ajv'
 import addFormatsModule from 'ajv-formats'
+import { echoed } from '../jsonrpc/errors.js'
 
 // ajv-formats is CommonJS; under NodeNext its default export arrives wrapped.
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (ajv: Ajv2020) => void
@@ -158,14 +159,33 @@ export interface CompiledSchema {
 let shared: Ajv2020 | undefined
 function ajv (): Ajv2020 {
   if (shared === undefined) {
-    shared = new Ajv2020({ strict: false, allErrors: true, validateFormats: true, useDefaults: true })
+    // Not `allErrors`: with it, arguments that break one rule many times (an array of 800k wrong
+    // items fits the default bodyLimit) made as many error objects, ~200 MB for one request, and a
+    // message listing them all. The first problem found tells the client what to fix.
+    shared = new Ajv2020({ strict: false, validateFormats: true, useDefaults: true })
     addFormats(shared)
   }
   return shared
 }
 
+/** The most problems of a value that a message lists (a Standard Schema reports them all). */
+export const MAX_LISTED_PROBLEMS = 10
+/** The most characters of one listed problem: its path holds the client's keys, its message may quote the value. */
+const MAX_PROBLEM_LENGTH = 256
+
+/**
+ * Problems as one message: the first {@link MAX_LISTED_PROBLEMS} of `total` (`first` holds at least
+ * those), each cut to a bound, then how many more.
+ */
+function listProblems (first: readonly string[], total: number): string {
+  const listed = first.slice(0, MAX_LISTED_PROBLEMS).map(p => echoed(p, MAX_PROBLEM_LENGTH))
+  const more = total - listed.length
+  return listed.join('; ') + (more > 0 ? `; and ${more} more` : '')
+}
+
 function describe (errors: ErrorObject[] | null | undefined): string {
-  return (errors ?? []).map(e => `${e.instancePath === '' ? '(root)' : e.instancePath} ${e.message ?? 'is invalid'}`).join('; ')
+  const all = errors ?? []
+  return listProblems(all.slice(0, MAX_LISTED_PROBLEMS).map(e => `${e.instancePath === '' ? '(root)' : e.instancePath} ${e.message ?? 'is invalid'}`), all.length)
 }
 
 /** Compiles a JSON Schema with Ajv; throws (at registration) when the schema itself is invalid. */
@@ -224,8 +244,13 @@ function issuePath (path: ReadonlyArray<PropertyKey | { readonly key: PropertyKe
 
 function fromStandard (result: StandardResult<unknown>): Checked {
   if (result.issues === undefined) return { ok: true, value: result.value }
-  const problem = result.issues.map(i => `${issuePath(i.path)} ${i.message}`).join('; ')
+  const problem = listProblems(result.issues.slice(0, MAX_LISTED_PROBLEMS).map(i => `${issuePath(i.path)} ${i.message}`), result.issues.length)
   return { ok: false, problem: problem === '' ? 'is invalid' : problem }
+}
+
+/** A Standard Schema validator that threw: its message (which may quote the value), cut to a bound. */
+function failedValidation (err: unknown): string {
+  return `validation failed: ${echoed(String((err as Error)?.message ?? err), MAX_PROBLEM_LENGTH)}`
 }
 
 function standardValidator (schema: StandardSchemaV1): Validator {
@@ -235,11 +260,11 @@ function standardValidator (schema: StandardSchemaV1): Validator {
     try {
       result = validate(value)
     } catch (err) {
-      return { ok: false, problem: `validation failed: ${(err as Error)?.message ?? String(err)}` }
+      return { ok: false, problem: failedValidation(err) }
     }
     // Any thenable (not only a native Promise) is awaited: read synchronously, it would pass.
     return typeof (result as { then?: unknown }).then === 'function'
-      ? Promise.resolve(result).then(fromStandard, (err: unknown) => ({ ok: false, problem: `validation failed: ${(err as Error)?.message ?? String(err)}` }))
+      ? Promise.resolve(result).then(fromStandard, (err: unknown) => ({ ok: false, problem: failedValidation(err) }))
       : fromStandard(result as StandardResult<unknown>)
   }
 }

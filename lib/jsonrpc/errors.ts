@@ -69,6 +69,21 @@ export class McpError extends Error {
   }
 }
 
+/** The most characters of a client's text (a name, a key, a path) that an error message echoes. */
+export const MAX_ECHOED = 128
+
+/** The most characters of a URI that an error's data echoes (a "Resource not found" names it). */
+export const MAX_ECHOED_URI = 2048
+
+/**
+ * `text`, as an error message may echo it: at most `max` characters, cut with "…". A client's name
+ * or key is echoed so that it can tell what was refused, but not at the length it was sent (a
+ * request of a few MiB would be answered, and kept in the event log, at that length).
+ */
+export function echoed (text: string, max = MAX_ECHOED): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text
+}
+
 export function errorResponse (id: RequestId | null, code: number, message: string, data?: unknown): JsonRpcErrorResponse {
   const error: JsonRpcErrorObject = data === undefined ? { code, message } : { code, message, data }
   return { jsonrpc: '2.0', id, error }

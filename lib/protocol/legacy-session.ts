@@ -6,7 +6,7 @@
  */
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import type { McpPrincipal } from '../context.js'
-import { ErrorCode, McpError } from '../jsonrpc/errors.js'
+import { ErrorCode, McpError, echoed } from '../jsonrpc/errors.js'
 import { K } from '../sessions/session-handle.js'
 import { isValidSessionId } from '../sessions/session-id.js'
 import type { CloseResult, StateBackend, StateScope } from '../state/state-scope.js'
@@ -45,7 +45,7 @@ export function sessionIdOf (request: FastifyRequest): string {
 export function checkVersionHeader (request: FastifyRequest): void {
   const v = request.headers['mcp-protocol-version']
   if (v !== undefined && !isLegacyVersion(v)) {
-    throw new McpError(ErrorCode.InvalidRequest, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(v)}`, undefined, 400)
+    throw new McpError(ErrorCode.InvalidRequest, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(echoed(String(v)))}`, undefined, 400)
   }
 }
 
