@@ -15,7 +15,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { authorizeMessages, type AccessRuleSource } from '../auth/access.js'
 import type { ResolvedAuth } from '../auth/resource-server.js'
 import type { McpPrincipal } from '../context.js'
-import { ErrorCode, McpError, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
+import { ErrorCode, McpError, echoed, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
 import { parseBody, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
 import type { McpEngine } from '../protocol/engine.js'
@@ -134,9 +134,10 @@ function postBindings (request: FastifyRequest, parsed: ParsedBody, principal: M
   if (parsed.batch) { b.mcpMethod = 'batch'; return b }
   const m = parsed.messages[0]
   if (m.kind === 'request' || m.kind === 'notification') {
-    b.mcpMethod = m.message.method
+    // The client's names, cut: every log line of the request carries them.
+    b.mcpMethod = echoed(m.message.method)
     const name = m.message.params?.name
-    if (m.message.method === 'tools/call' && typeof name === 'string') b.mcpTool = name
+    if (m.message.method === 'tools/call' && typeof name === 'string') b.mcpTool = echoed(name)
   } else if (m.kind === 'response') {
     b.mcpMethod = 'response'
   }

@@ -4,9 +4,11 @@
  * characters. Before, a tools/call of an unknown 1 MiB name was answered with the 1 MiB name, and
  * arguments with 200k wrong items made 200k validator errors and a 5 MB answer: one request could
  * make the server hold and send several times what it was sent. Both eras where the method exists
- * on both; the answer stays the error the spec gives, only shorter.
+ * on both; the answer stays the error the spec gives, only shorter. The request's log lines carry
+ * its method and tool name cut the same way.
  */
 import t, { type Test } from 'tap'
+import { Writable } from 'node:stream'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import mcp, { MemorySessionStore } from '../../lib/index.js'
@@ -32,9 +34,10 @@ function noisySchema (count: number, quote: string, throws = false): object {
   }
 }
 
-async function build (t: Test): Promise<FastifyInstance> {
+async function build (t: Test, logs?: string[]): Promise<FastifyInstance> {
   const store = new MemorySessionStore({ sweepInterval: 0 })
-  const app = Fastify({ logger: false, bodyLimit: 8 * 1024 * 1024 })
+  const stream = new Writable({ write (chunk, _enc, cb) { logs?.push(String(chunk)); cb() } })
+  const app = Fastify({ logger: logs === undefined ? false : { level: 'info', stream }, bodyLimit: 8 * 1024 * 1024 })
   t.teardown(async () => { await app.close(); await store.close() })
   await app.register(mcp, { sessions: { store, gcProbability: 0 }, requestStateSecret: 'echo-bounds-secret-0123456789', keepAliveInterval: 0 })
   app.mcp.tool({ name: 'sum', description: 'Sums', input: Type.Object({ xs: Type.Array(Type.Integer()), o: Type.Optional(Type.Record(Type.String(), Type.Integer())) }) },
@@ -106,6 +109,20 @@ t.test('a cut through a surrogate pair still answers well-formed JSON', async t 
   const name = `a${'😀'.repeat(200)}` // the cut at 128 code units falls inside a pair
   const res = await post(app, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: {} } }, h)
   t.equal(shortAnswer(t, res, 'emoji name'), `Invalid params: unknown tool "${name.slice(0, 128)}…"`)
+})
+
+t.test('the log lines of a request carry its method and tool name cut', async t => {
+  const logs: string[] = []
+  const app = await build(t, logs)
+  const h = await session(app)
+  logs.length = 0
+  await post(app, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: MIB, arguments: {} } }, h)
+  await post(app, { jsonrpc: '2.0', id: 2, method: MIB, params: {} }, h)
+  t.ok(logs.length >= 4, `${logs.length} lines: each request's incoming and completed lines at least`)
+  for (const line of logs) t.ok(line.length < 2048, `a line of ${line.length} characters`)
+  const done = logs.map(l => JSON.parse(l) as Record<string, unknown>).filter(l => l.mcpMethod !== undefined)
+  t.ok(done.some(l => l.mcpMethod === 'tools/call' && l.mcpTool === CUT), 'the tool, cut')
+  t.ok(done.some(l => l.mcpMethod === CUT), 'the method, cut')
 })
 
 t.test('an unsupported MCP-Protocol-Version header is echoed cut', async t => {
