@@ -8,7 +8,7 @@ import { decideAccess, isVisible, visibleTo } from '../auth/access.js'
 import { insufficientScope } from '../auth/bearer.js'
 import { InputRequiredSignal, type McpContext, type McpPrincipal } from '../context.js'
 import { FST_ERR_MCP_CAPABILITY } from '../errors.js'
-import { ErrorCode, McpError, echoed } from '../jsonrpc/errors.js'
+import { ErrorCode, MAX_ECHOED_URI, McpError, echoed } from '../jsonrpc/errors.js'
 import type { ToolLimiter } from '../limits/limiter.js'
 import { paginate } from './pagination.js'
 import type { CallToolResult, ContentBlock, PromptMessage, Registry, ResourceContents, ResourceReturn, ToolEntry, ToolReturn } from './registry.js'
@@ -250,12 +250,12 @@ function toContents (uri: string, value: ResourceReturn): ResourceContents[] {
   return list.map(c => ({ ...c, uri: c.uri ?? uri }))
 }
 
-/** `resources/read`. Unknown URI, or one hidden from the principal → `notFound(uri)`; lacking its scopes → 403. */
+/** `resources/read`. Unknown URI, or one hidden from the principal → `notFound(uri)` (the URI cut to a bound); lacking its scopes → 403. */
 export async function readResource (registry: Registry, params: Params, ctx: McpContext, notFound: (uri: string) => McpError): Promise<Record<string, unknown>> {
   if (typeof params.uri !== 'string') throw invalid('uri must be a string')
   const found = registry.findResource(params.uri)
   const decision = decideAccess(found?.access, ctx.principal)
-  if (found === null || !decision.visible) throw notFound(params.uri)
+  if (found === null || !decision.visible) throw notFound(echoed(params.uri, MAX_ECHOED_URI))
   if (!decision.allowed) throw insufficientScope(decision.required, undefined)
   return { contents: toContents(params.uri, await found.handler(ctx)) }
 }

@@ -76,9 +76,9 @@ export const MAX_ECHOED = 128
 export const MAX_ECHOED_URI = 2048
 
 /**
- * `text`, as an error message may echo it: at most `max` characters, cut with "…". A client's name
- * or key is echoed so that it can tell what was refused, but not at the length it was sent (a
- * request of a few MiB would be answered, and kept in the event log, at that length).
+ * `text`, as an error message (or a log line) may echo it: at most `max` characters, cut with "…".
+ * A client's name or key is echoed so that it can tell what was refused, but not at the length it
+ * was sent (a request of a few MiB would be answered, and kept in the event log, at that length).
  */
 export function echoed (text: string, max = MAX_ECHOED): string {
   return text.length > max ? `${text.slice(0, max)}…` : text

@@ -14,7 +14,7 @@ import type { Tracking } from '../bus/inflight.js'
 import { LOG_LEVELS, type McpPrincipal } from '../context.js'
 import { METHODS, methodNotFound, needCapability } from '../features/method-table.js'
 import type { Registry } from '../features/registry.js'
-import { ErrorCode, MAX_ECHOED_URI, McpError, echoed, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
+import { ErrorCode, McpError, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
 import type { ToolLimiter } from '../limits/limiter.js'
 import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
@@ -40,7 +40,7 @@ const NOT_STARTED = { done: false, resumable: false }
 
 /** -32002: resources/read of a URI nobody serves (the handshake era's code). */
 function resourceNotFound (uri: string): McpError {
-  return new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri: echoed(uri, MAX_ECHOED_URI) })
+  return new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri })
 }
 
 /** What the handshake-era wire is built from. */

@@ -10,7 +10,7 @@ import type { CacheHint } from '../features/cache-hints.js'
 import { METHODS, methodNotFound, needCapability, type CacheKind, type MethodEntry } from '../features/method-table.js'
 import type { Registry } from '../features/registry.js'
 import { isVisible } from '../auth/access.js'
-import { ErrorCode, MAX_ECHOED_URI, McpError, echoed, errorReply, type RequestId } from '../jsonrpc/errors.js'
+import { ErrorCode, McpError, errorReply, type RequestId } from '../jsonrpc/errors.js'
 import type { ToolLimiter } from '../limits/limiter.js'
 import { metaProblem, presetMeta, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
@@ -61,7 +61,7 @@ const NO_SESSION_CHANNEL: ChannelOptions = Object.freeze({ sessionId: null, poll
 
 /** -32602: resources/read of a URI nobody serves (the 2026-07-28 code). */
 function resourceNotFound (uri: string): McpError {
-  return new McpError(ErrorCode.InvalidParams, 'Resource not found', { uri: echoed(uri, MAX_ECHOED_URI) })
+  return new McpError(ErrorCode.InvalidParams, 'Resource not found', { uri })
 }
 
 /** A client capability a handler needed and the client did not declare: 400 + -32021 on this revision. */
