@@ -35,6 +35,11 @@ export function pinProcesses (): boolean {
   return pinning
 }
 
+/** Moves a child process (all its threads) to the servers' CPUs when the bench pins (see {@link pinProcesses}). */
+export function pinToServerCpus (pid: number | undefined): boolean {
+  return pinning && taskset(pid, SERVER_CPUS)
+}
+
 function taskset (pid: number | undefined, cpus: string): boolean {
   if (pid === undefined) return false
   // -a: every thread of the process (libuv's pool and V8's helpers included).
@@ -106,7 +111,7 @@ export class ServerProcess {
     liveChildren.add(child)
     child.once('exit', () => liveChildren.delete(child))
     // A forked child inherits the driver's CPU 0: move it (threads are still few before it is ready).
-    if (pinning) taskset(child.pid, SERVER_CPUS)
+    pinToServerCpus(child.pid)
     const port = await new Promise<number>((resolve, reject) => {
       const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`${label} did not start in 60 s`)) }, 60_000)
       child.on('message', function onReady (raw) {

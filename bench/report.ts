@@ -3,6 +3,7 @@
  * renderings (terminal table, `results.json`, `results.md` for the README's performance section).
  */
 import { cpus, totalmem } from 'node:os'
+import { describeProbe, type MachineProbe } from './machine-probe.js'
 
 /** One server in one throughput block (scenario × connections × sessions), medians over rounds. */
 export interface Row {
@@ -139,7 +140,7 @@ export function baselineOf (rows: Row[], r: Row): Row | undefined {
 }
 
 export interface Results {
-  meta: { date: string, node: string, cpu: string, cores: number, memGiB: number, command: string, pinned?: boolean }
+  meta: { date: string, node: string, cpu: string, cores: number, memGiB: number, command: string, pinned?: boolean, probe?: MachineProbe }
   options: Record<string, unknown>
   rows: Row[]
   parallel: ParallelResult[]
@@ -344,10 +345,14 @@ function disturbance (res: Results): string | null {
     `of this ${res.meta.cores}-core machine: absolute figures are depressed and ratios noisier than on a quiet machine.`
 }
 
+/** The notes under the table: the machine probe's, and other load's. */
+function warnings (res: Results): string[] {
+  return [describeProbe(res.meta.probe, MAX_ROUND_SPREAD), disturbance(res)].filter(w => w !== null)
+}
+
 export function renderText (res: Results): string {
   const parts = [textTable(HEAD, res.rows.map(cells))]
-  const warning = disturbance(res)
-  if (warning !== null) parts.push('', warning)
+  for (const w of warnings(res)) parts.push('', w)
   if (res.parallel.length > 0) parts.push('', 'Parallel calls on ONE session with the lock on', textTable(PAR_HEAD, res.parallel.map(parCells)))
   if (res.idle.length > 0) parts.push('', 'Idle sessions', textTable(IDLE_HEAD, res.idle.map(idleCells)))
   if (res.targets.length > 0) {
@@ -385,8 +390,7 @@ export function renderMarkdown (res: Results): string {
     '',
     mdTable(HEAD, res.rows.map(cells))
   ]
-  const warning = disturbance(res)
-  if (warning !== null) out.push('', `> ${warning}`)
+  for (const w of warnings(res)) out.push('', `> ${w}`)
   if (res.parallel.length > 0) {
     out.push('', `**${String(res.parallel[0]?.calls)} parallel \`tools/call\` on one session, lock on** (each call reads a session counter, works ${String(res.parallel[0]?.handlerMs)} ms, writes it back; the floor is calls × handler time):`, '', mdTable(PAR_HEAD, res.parallel.map(parCells), 1))
   }

@@ -23,7 +23,9 @@
  * parallel (100 parallel calls on one session with the lock on), idle (10,000 idle sessions),
  * tracing (2025-wire tools/call with the memory lock: telemetry off vs on without an SDK, and with
  * an SDK registered whose span processor does nothing, telemetry off vs on).
- * The Redis scenarios start a private redis-server (from PATH) on a free port.
+ * The Redis scenarios start a private redis-server (from PATH) on a free port. Before the first
+ * block and after each, a fixed CPU loop runs alone where the servers run (bench/machine-probe.ts):
+ * the results say how much the machine's own speed swung.
  */
 import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -31,15 +33,18 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { buildServers } from './build.js'
 import {
-  ROOT, ServerProcess, pinProcesses, countRoundTrips, hostCpu, load, median, redisCommandsProcessed, startRedis,
+  ROOT, ServerProcess, pinProcesses, pinToServerCpus, countRoundTrips, hostCpu, load, median, redisCommandsProcessed, startRedis,
   type LoadResult, type PrivateRedis, type ServerKind
 } from './harness.js'
 import {
   BARE, HANDLES_REDIS, OURS_MEMORY, OURS_REDIS_LOCKED, SDK_V1, SDK_V2, TRACING_API, TRACING_OFF, TRACING_SDK, TRACING_SDK_OFF, addRatios, checkTargets, machine, renderMarkdown, renderText,
   type IdleResult, type ParallelResult, type Results, type Row
 } from './report.js'
+import { probeMachine, type MachineProbe } from './machine-probe.js'
 import { ECHO_TEXT, expectToolResult, initializeRequest, legacyCall, modernCall, openSession, post, type RequestSpec } from './requests.js'
 
+/** Windows of the machine probe (each as long as a measured run) before the first block and after each. */
+const PROBE_WINDOWS = 2
 const SCENARIOS = ['modern', 'session', 'stores', 'handles', 'sse', 'parallel', 'idle', 'tracing'] as const
 /** The README's generated performance block lies between these markers (`--readme`). */
 const README_START = '<!-- bench:start -->'
@@ -688,14 +693,28 @@ async function main (): Promise<void> {
       redis = await startRedis()
       log(`private redis-server on ${redis.url}`)
     }
-    if (wants('modern')) results.rows.push(...await runBlock(modernBlock(), redis))
-    if (wants('session')) results.rows.push(...await runBlock(sessionBlock(), redis))
-    if (wants('stores') && redis !== null) results.rows.push(...await runBlock(await storesBlock(redis, dirs), redis))
-    if (wants('handles') && redis !== null) results.rows.push(...await runBlock(handlesBlock(redis), redis))
-    if (wants('sse')) results.rows.push(...await runBlock(sseBlock(), redis))
+    const probe: MachineProbe = { windowMs: opts.duration * 1000, loopsPerSecond: [] }
+    results.meta.probe = probe
+    // The machine probed alone before the first block and after each one (see machine-probe.ts).
+    // A probe that fails costs its note, not the run.
+    const probed = async (): Promise<void> => {
+      try {
+        probe.loopsPerSecond.push(...(await probeMachine(PROBE_WINDOWS, probe.windowMs, pinToServerCpus)).loopsPerSecond)
+      } catch (err) { log(`machine probe: ${(err as Error).message}`) }
+    }
+    const block = async (b: Block | Promise<Block>): Promise<void> => {
+      results.rows.push(...await runBlock(await b, redis))
+      await probed()
+    }
+    await probed()
+    if (wants('modern')) await block(modernBlock())
+    if (wants('session')) await block(sessionBlock())
+    if (wants('stores') && redis !== null) await block(storesBlock(redis, dirs))
+    if (wants('handles') && redis !== null) await block(handlesBlock(redis))
+    if (wants('sse')) await block(sseBlock())
     if (wants('parallel')) results.parallel = await parallelScenario(redis, dirs)
     if (wants('idle')) results.idle = await idleScenario(dirs)
-    if (wants('tracing')) results.rows.push(...await runBlock(tracingBlock(), redis))
+    if (wants('tracing')) await block(tracingBlock())
   } finally {
     await redis?.stop()
     await Promise.all(dirs.map(async d => await rm(d, { recursive: true, force: true })))

@@ -1,0 +1,75 @@
+/**
+ * How steady the machine itself is: a fixed CPU-bound loop, alone on the servers' CPUs (nothing
+ * else of the bench runs while it does), counted in windows of the length of a measured run. On a
+ * shared VM the speed of a core can swing by more than the bound the targets are judged within
+ * (MAX_ROUND_SPREAD) from one second to the next, with no load at all; the probe says so in the
+ * results, so a "not judged" reads as the machine's doing and not as the servers'.
+ */
+import { spawn } from 'node:child_process'
+
+/** What the probe counted: loops per second in each window, in the order they ran. */
+export interface MachineProbe {
+  windowMs: number
+  loopsPerSecond: number[]
+}
+
+/**
+ * The child's program: counts passes of a fixed arithmetic loop over a small array (cache-resident,
+ * no allocation, no syscall but the clock) in each window and prints them as one JSON line.
+ */
+const PROGRAM = `
+const [windows, windowMs] = process.argv.slice(-2).map(Number)
+const a = new Float64Array(1024).fill(1)
+const out = []
+let sink = 0
+// Window -1 is a warm-up (the loop compiled, the process moved to its CPUs): not counted.
+for (let w = -1; w < windows; w++) {
+  const start = performance.now()
+  let passes = 0
+  while (performance.now() - start < windowMs) {
+    for (let i = 0; i < 10000; i++) sink += a[i & 1023] * i
+    passes++
+  }
+  if (w >= 0) out.push(Math.round(passes * 1000 / (performance.now() - start)))
+}
+console.log(JSON.stringify({ out, sink: sink > 0 }))
+`
+
+/** Runs the probe for `windows` windows of `windowMs` each; `pin` moves it where the servers run. */
+export async function probeMachine (windows: number, windowMs: number, pin: (pid: number | undefined) => unknown): Promise<MachineProbe> {
+  const child = spawn(process.execPath, ['--input-type=module', '-e', PROGRAM, '--', String(windows), String(windowMs)], {
+    stdio: ['ignore', 'pipe', 'inherit']
+  })
+  pin(child.pid)
+  let stdout = ''
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
+  const code = await new Promise<number | null>((resolve, reject) => { child.once('error', reject).once('exit', resolve) })
+  if (code !== 0) throw new Error(`the machine probe exited with ${String(code)}`)
+  const { out } = JSON.parse(stdout) as { out: number[] }
+  return { windowMs, loopsPerSecond: out }
+}
+
+/** The fastest window over the slowest (1 when steady; NaN with no window or a window of 0). */
+export function probeSpread (probe: MachineProbe): number {
+  const v = probe.loopsPerSecond
+  if (v.length === 0) return NaN
+  const min = Math.min(...v)
+  return min > 0 ? Math.max(...v) / min : NaN
+}
+
+/**
+ * The results' note on the machine: the probe's range, and, when it swung by more than `bound`,
+ * what that means for the wall-clock ratios. Null without a probe.
+ */
+export function describeProbe (probe: MachineProbe | undefined, bound: number): string | null {
+  if (probe === undefined || probe.loopsPerSecond.length === 0) return null
+  const v = probe.loopsPerSecond
+  const s = probeSpread(probe)
+  const spreadText = Number.isFinite(s) ? `${s.toFixed(2)}× apart` : 'a window that counted nothing'
+  const range = `a fixed CPU loop alone on the servers' CPU ran ${Math.min(...v).toLocaleString('en-US')}–${Math.max(...v).toLocaleString('en-US')} ` +
+    `passes per second in ${v.length} windows of ${probe.windowMs / 1000} s between the blocks (${spreadText})`
+  if (Number.isFinite(s) && s <= bound) return `Machine: ${range}.`
+  return `Warning: this machine's own speed swung: ${range}, with nothing of the bench running. ` +
+    `A ratio of two servers measured seconds apart can swing as much, so targets whose round-by-round ratios ` +
+    `moved more than ${bound}× are not judged, and the others are only as good as the rounds that happened to pair.`
+}
