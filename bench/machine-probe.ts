@@ -2,8 +2,8 @@
  * How steady the machine itself is: a fixed CPU-bound loop, alone on the servers' CPUs (nothing
  * else of the bench runs while it does), counted in windows of the length of a measured run. On a
  * shared VM the speed of a core can swing by more than the bound the targets are judged within
- * (MAX_ROUND_SPREAD) from one second to the next, with no load at all; the probe says so in the
- * results, so a "not judged" reads as the machine's doing and not as the servers'.
+ * (MAX_ROUND_SPREAD) from one second to the next, with no load at all; the results say so
+ * (`describeProbe` in report.ts), so a "not judged" reads as the machine's doing and not as the servers'.
  */
 import { spawn } from 'node:child_process'
 
@@ -22,11 +22,12 @@ const [windows, windowMs] = process.argv.slice(-2).map(Number)
 const a = new Float64Array(1024).fill(1)
 const out = []
 let sink = 0
-// Window -1 is a warm-up (the loop compiled, the process moved to its CPUs): not counted.
+// Window -1, 200 ms, is a warm-up (the loop compiled, the process moved to its CPUs): not counted.
 for (let w = -1; w < windows; w++) {
   const start = performance.now()
+  const length = w < 0 ? 200 : windowMs
   let passes = 0
-  while (performance.now() - start < windowMs) {
+  while (performance.now() - start < length) {
     for (let i = 0; i < 10000; i++) sink += a[i & 1023] * i
     passes++
   }
@@ -47,29 +48,4 @@ export async function probeMachine (windows: number, windowMs: number, pin: (pid
   if (code !== 0) throw new Error(`the machine probe exited with ${String(code)}`)
   const { out } = JSON.parse(stdout) as { out: number[] }
   return { windowMs, loopsPerSecond: out }
-}
-
-/** The fastest window over the slowest (1 when steady; NaN with no window or a window of 0). */
-export function probeSpread (probe: MachineProbe): number {
-  const v = probe.loopsPerSecond
-  if (v.length === 0) return NaN
-  const min = Math.min(...v)
-  return min > 0 ? Math.max(...v) / min : NaN
-}
-
-/**
- * The results' note on the machine: the probe's range, and, when it swung by more than `bound`,
- * what that means for the wall-clock ratios. Null without a probe.
- */
-export function describeProbe (probe: MachineProbe | undefined, bound: number): string | null {
-  if (probe === undefined || probe.loopsPerSecond.length === 0) return null
-  const v = probe.loopsPerSecond
-  const s = probeSpread(probe)
-  const spreadText = Number.isFinite(s) ? `${s.toFixed(2)}× apart` : 'a window that counted nothing'
-  const range = `a fixed CPU loop alone on the servers' CPU ran ${Math.min(...v).toLocaleString('en-US')}–${Math.max(...v).toLocaleString('en-US')} ` +
-    `passes per second in ${v.length} windows of ${probe.windowMs / 1000} s between the blocks (${spreadText})`
-  if (Number.isFinite(s) && s <= bound) return `Machine: ${range}.`
-  return `Warning: this machine's own speed swung: ${range}, with nothing of the bench running. ` +
-    `A ratio of two servers measured seconds apart can swing as much, so targets whose round-by-round ratios ` +
-    `moved more than ${bound}× are not judged, and the others are only as good as the rounds that happened to pair.`
 }

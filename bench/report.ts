@@ -3,7 +3,7 @@
  * renderings (terminal table, `results.json`, `results.md` for the README's performance section).
  */
 import { cpus, totalmem } from 'node:os'
-import { describeProbe, type MachineProbe } from './machine-probe.js'
+import type { MachineProbe } from './machine-probe.js'
 
 /** One server in one throughput block (scenario × connections × sessions), medians over rounds. */
 export interface Row {
@@ -343,6 +343,21 @@ function disturbance (res: Results): string | null {
   const mean = others.reduce((a, b) => a + b, 0) / others.length
   return `Warning: other work kept ${mean.toFixed(2)} cores busy on average (up to ${worst.toFixed(2)}) during the measured windows ` +
     `of this ${res.meta.cores}-core machine: absolute figures are depressed and ratios noisier than on a quiet machine.`
+}
+
+/**
+ * The note on the machine probe: its range, and, when it swung by more than `bound`, what that
+ * means for the wall-clock ratios. Null without a probe.
+ */
+export function describeProbe (probe: MachineProbe | undefined, bound: number): string | null {
+  const v = probe?.loopsPerSecond ?? []
+  if (probe === undefined || v.length === 0) return null
+  const s = spread(v)
+  const range = `a fixed CPU loop alone on the servers' CPU ran ${Math.min(...v).toLocaleString('en-US')}–${Math.max(...v).toLocaleString('en-US')} ` +
+    `passes per second in ${v.length} windows of ${probe.windowMs / 1000} s between the blocks (${Number.isFinite(s) ? `${s.toFixed(2)}× apart` : 'a window that counted nothing'})`
+  if (s <= bound) return `Machine: ${range}.`
+  return `Warning: this machine's own speed swung: ${range}, with nothing of the bench running. A ratio of two servers measured seconds apart ` +
+    `can swing as much, so targets whose round-by-round ratios moved more than ${bound}× are not judged, and the others are only as good as the rounds that happened to pair.`
 }
 
 /** The notes under the table: the machine probe's, and other load's. */

@@ -4,8 +4,8 @@
  * the machine itself swung.
  */
 import t from 'tap'
-import { describeProbe, probeMachine, probeSpread } from '../../bench/machine-probe.js'
-import { MAX_ROUND_SPREAD, renderMarkdown, renderText, type Results } from '../../bench/report.js'
+import { probeMachine } from '../../bench/machine-probe.js'
+import { describeProbe, MAX_ROUND_SPREAD, renderMarkdown, renderText, type Results } from '../../bench/report.js'
 
 t.test('a real probe: one count per window, in a child process handed to the pin', async t => {
   const pinned: Array<number | undefined> = []
@@ -15,13 +15,6 @@ t.test('a real probe: one count per window, in a child process handed to the pin
   for (const n of probe.loopsPerSecond) t.ok(Number.isInteger(n) && n > 0, `${n} passes per second`)
   t.equal(pinned.length, 1)
   t.ok(typeof pinned[0] === 'number' && pinned[0] !== process.pid, 'the child, not the driver, is pinned')
-})
-
-t.test('the spread: the fastest window over the slowest', async t => {
-  t.equal(probeSpread({ windowMs: 1000, loopsPerSecond: [100, 150, 200] }), 2)
-  t.equal(probeSpread({ windowMs: 1000, loopsPerSecond: [120] }), 1)
-  t.ok(Number.isNaN(probeSpread({ windowMs: 1000, loopsPerSecond: [] })), 'no window')
-  t.ok(Number.isNaN(probeSpread({ windowMs: 1000, loopsPerSecond: [0, 50] })), 'a window that counted nothing')
 })
 
 t.test('the note: the range when the machine held, a warning when it swung past the bound', async t => {
