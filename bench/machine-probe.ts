@@ -45,7 +45,7 @@ export async function probeMachine (windows: number, windowMs: number, pin: (pid
   let stdout = ''
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
   const code = await new Promise<number | null>((resolve, reject) => { child.once('error', reject).once('exit', resolve) })
-  if (code !== 0) throw new Error(`the machine probe exited with ${String(code)}`)
+  if (code !== 0) throw new Error(`the machine probe exited with ${String(code ?? child.signalCode)}`)
   const { out } = JSON.parse(stdout) as { out: number[] }
   return { windowMs, loopsPerSecond: out }
 }

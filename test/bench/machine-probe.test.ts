@@ -17,6 +17,10 @@ t.test('a real probe: one count per window, in a child process handed to the pin
   t.ok(typeof pinned[0] === 'number' && pinned[0] !== process.pid, 'the child, not the driver, is pinned')
 })
 
+t.test('a probe killed midway rejects (the run logs it and goes on without its figure)', async t => {
+  await t.rejects(probeMachine(2, 1000, pid => { if (pid !== undefined) process.kill(pid, 'SIGKILL') }), /the machine probe exited with SIGKILL/)
+})
+
 t.test('the note: the range when the machine held, a warning when it swung past the bound', async t => {
   t.equal(describeProbe(undefined, MAX_ROUND_SPREAD), null, 'no probe, no note')
   t.equal(describeProbe({ windowMs: 3000, loopsPerSecond: [] }, MAX_ROUND_SPREAD), null)
