@@ -1,7 +1,7 @@
 /**
- * The README's TypeScript blocks compile under `strict`, against this repository's `lib/index.ts`:
- * what readers copy must work as shown (`process.env.X` is `string | undefined`, a client needs the
- * options it is shown with…).
+ * The TypeScript blocks of the README and of every page under docs/ compile under `strict`,
+ * against this repository's `lib/index.ts`: what readers copy must work as shown (`process.env.X`
+ * is `string | undefined`, a client needs the options it is shown with…).
  *
  * Each ```ts block becomes a module of a temporary project (`import … from 'fastify-mcp-http'` maps
  * to `lib/index.ts`; `node_modules` is this repository's). A block may leave out its imports of the
@@ -14,11 +14,9 @@ import { spawnSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import * as lib from '../../lib/index.js'
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
-const README = readFileSync(join(ROOT, 'README.md'), 'utf8')
+import { ROOT, docFiles } from './markdown-files.js'
 
 /** What the snippets take from the reader's app rather than from the plugin. */
 const READER_GLOBALS = `
@@ -27,10 +25,10 @@ declare function loadCatalog (): Promise<unknown>
 declare function loadItem (sku: string): Promise<unknown>
 `
 
-interface Block { line: number, code: string, skipped: string | null }
+interface Block { file: string, line: number, code: string, skipped: string | null }
 
-/** The ```ts blocks, with the README line their code starts on. */
-function tsBlocks (text: string): Block[] {
+/** The ```ts blocks of `file`, with the line their code starts on. */
+function tsBlocks (file: string, text: string): Block[] {
   const lines = text.split('\n')
   const blocks: Block[] = []
   for (let i = 0; i < lines.length; i++) {
@@ -41,7 +39,7 @@ function tsBlocks (text: string): Block[] {
     const start = i + 1
     let end = start
     while (end < lines.length && lines[end]!.trim() !== '```') end++
-    blocks.push({ line: start + 1, code: lines.slice(start, end).join('\n'), skipped: marker === null ? null : (marker[1] || 'no reason given') })
+    blocks.push({ file, line: start + 1, code: lines.slice(start, end).join('\n'), skipped: marker === null ? null : (marker[1] || 'no reason given') })
     i = end
   }
   return blocks
@@ -64,15 +62,17 @@ function missingImports (code: string): string {
   return `import ${parts.join(', ')} from 'fastify-mcp-http'`
 }
 
-const blocks = tsBlocks(README)
+const files = docFiles().filter(f => f === 'README.md' || f.startsWith('docs/'))
+const blocks = files.flatMap(f => tsBlocks(f, readFileSync(join(ROOT, f), 'utf8')))
 
-t.test('the README has TypeScript blocks, and few are exempt', async t => {
-  t.ok(blocks.length >= 4, `${blocks.length} blocks`)
+t.test('the README and the docs have TypeScript blocks, and few are exempt', async t => {
+  t.ok(blocks.filter(b => b.file === 'README.md').length >= 3, 'the README has some')
+  t.ok(blocks.length >= 15, `${blocks.length} blocks in ${files.length} files`)
   const skipped = blocks.filter(b => b.skipped !== null)
-  t.ok(skipped.length <= 1, `exempt: ${skipped.map(b => `line ${b.line} (${b.skipped ?? ''})`).join(', ') || 'none'}`)
+  t.ok(skipped.length <= 2, `exempt: ${skipped.map(b => `${b.file}:${b.line} (${b.skipped ?? ''})`).join(', ') || 'none'}`)
 })
 
-t.test('every TypeScript block of the README compiles under strict', async t => {
+t.test('every TypeScript block of the README and the docs compiles under strict', async t => {
   const dir = mkdtempSync(join(tmpdir(), 'mcp-readme-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   symlinkSync(realpathSync(join(ROOT, 'node_modules')), join(dir, 'node_modules'), 'dir')
@@ -92,22 +92,22 @@ t.test('every TypeScript block of the README compiles under strict', async t => 
     },
     include: ['*.ts']
   }))
-  /** README line of each file's line 1. */
-  const origin = new Map<string, { readme: number, preamble: number }>()
+  /** The Markdown file and line of each module's line 1. */
+  const origin = new Map<string, { file: string, line: number, preamble: number }>()
   for (const [i, b] of blocks.entries()) {
     if (b.skipped !== null) continue
     const imports = missingImports(b.code)
     const file = `block-${i + 1}.ts`
     const preamble = imports === '' ? 0 : 1
     writeFileSync(join(dir, file), `${imports === '' ? '' : `${imports}\n`}${b.code}\nexport {}\n`)
-    origin.set(file, { readme: b.line, preamble })
+    origin.set(file, { file: b.file, line: b.line, preamble })
   }
   const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', dir], { encoding: 'utf8', cwd: dir })
-  // Point each error at its README line.
+  // Point each error at its Markdown line.
   const errors = `${tsc.stdout}${tsc.stderr}`.split('\n').filter(l => l.trim() !== '').map(l => {
     const m = /^(block-\d+\.ts)\((\d+),(\d+)\): (.*)$/.exec(l)
     const o = m === null ? undefined : origin.get(m[1]!)
-    return o === undefined || m === null ? l : `README.md:${o.readme + Number(m[2]) - 1 - o.preamble}:${m[3]} ${m[4]}`
+    return o === undefined || m === null ? l : `${o.file}:${o.line + Number(m[2]) - 1 - o.preamble}:${m[3]} ${m[4]}`
   })
   t.same(errors, [], 'tsc --strict reports nothing')
   t.equal(tsc.status, 0)
