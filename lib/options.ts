@@ -157,7 +157,7 @@ export interface McpPluginOptions {
    */
   tasks?: { ttl?: number, pollInterval?: number, maxPerPrincipal?: number }
   /**
-   * OpenTelemetry spans and metrics (README, "Observability"): `true` (default) uses the providers
+   * OpenTelemetry spans and metrics (docs/observability.md): `true` (default) uses the providers
    * the app registered globally (no-op without an SDK), an object names its own, `false` turns
    * them off.
    */

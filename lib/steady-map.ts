@@ -3,7 +3,8 @@
  * sessions with a request in flight here, the sessions this process hears, a lock's held keys and
  * leases). V8 rebuilds a Map's or Set's table, in a runtime call, whenever a delete leaves fewer
  * entries than half its buckets: one going from one entry to none and back allocates a new table
- * on every request (about 700 instructions per delete at the smallest size). These keep a
+ * on every request, and every delete pays for a runtime call (docs/performance.md has the
+ * figures). These keep a
  * placeholder entry of their own, which they never hand out, so that the table never empties and
  * is never shrunk: its deleted slots are reclaimed when an insert finds the table full (every
  * third insert at the smallest size), a third of the tables and no runtime call on delete.

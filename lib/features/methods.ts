@@ -235,7 +235,7 @@ async function runTool (tool: ToolEntry, name: string, args: Record<string, unkn
     structured = output.value
   }
   // Object.assign, not a spread: the wires add keys to this object, and keys added to a spread
-  // clone cost V8 a slow path (about 2 µs here, and a slower JSON.stringify after).
+  // clone send V8 down a slow path (for the copy, and for the JSON.stringify after).
   const out: Record<string, unknown> = Object.assign({}, result as Record<string, unknown>)
   if (structured !== result.structuredContent) out.structuredContent = structured
   // With structured content, also send it serialized as text for clients that only read content.

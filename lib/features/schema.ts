@@ -159,9 +159,9 @@ export interface CompiledSchema {
 let shared: Ajv2020 | undefined
 function ajv (): Ajv2020 {
   if (shared === undefined) {
-    // Not `allErrors`: with it, arguments that break one rule many times made an error object for
-    // each (800,000 wrong items of an array, 4.0 MB of body, under the default bodyLimit: 118 MB of
-    // heap, and a 22 MB message listing them). The first problem found tells the client what to fix.
+    // Not `allErrors`: with it, arguments that break one rule many times make an error object for
+    // each, so a body within the default bodyLimit could take many times its size in heap and make
+    // a message listing every one. The first problem found tells the client what to fix.
     shared = new Ajv2020({ strict: false, validateFormats: true, useDefaults: true })
     addFormats(shared)
   }

@@ -43,7 +43,7 @@ function forwardedByTrustedProxy (request: FastifyRequest): boolean {
  * a Host outside `allowedHosts` on a loopback connection (DNS rebinding). A request a trusted proxy
  * forwarded is not held to the loopback Host list; with `allowedHosts` configured its forwarded
  * host (`request.host`) is checked against it. Why that keeps a loopback-only server safe from
- * DNS rebinding: README, "Behind a proxy".
+ * DNS rebinding: docs/in-your-app.md, "Behind a proxy".
  */
 export function checkOrigin (request: FastifyRequest, reply: FastifyReply, opts: ResolvedOptions): void {
   const origin = request.headers.origin

@@ -65,8 +65,8 @@ function lastKey (value: object): string | undefined {
 /**
  * `JSON.stringify(message)`, the same text, made faster for a response whose result ends with a
  * {@link presetMeta} `_meta` (the message ends with its result): the `_meta`'s JSON is copied in
- * rather than walked again, which for the server's `_meta` (two objects, six strings) was about
- * 4,000 instructions per response. Anything else is serialized as it is.
+ * rather than walked again, on every response that carries the server's `_meta`. Anything else is
+ * serialized as it is.
  */
 export function stringifyMessage (message: unknown): string {
   const result = (message as { result?: unknown } | null)?.result
@@ -102,7 +102,7 @@ export type Parsed =
   | { kind: 'invalid', id: RequestId | null, error: JsonRpcErrorObject }
 
 /**
- * Bounds on what a client sends that the server echoes or keeps (see README, "Bounds"). A request
+ * Bounds on what a client sends that the server echoes or keeps (docs/errors-and-bounds.md, "Bounds"). A request
  * id is echoed in every response and kept while the request runs; a progress token is echoed in
  * every progress notification (and kept in the event log of a resumable stream).
  */

@@ -160,8 +160,8 @@ export class LivePost implements PostTrace {
   /**
    * The span's attributes, set one by one: the SDK's `setAttributes` only calls `setAttribute` for
    * each key of an object (after a for-in and a hasOwnProperty), so the object was one more
-   * allocation per request. (In callgrind this is about even: the SDK's own work per attribute,
-   * some 500 instructions, is the cost.)
+   * allocation per request. (In instructions the two are about even: the SDK's own work per
+   * attribute is the cost.)
    */
   #setAttributes (span: Span, msg: { id?: unknown, params?: Record<string, unknown> }, method: string, name: string | undefined, sid: string | null): void {
     span.setAttribute(SEMCONV.method, cut(method))

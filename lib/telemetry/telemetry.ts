@@ -72,7 +72,7 @@ export class Telemetry {
    * Whether nothing records unless an SDK becomes the global tracer provider: the meter is the
    * API's no-op one and spans go to the global provider. A POST then gets {@link NO_POST} while
    * {@link noGlobalTracer}: its spans would not record (the no-op tracer's never do), so the
-   * `LivePost` would compute outcomes and attributes nothing reads (~1.5k instructions per POST).
+   * `LivePost` would compute outcomes and attributes nothing reads, on every POST.
    */
   readonly #quietWithoutSdk: boolean
 
