@@ -1,6 +1,6 @@
 /**
  * Results: the row types, the ratio to each block's baseline, the target checks, and the three
- * renderings (terminal table, `results.json`, `results.md` for the README's performance section).
+ * renderings (terminal table, `results.json`, `results.md` for the table of docs/performance.md).
  */
 import { cpus, totalmem } from 'node:os'
 import type { MachineProbe } from './machine-probe.js'

@@ -11,8 +11,8 @@
  * (scenario × connections × sessions) every server is validated, warmed up, then measured
  * `--rounds` times in alternation (A B C A B C …); the table shows medians and each figure's ratio
  * to the block's baseline (its first row). Results go to bench/results/results.json and
- * results.md; `--readme` also puts the latter into README.md between `<!-- bench:start -->` and
- * `<!-- bench:end -->` (the README's performance section is generated, not hand-typed).
+ * results.md; `--docs` (or its old name `--readme`) also puts the latter into docs/performance.md
+ * between `<!-- bench:start -->` and `<!-- bench:end -->` (that table is generated, not hand-typed).
  *
  * Scenarios: modern (2026-07-28 tools/call, JSON), session (2025-wire tools/call on an existing
  * session, memory store), stores (memory/file/Redis stores, lock off and on, one request at a time,
@@ -46,9 +46,10 @@ import { ECHO_TEXT, expectToolResult, initializeRequest, legacyCall, modernCall,
 /** Windows of the machine probe (each as long as a measured run) before the first block and after each. */
 const PROBE_WINDOWS = 2
 const SCENARIOS = ['modern', 'session', 'stores', 'handles', 'sse', 'parallel', 'idle', 'tracing'] as const
-/** The README's generated performance block lies between these markers (`--readme`). */
-const README_START = '<!-- bench:start -->'
-const README_END = '<!-- bench:end -->'
+/** The generated block of docs/performance.md lies between these markers (`--docs`). */
+const DOCS_PAGE = 'docs/performance.md'
+const BLOCK_START = '<!-- bench:start -->'
+const BLOCK_END = '<!-- bench:end -->'
 type Scenario = typeof SCENARIOS[number]
 
 const { values: args } = parseArgs({
@@ -66,6 +67,7 @@ const { values: args } = parseArgs({
     profile: { type: 'boolean', default: false },
     before: { type: 'string' },
     'no-pin': { type: 'boolean', default: false },
+    docs: { type: 'boolean', default: false },
     readme: { type: 'boolean', default: false },
     out: { type: 'string' },
     help: { type: 'boolean', default: false }
@@ -89,7 +91,8 @@ if (args.help === true) {
   --before <checkout>     also run the plugin's main rows on that checkout's lib/ (e.g. /work/main, or a
                           \`git worktree\` of the commit before a change), with this tree's bench servers,
                           alternating with the others in the same run: rows labelled "@ before"
-  --readme                also replace the block between ${README_START} and ${README_END} in README.md
+  --docs                  also replace the block between ${BLOCK_START} and ${BLOCK_END} in ${DOCS_PAGE}
+  --readme                the old name of --docs
                           with results.md
   --out <dir>             results directory (default bench/results)`)
   process.exit(0)
@@ -118,7 +121,7 @@ const opts = {
   profile: args.profile === true,
   before: args.before,
   pin: args['no-pin'] !== true,
-  readme: args.readme === true,
+  docs: args.docs === true || args.readme === true,
   out: args.out ?? join(ROOT, 'bench', 'results')
 }
 for (const s of opts.scenarios) if (!(SCENARIOS as readonly string[]).includes(s)) throw new Error(`unknown scenario ${s} (one of ${SCENARIOS.join(', ')})`)
@@ -666,11 +669,11 @@ async function idleScenario (dirs: string[]): Promise<IdleResult[]> {
   return out
 }
 
-/** Where the generated block of README.md lies. */
-function readmeBlock (readme: string): { start: number, end: number } {
-  const start = readme.indexOf(README_START)
-  const end = readme.indexOf(README_END)
-  if (start === -1 || end < start) throw new Error(`--readme: README.md has no ${README_START} … ${README_END} block to regenerate`)
+/** Where the generated block of docs/performance.md lies. */
+function docsBlock (page: string): { start: number, end: number } {
+  const start = page.indexOf(BLOCK_START)
+  const end = page.indexOf(BLOCK_END)
+  if (start === -1 || end < start) throw new Error(`--docs: ${DOCS_PAGE} has no ${BLOCK_START} … ${BLOCK_END} block to regenerate`)
   return { start, end }
 }
 
@@ -685,7 +688,7 @@ async function main (): Promise<void> {
   const results: Results = { meta: machine(), options: { ...opts, out: undefined }, rows: [], parallel: [], idle: [], targets: [] }
   if (opts.pin) results.meta.pinned = pinProcesses()
   if (profileDir !== undefined) await mkdir(profileDir, { recursive: true })
-  if (opts.readme) readmeBlock(await readFile(join(ROOT, 'README.md'), 'utf8')) // fail before, not after, the run
+  if (opts.docs) docsBlock(await readFile(join(ROOT, DOCS_PAGE), 'utf8')) // fail before, not after, the run
   log(`compiled ${await buildServers()} files into bench/.build`)
   if (opts.before !== undefined) log(`compiled ${await buildServers(opts.before)} files of ${opts.before} into bench/.build-before`)
   try {
@@ -731,13 +734,13 @@ async function main (): Promise<void> {
   const markdown = renderMarkdown(results)
   await write('results.json', JSON.stringify(results, null, 2) + '\n')
   await write('results.md', markdown)
-  if (opts.readme) {
-    const path = join(ROOT, 'README.md')
-    const readme = await readFile(path, 'utf8')
-    const { start, end } = readmeBlock(readme)
-    await writeFile(`${path}.tmp`, `${readme.slice(0, start + README_START.length)}\n${markdown}${readme.slice(end)}`)
+  if (opts.docs) {
+    const path = join(ROOT, DOCS_PAGE)
+    const page = await readFile(path, 'utf8')
+    const { start, end } = docsBlock(page)
+    await writeFile(`${path}.tmp`, `${page.slice(0, start + BLOCK_START.length)}\n${markdown}${page.slice(end)}`)
     await rename(`${path}.tmp`, path)
-    log('regenerated the performance block of README.md')
+    log(`regenerated the table of ${DOCS_PAGE}`)
   }
   log(`wrote ${join(opts.out, 'results.json')} and results.md in ${((performance.now() - started) / 1000).toFixed(0)} s`)
 }
