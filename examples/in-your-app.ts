@@ -1,5 +1,5 @@
 /**
- * The README's "In your app" section as one program (type-checked with the tests; the test
+ * The "In your app" page (docs/in-your-app.md) as one program (type-checked with the tests; the test
  * `test/app/in-your-app.test.ts` runs it): an existing shop app behind a reverse proxy on the same
  * machine, with CORS and a rate limit of its own, serving MCP under `/api/mcp`.
  *

@@ -1,5 +1,5 @@
 /**
- * The README's "In your app" example (examples/in-your-app.ts), tested the way the README tells
+ * The "In your app" example of docs/in-your-app.md (examples/in-your-app.ts), tested the way that page tells
  * users to test their tools: injectClient, no network.
  */
 import t from 'tap'

@@ -7,7 +7,7 @@
  *   - 2xx bodies are JSON-RPC (JSON or SSE events);
  *   - a session is created only by a successful initialize, and its id is the one handed out;
  *   - a malformed MCP-Protocol-Version is never accepted on a request naming a session, GET or DELETE;
- *   - the bounds on client input hold (README, "Bounds"): a body nesting deeper than 64 levels, a
+ *   - the bounds on client input hold (docs/errors-and-bounds.md, "Bounds"): a body nesting deeper than 64 levels, a
  *     string id over 256 characters, a progress token over 256 characters are refused with a 400
  *     and never echoed; a POST's answer is never much larger than its body (no amplification);
  *   - afterwards the server still works, and nothing leaked (sessions, hub entries, bus channels),

@@ -52,7 +52,7 @@ t.test('the map returns to empty after a burst with timeouts and aborts', async 
 
 t.test('a released lease lets go of its holder: a lock\'s set of leases may keep the lease after the request', async t => {
   // Without it, a table V8 rebuilt (and left holding the lease) keeps the whole request alive
-  // through young-generation collections (README, Performance; bench/gc.ts).
+  // through young-generation collections (bench/NOTES.md; bench/gc.ts).
   const lock = new MemorySessionLock()
   t.teardown(() => lock.close())
   const lease = await lock.acquire(generateSessionId()) as Lease

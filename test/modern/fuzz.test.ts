@@ -4,7 +4,7 @@
  * expired / foreign `requestState`, `inputResponses` of wrong shapes and huge `_meta` within the
  * body limit. Invariants: never 5xx (nor an internal -32603), every 4xx body is a JSON-RPC error,
  * a handler never runs on a requestState the server did not verify, and the server still answers
- * a valid request afterwards. The bounds on client input (README, "Bounds") are fuzzed too: ids and
+ * a valid request afterwards. The bounds on client input (docs/errors-and-bounds.md, "Bounds") are fuzzed too: ids and
  * progress tokens around and past 256 characters, arguments nesting around and past 64 levels (up
  * to 100,000): a body nesting too deep is a 400 -32600 with id null, an over-long id or token is
  * never echoed, no answer is much larger than its request, nothing is logged at error level, and

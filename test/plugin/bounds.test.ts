@@ -23,7 +23,7 @@ const META_CAPS = 'io.modelcontextprotocol/clientCapabilities'
 /** `depth` nested arrays, as text. */
 const nested = (depth: number, inner = ''): string => '['.repeat(depth) + inner + ']'.repeat(depth)
 
-// The documented bounds (README, "Bounds"), as a client sees them: the unit tests check that the
+// The documented bounds (docs/errors-and-bounds.md, "Bounds"), as a client sees them: the unit tests check that the
 // constants in lib/ have these values.
 const MAX_DEPTH = 64
 const MAX_ID_LENGTH = 256

@@ -31,7 +31,7 @@ interface Drained {
 }
 
 /**
- * A listening app (`return503OnClosing: false`, as the README asks) with tools: `wait` (waits for
+ * A listening app (`return503OnClosing: false`, as docs/many-instances.md asks) with tools: `wait` (waits for
  * the test's gate, honouring its signal), `stubborn` (never finishes, ignores its signal),
  * `count` (progress, then waits for its signal), `ask` (elicits).
  */

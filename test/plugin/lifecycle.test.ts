@@ -40,7 +40,7 @@ t.test('initialize with bad params → -32602', async (t) => {
   t.same(res.json(), { jsonrpc: '2.0', id: 'x', error: { code: -32602, message: 'Invalid params: protocolVersion must be a string' } })
 })
 
-t.test('session ids: visible ASCII, 192 random bits (as the README says), distinct', async (t) => {
+t.test('session ids: visible ASCII, 192 random bits (as the docs say), distinct', async (t) => {
   const app = await build(t)
   const ids = new Set<string>()
   for (let i = 0; i < 20; i++) {

@@ -1,5 +1,5 @@
 /**
- * The Redis client the README shows fails fast and is quiet in an outage: with redis-server
+ * The Redis client the docs show fails fast and is quiet in an outage: with redis-server
  * stopped, an `initialize` against a plugin whose RedisSessionStore uses it is answered 503 within
  * about 2 s (ioredis' defaults took 73 s), and the process never writes ioredis' "Unhandled error
  * event" on stderr (the connection errors go to the app's logger, once per outage). The app runs
