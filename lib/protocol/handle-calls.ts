@@ -8,6 +8,7 @@
  * way round), and around a wait for the client both are released and taken back session first.
  * A 2026-07-28 run that asks the client for input is repeated from the start with the answers: its
  * changes are dropped and the lease released, so the handle is not held across a round trip.
+ * A read-only tool's call opens the handle as a snapshot instead: no lock, writes refused.
  */
 import type { FastifyBaseLogger } from 'fastify'
 import type { HandleMinter, McpContext, McpPrincipal } from '../context.js'

@@ -19,7 +19,7 @@ import { Redis } from 'ioredis'
 import { Type } from '@sinclair/typebox'
 import mcp, {
   FileSessionLock, FileSessionStore, injectClient, McpError, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
-  type InjectClient, type McpPluginOptions, type SaveGuard, type SaveResult, type SessionChanges, type SessionLock, type SessionRecord, type SessionStore
+  type InjectClient, type McpPluginOptions, type SaveResult, type SessionChanges, type SessionLock, type SessionRecord, type SessionStore
 } from '../../lib/index.js'
 import { registerDemoTools } from '../../examples/demo-tools.js'
 import { callTool, initialize, post, serve } from '../helpers/http-client.js'
@@ -242,13 +242,13 @@ for (const era of ERAS) {
 
 /** A store that writes a save's keys one at a time (not a valid store for read-only tools). */
 class KeyByKeyStore extends MemorySessionStore {
-  override async save (id: string, changes: SessionChanges, guard?: SaveGuard): Promise<SaveResult> {
+  override async save (id: string, changes: SessionChanges): Promise<SaveResult> {
     let result: SaveResult = 'ok'
     for (const key of Object.keys(changes.set)) {
-      result = await super.save(id, { set: { [key]: changes.set[key] }, delete: [] }, guard)
+      result = await super.save(id, { set: { [key]: changes.set[key] }, delete: [] })
       await sleep(5)
     }
-    if (changes.delete.length > 0) result = await super.save(id, { set: {}, delete: changes.delete }, guard)
+    if (changes.delete.length > 0) result = await super.save(id, { set: {}, delete: changes.delete })
     return result
   }
 }
