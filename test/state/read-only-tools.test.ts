@@ -6,8 +6,8 @@
  * clear error and stores nothing; a snapshot read during writes sees each write whole or not at
  * all (memory, file, Redis stores; a store that saves key by key shows the probe would see a
  * half); a batch that mixes read-only and writing calls takes the lock; a tool replaced by a
- * writing one under a snapshot cannot write; a store failing under a snapshot read answers 503;
- * read-only calls stay bounded per session.
+ * writing one under a snapshot cannot write; a store failing under a snapshot read, or Redis
+ * stopped, answers 503; read-only calls stay bounded per session.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -24,7 +24,7 @@ import mcp, {
 import { registerDemoTools } from '../../examples/demo-tools.js'
 import { callTool, initialize, post, serve } from '../helpers/http-client.js'
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js'
-import { sleep } from '../helpers/time.js'
+import { sleep, until } from '../helpers/time.js'
 import { newId, type Session } from '../helpers/wire.js'
 
 const ERAS = ['2025-11-25', '2026-07-28'] as const
@@ -55,13 +55,17 @@ async function backend (t: Test, kind: BackendKind): Promise<{ store: SessionSto
     return { store: new FileSessionStore({ dir }), lock }
   }
   const url = await redisUrl()
-  const client = new Redis(url, { maxRetriesPerRequest: 1 })
+  // Fail fast while Redis is down: a 503 at once rather than commands queued until it is back.
+  const client = new Redis(url, { maxRetriesPerRequest: 0, enableOfflineQueue: false })
   client.on('error', () => {})
   t.teardown(() => { client.disconnect() })
   const lock = new RedisSessionLock({ redis: url, timeout: LOCK_TIMEOUT })
   t.teardown(() => lock.close())
   return { store: new RedisSessionStore({ redis: client }), lock }
 }
+
+/** Keys the bundled lock holds right now. */
+const held = (lock: SessionLock): number => lock instanceof MemorySessionLock ? lock.size : (lock as RedisSessionLock).held
 
 const delay = Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000, default: 0 }))
 const basketArg = Type.String()
@@ -189,13 +193,14 @@ for (const kind of ['memory', 'redis'] as const) {
   })
 
   t.test(`${kind} lock: a read-only call does not wait for a writer holding the lock; it sees the state before that write`, async t => {
-    const app = await build(t, { sessions: await backend(t, kind) })
+    const sessions = await backend(t, kind)
+    const app = await build(t, { sessions })
     const c = injectClient(app, { protocolVersion: '2026-07-28' })
     const basket = await newBasket(c)
     await c.callTool('basket_add', { basket, item: 'first' })
     const order: string[] = []
     const writer = c.callTool('basket_add', { basket, item: 'slow', delayMs: 800 }).then(r => { order.push('write'); return r })
-    await sleep(100)
+    await until(() => held(sessions.lock) > 0, { timeout: 2000, what: 'the writer to hold the lock' })
     const read = await c.callTool('basket_get', { basket })
     order.push('read')
     t.same(read.structuredContent, { items: ['first'] }, 'the saved state, not the write in progress')
@@ -294,10 +299,11 @@ t.test('the probe above sees halves when a store saves key by key (so its "no ha
 // ─── Attacks and faults ──────────────────────────────────────────────────────────────────────
 
 /** A session on protocol 2025-03-26 (batches), over real HTTP. */
-async function batchSession (t: Test, opts: McpPluginOptions = {}): Promise<{ url: string, session: Session, app: FastifyInstance }> {
-  const app = await build(t, { sessions: await backend(t, 'memory'), ...opts })
+async function batchSession (t: Test, opts: McpPluginOptions = {}): Promise<{ url: string, session: Session, app: FastifyInstance, lock: SessionLock }> {
+  const sessions = await backend(t, 'memory')
+  const app = await build(t, { sessions, ...opts })
   const { url } = await serve(t, app)
-  return { url, session: await initialize(url, { version: '2025-03-26' }), app }
+  return { url, session: await initialize(url, { version: '2025-03-26' }), app, lock: sessions.lock }
 }
 
 const call = (name: string, args: Record<string, unknown> = {}): Record<string, unknown> =>
@@ -310,9 +316,9 @@ function results (messages: Array<Record<string, any>>, batch: Array<Record<stri
 }
 
 t.test('a batch mixing a read-only and a writing call takes the lock: it waits, sees the earlier write, and its write lands', async t => {
-  const { url, session } = await batchSession(t)
+  const { url, session, lock } = await batchSession(t)
   const slow = callTool(url, session, 'counter_add', { by: 1, delayMs: 500 })
-  await sleep(100)
+  await until(() => held(lock) > 0, { timeout: 2000, what: 'the writer to hold the lock' })
   const batch = [call('counter_peek'), call('counter_add', { by: 1 })]
   const reply = await post(url, batch, session)
   const [peek, add] = results(reply.messages, batch)
@@ -323,10 +329,10 @@ t.test('a batch mixing a read-only and a writing call takes the lock: it waits, 
 })
 
 t.test('a batch of read-only calls only reads a snapshot: it does not wait for a writer', async t => {
-  const { url, session } = await batchSession(t)
+  const { url, session, lock } = await batchSession(t)
   const order: string[] = []
   const slow = callTool(url, session, 'counter_add', { by: 1, delayMs: 800 }).then(r => { order.push('write'); return r })
-  await sleep(100)
+  await until(() => held(lock) > 0, { timeout: 2000, what: 'the writer to hold the lock' })
   const batch = [call('counter_peek'), call('counter_peek')]
   const reply = await post(url, batch, session)
   order.push('batch')
@@ -392,4 +398,30 @@ t.test('read-only calls on one session stay bounded by maxStreamsPerSession (429
   const statuses = replies.map(r => r.status)
   t.equal(statuses.filter(s => s === 200).length, 4, `four run (${statuses.join(',')})`)
   t.equal(statuses.filter(s => s === 429).length, 4, 'the others are refused, not queued without bound')
+})
+
+t.test('Redis stopped: read-only calls answer 503 at once (session and handle), and are served again once it is back', async t => {
+  const app = await build(t, { sessions: await backend(t, 'redis') })
+  const legacy = injectClient(app, { protocolVersion: '2025-11-25' })
+  const modern = injectClient(app, { protocolVersion: '2026-07-28' })
+  t.same((await legacy.callTool('counter_peek')).structuredContent, { counter: 0 })
+  const basket = await newBasket(modern)
+  const server = redisServer as RedisServer
+  await server.stop()
+  try {
+    const onSession = await legacy.callTool('counter_peek').catch((err: unknown) => err)
+    const onHandle = await modern.callTool('basket_get', { basket }).catch((err: unknown) => err)
+    t.match(onSession, { status: 503, message: 'Session store is unavailable.' })
+    t.match(onHandle, { status: 503, message: 'State store is unavailable.' })
+  } finally {
+    await server.start()
+  }
+  // The private server keeps nothing across a restart: a new basket shows the path works again
+  // (once the clients have reconnected).
+  let again: string | undefined
+  await until(async () => {
+    again = (await modern.callTool('basket_create').catch(() => null))?.structuredContent?.basket as string | undefined
+    return again !== undefined
+  }, { timeout: 10_000, what: 'the store to serve again' })
+  t.same((await modern.callTool('basket_get', { basket: again })).structuredContent, { items: [] })
 })
