@@ -131,14 +131,21 @@ export function registerBasketTools (mcp: McpDecorator): void {
     return { content: [{ type: 'text', text: `${after.length} items` }], structuredContent: { count: after.length } }
   })
 
+  // Read-only: parallel calls on one basket read its last saved state side by side, without
+  // waiting for the lock (a basket_add running meanwhile is seen whole or not at all).
   mcp.tool({
     name: 'basket_get',
-    description: 'Returns the items in a basket.',
-    input: Type.Object({ basket }),
+    description: 'Returns the items in a basket (after waiting `delayMs`).',
+    input: Type.Object({
+      basket,
+      delayMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 60_000, default: 0 }))
+    }),
     output: items,
+    annotations: { readOnlyHint: true },
     handle: { argument: 'basket', kind: 'basket' }
-  }, async (_args, ctx) => {
+  }, async ({ delayMs = 0 }, ctx) => {
     const list = ctx.handle?.get<string[]>('items') ?? []
+    if (delayMs > 0) await sleep(delayMs, ctx.signal)
     return { content: [{ type: 'text', text: list.join(', ') }], structuredContent: { items: list } }
   })
 

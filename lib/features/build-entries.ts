@@ -93,6 +93,7 @@ export function buildTool (def: ToolDefinition<ToolSchema | undefined, ToolSchem
     limits,
     handle: state.handle,
     needsSession: state.needsSession,
+    readOnly: def.annotations?.readOnlyHint === true,
     taskSupport,
     beforeTask: checkBeforeTask(def.name, def.beforeTask, taskSupport)
   }

@@ -193,6 +193,8 @@ export interface ToolEntry {
   handle: { argument: string, kind: string } | null
   /** The tool needs a handshake-era session. */
   needsSession: boolean
+  /** `annotations.readOnlyHint` is `true`: its calls read snapshots and may not write (`state/snapshot.ts`). */
+  readOnly: boolean
   /** Who sees and may call it (`undefined`: everyone). */
   access: AccessRule | undefined
   /** The definition's own limits (validated), if any. */

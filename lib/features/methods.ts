@@ -10,6 +10,7 @@ import { InputRequiredSignal, type McpContext, type McpPrincipal } from '../cont
 import { FST_ERR_MCP_CAPABILITY } from '../errors.js'
 import { ErrorCode, MAX_ECHOED_URI, McpError, echoed } from '../jsonrpc/errors.js'
 import type { ToolLimiter } from '../limits/limiter.js'
+import { readOnlyRun } from '../state/snapshot.js'
 import { paginate } from './pagination.js'
 import type { CallToolResult, ContentBlock, PromptMessage, Registry, ResourceContents, ResourceReturn, ToolEntry, ToolReturn } from './registry.js'
 
@@ -128,8 +129,9 @@ export interface StateRunner {
    * Runs `work` with the state of handle `id` of `kind` as `ctx.handle`. Resolves `null`, running
    * nothing, when the handle is not one this caller may use (unknown, expired, ended, someone
    * else's, malformed). Throws an `McpError` (503) when what the work changed could not be kept.
+   * `readOnly` (a read-only tool): the work reads a snapshot of the handle, without its lock.
    */
-  withHandle<T> (kind: string, id: unknown, ctx: McpContext, work: () => Promise<T>): Promise<T | null>
+  withHandle<T> (kind: string, id: unknown, ctx: McpContext, work: () => Promise<T>, readOnly?: boolean): Promise<T | null>
 }
 
 /** What `callTool` may be given besides the call. */
@@ -202,7 +204,7 @@ async function stateOrTaskCall (tool: ToolEntry, name: string, value: Record<str
   if (tool.handle === null) return await runTool(tool, name, value, ctx, log, options.isProtocolError)
   if (options.state === undefined) throw new Error(`tool "${name}" declares a handle, but no state runner serves this call`)
   const run = async (): Promise<Record<string, unknown>> => await runTool(tool, name, value, ctx, log, options.isProtocolError)
-  const out = await options.state.withHandle(tool.handle.kind, value[tool.handle.argument], ctx, run)
+  const out = await options.state.withHandle(tool.handle.kind, value[tool.handle.argument], ctx, run, tool.readOnly)
   return out ?? errorResult(`Unknown or expired ${tool.handle.kind} handle.`)
 }
 
@@ -211,7 +213,7 @@ async function runTool (tool: ToolEntry, name: string, args: Record<string, unkn
   isProtocolError?: (err: unknown) => boolean): Promise<Record<string, unknown>> {
   let result: CallToolResult
   try {
-    result = toolResult(await tool.handler(args, ctx))
+    result = toolResult(await (tool.readOnly ? readOnlyRun(name, ctx, () => tool.handler(args, ctx)) : tool.handler(args, ctx)))
   } catch (err) {
     if (err instanceof McpError || err instanceof InputRequiredSignal || isProtocolError?.(err) === true || ctx.signal.aborted) throw err
     toolFailed(log, name, err)

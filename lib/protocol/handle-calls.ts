@@ -8,6 +8,7 @@
  * way round), and around a wait for the client both are released and taken back session first.
  * A 2026-07-28 run that asks the client for input is repeated from the start with the answers: its
  * changes are dropped and the lease released, so the handle is not held across a round trip.
+ * A read-only tool's call opens the handle as a snapshot instead: no lock, writes refused.
  */
 import type { FastifyBaseLogger } from 'fastify'
 import type { HandleMinter, McpContext, McpPrincipal } from '../context.js'
@@ -15,6 +16,7 @@ import type { StateRunner } from '../features/methods.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import type { JsonValue } from '../sessions/session-store.js'
 import type { StateHandles } from '../state/handles.js'
+import { SNAPSHOT, sealSnapshot } from '../state/snapshot.js'
 import type { CloseResult, StateScope } from '../state/state-scope.js'
 import type { BaseContext } from './base-context.js'
 import { openFailure } from './open-failure.js'
@@ -71,23 +73,26 @@ export class HandleCalls implements StateRunner {
     }
   }
 
-  async withHandle<T> (kind: string, id: unknown, mcpCtx: McpContext, work: () => Promise<T>): Promise<T | null> {
+  async withHandle<T> (kind: string, id: unknown, mcpCtx: McpContext, work: () => Promise<T>, readOnly = false): Promise<T | null> {
     const ctx = mcpCtx as BaseContext
     const log = ctx.request.log
     if (ctx.handleScope !== null) throw handleRefusal.nested()
     let scope: StateScope | null
-    this.lockWaiters++
+    // A read-only tool reads a snapshot: no queue, no lease (`state/snapshot.ts`).
+    const waits = readOnly ? 0 : 1
+    this.lockWaiters += waits
     try {
       // The cancellation, not its signal: made only if the call has to queue for the lock.
-      scope = await this.#handles.open(kind, id, ctx.principal, { lock: true, owner: ctx.request, signal: ctx.abort })
+      scope = await this.#handles.open(kind, id, ctx.principal, readOnly ? SNAPSHOT : { lock: true, owner: ctx.request, signal: ctx.abort })
     } catch (err) {
       // Given up while queued: the wire answers for the request (cancelled, or its session ended).
       if (ctx.abort.aborted) throw ctx.abort.reason
       throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind })
     } finally {
-      this.lockWaiters--
+      this.lockWaiters -= waits
     }
     if (scope === null) return null
+    if (readOnly) sealSnapshot(scope, 'handle')
     ctx.useHandle(scope)
     let out: T
     try {

@@ -1,7 +1,8 @@
 /**
  * The handshake-era wire (2025-03-26 … 2025-11-25): `initialize` mints a session; every later
  * POST names it in `Mcp-Session-Id`. A POST opens the session's state scope (under the session
- * lock when one is configured and the POST carries requests), runs its messages, writes back what
+ * lock when one is configured and the POST carries requests, unless they are all read-only tool
+ * calls: those read a snapshot, see `state/snapshot.ts`), runs its messages, writes back what
  * they changed, and answers. GET and DELETE are in `legacy-streams.ts`, requests to the client in
  * `client-requests.ts`, `initialize` in `legacy-initialize.ts`.
  */
@@ -19,6 +20,7 @@ import type { ToolLimiter } from '../limits/limiter.js'
 import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
 import { K } from '../sessions/session-handle.js'
+import { readsOnly, sealSnapshot } from '../state/snapshot.js'
 import type { StateBackend, StateScope } from '../state/state-scope.js'
 import { NO_POST, type PostTrace, type Telemetry } from '../telemetry/index.js'
 import { ClientRequests } from './client-requests.js'
@@ -128,7 +130,9 @@ export class LegacyWire {
     const unfollow = exchange.shutdown?.follow(abort)
     try {
       // Answers and notifications never wait behind a running handler (that handler may be waiting for them).
-      const lock = requests > 0 && this.#d.sessions.lock !== null
+      // Only read-only tool calls: they read a snapshot of the session, without the lock.
+      const snapshot = requests > 0 && readsOnly(messages, this.#d.registry.tools)
+      const lock = requests > 0 && !snapshot && this.#d.sessions.lock !== null
       const start = performance.now()
       if (lock) this.lockWaiters++
       let scope
@@ -150,6 +154,7 @@ export class LegacyWire {
         if (!exchange.connection.destroyed) exchange.empty(202)
         return
       }
+      if (snapshot) sealSnapshot(scope, 'session')
       // Only a scope opened under the lock ever holds a lease (also after a wait for the client).
       if (lock) scope.onLost(() => { abort.abort(new LeaseLostError()) })
       try {

@@ -21,6 +21,23 @@ export const K = {
   created: `${PROTOCOL_PREFIX}created`
 } as const
 
+/** The most of a refused key an error message repeats (keys are the application's, of any length). */
+const SHOWN_KEY = 64
+
+/**
+ * A write refused: the work runs as a read-only tool (`annotations.readOnlyHint: true`), which
+ * reads a snapshot of the state without its lock, so nothing it sets could be kept safely.
+ * Thrown by `set`/`delete` before anything changes.
+ */
+export class ReadOnlyStateError extends TypeError {
+  readonly code = 'FST_ERR_MCP_READ_ONLY_STATE'
+  constructor (op: string, key: string, why: string) {
+    const shown = key.length <= SHOWN_KEY ? key : `${key.slice(0, SHOWN_KEY)}…`
+    super(`Cannot ${op} "${shown}": ${why}`)
+    this.name = 'ReadOnlyStateError'
+  }
+}
+
 function checkAppKey (key: string): void {
   if (typeof key !== 'string' || key.length === 0) throw new TypeError('session keys must be non-empty strings')
   if (key.startsWith(PROTOCOL_PREFIX)) throw new TypeError(`session keys starting with "${PROTOCOL_PREFIX}" are reserved`)
@@ -35,6 +52,8 @@ export class SessionHandle {
   // Made on the first change: most requests change nothing.
   #set: Map<string, JsonValue> | null = null
   #deleted: Set<string> | null = null
+  /** Why writes are refused right now (see {@link seal}), or `null`. */
+  #readOnly: string | null = null
 
   constructor (id: string, record: SessionRecord) {
     this.id = id
@@ -84,6 +103,16 @@ export class SessionHandle {
     this.#put(key, value)
   }
 
+  /**
+   * @internal Refuses every write from now on with a {@link ReadOnlyStateError} saying `why`
+   * (`null`: writes allowed again). Returns what was in force before, to restore it.
+   */
+  seal (why: string | null): string | null {
+    const before = this.#readOnly
+    this.#readOnly = why
+    return before
+  }
+
   /** @internal Whether this request changed anything. */
   get dirty (): boolean {
     return (this.#set !== null && this.#set.size > 0) || (this.#deleted !== null && this.#deleted.size > 0)
@@ -114,6 +143,7 @@ export class SessionHandle {
   }
 
   #put (key: string, value: unknown): void {
+    if (this.#readOnly !== null) throw new ReadOnlyStateError('set', key, this.#readOnly)
     if (value === undefined) { this.#remove(key); return }
     const text = JSON.stringify(value)
     if (text === undefined) throw new TypeError(`session key "${key}" must hold a JSON value`)
@@ -124,6 +154,7 @@ export class SessionHandle {
   }
 
   #remove (key: string): boolean {
+    if (this.#readOnly !== null) throw new ReadOnlyStateError('delete', key, this.#readOnly)
     const had = Object.hasOwn(this.#data, key)
     delete this.#data[key]
     this.#set?.delete(key)
