@@ -1,6 +1,6 @@
 /**
  * Verifies bearer JWTs (RFC 9068 access tokens) with `jose` against the authorization server's
- * JWKS: signature with a key found by `kid` (jose's remote JWKS: cached for `cacheMaxAgeMs`, an
+ * JWKS: signature with the key named by `kid` (a token without one: each key that fits, in turn) (jose's remote JWKS: cached for `cacheMaxAgeMs`, an
  * unknown `kid` re-fetches at most once per `cooldownMs`), an algorithm allow-list (asymmetric
  * only, so `none` and HS256-with-the-public-key are refused), issuer, audience (this resource),
  * `exp` / `nbf` with a clock tolerance, and the claims a principal needs (`sub`, `exp`).
@@ -9,7 +9,7 @@
  * (`invalid_token`, 401) or the server's (`unavailable`, 503: the JWKS is unreachable, answers
  * garbage, or holds no usable key).
  */
-import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose'
+import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose'
 import type { McpPrincipal } from '../context.js'
 import type { AuthFailureReason } from './bearer.js'
 
@@ -153,7 +153,7 @@ export function createJwtVerifier (opts: JwtVerifierOptions): JwtVerifier {
   const verifier = async (token: string): Promise<JwtOutcome> => {
     let payload: JWTPayload
     try {
-      ({ payload } = await jwtVerify(token, jwks as JWTVerifyGetKey, verifyOptions))
+      payload = await verifyWithAnyKey(token, jwks as JWTVerifyGetKey, verifyOptions)
     } catch (err) {
       return classifyJoseError(err)
     }
@@ -161,6 +161,29 @@ export function createJwtVerifier (opts: JwtVerifierOptions): JwtVerifier {
     return { ok: true, principal: principalOf(payload, qualify) }
   }
   return Object.assign(verifier, { jwks })
+}
+
+/**
+ * `jwtVerify` against the key set. A token without `kid` matches every key of its algorithm: while
+ * keys rotate the set holds two or more, and jose throws `JWKSMultipleMatchingKeys`, which lists
+ * the candidates. Each is tried in turn; none verifying is a bad signature (the client's fault),
+ * never an unavailable key set.
+ */
+async function verifyWithAnyKey (token: string, jwks: JWTVerifyGetKey, options: JWTVerifyOptions): Promise<JWTPayload> {
+  try {
+    return (await jwtVerify(token, jwks, options)).payload
+  } catch (err) {
+    if (!(err instanceof errors.JWKSMultipleMatchingKeys)) throw err
+    for await (const key of err) {
+      try {
+        return (await jwtVerify(token, key, options)).payload
+      } catch (inner) {
+        if (inner instanceof errors.JWSSignatureVerificationFailed) continue
+        throw inner
+      }
+    }
+    throw new errors.JWSSignatureVerificationFailed()
+  }
 }
 
 /** `http:` is allowed for loopback hosts only (development, tests). */
