@@ -1,0 +1,61 @@
+/**
+ * Tasks and the bounds an anonymous or hostile client meets (issue 40): a tool's concurrency limit
+ * counts a task until its handler ends, as it counts an inline call.
+ */
+import t, { type Test } from 'tap'
+import Fastify, { type FastifyInstance } from 'fastify'
+import mcp, { injectClient, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
+import { until } from '../helpers/time.js'
+import { rpc, modernHeaders } from '../helpers/wire.js'
+
+const EXT = 'io.modelcontextprotocol/tasks'
+const CAPS = { extensions: { [EXT]: {} } }
+
+interface Gate { open: () => void, started: number }
+
+async function build (t: Test, extra: Partial<McpPluginOptions> = {}): Promise<{ app: FastifyInstance, gate: Gate }> {
+  const app = Fastify({ logger: false })
+  t.teardown(() => app.close())
+  await app.register(mcp, { requestStateSecret: 'task-limits-secret-0123456789', tasks: { ttl: 5_000, pollInterval: 100 }, ...extra })
+  let release!: () => void
+  let opened = new Promise<void>(resolve => { release = resolve })
+  const gate: Gate = { open: () => { release(); opened = new Promise<void>(resolve => { release = resolve }) }, started: 0 }
+  app.mcp.tool({ name: 'one_at_a_time', description: 'waits for the test', taskSupport: 'optional', limits: { concurrency: 1 } }, async () => {
+    gate.started++
+    await opened
+    return 'done'
+  })
+  await app.ready()
+  return { app, gate }
+}
+
+function client (app: FastifyInstance): InjectClient {
+  return injectClient(app, { protocolVersion: '2026-07-28', capabilities: CAPS })
+}
+
+async function callTool (app: FastifyInstance, name: string): Promise<{ status: number, body: Record<string, any> }> {
+  const body = rpc('tools/call', { name, arguments: {} }, { caps: CAPS })
+  const res = await app.inject({ method: 'POST', url: '/mcp', headers: modernHeaders(body), payload: body })
+  return { status: res.statusCode, body: res.json() }
+}
+
+t.test('a concurrency-1 tool run as tasks: one at a time; the permit is given back when the task ends', async t => {
+  const { app, gate } = await build(t)
+  const answers: Array<{ status: number, body: Record<string, any> }> = []
+  for (let i = 0; i < 5; i++) answers.push(await callTool(app, 'one_at_a_time'))
+  t.equal(answers[0].status, 200)
+  t.equal(answers[0].body.result.resultType, 'task', 'the first call became a task')
+  t.same(answers.slice(1).map(a => a.status), [429, 429, 429, 429], 'the next four are refused while the task runs')
+  t.match(answers[1].body, { error: { code: -32000, data: { limit: 'concurrency', tool: 'one_at_a_time' } } })
+  await until(() => gate.started === 1, { what: 'the task handler to start' })
+  t.equal(gate.started, 1, 'one handler ran')
+
+  gate.open()
+  const alice = client(app)
+  await until(async () => (await alice.request('tasks/get', { taskId: answers[0].body.result.taskId })).status === 'completed', { what: 'the task to complete' })
+  const next = await callTool(app, 'one_at_a_time')
+  t.equal(next.status, 200, 'free again once the task ended')
+  t.equal(next.body.result.resultType, 'task')
+  await until(() => gate.started === 2, { what: 'the second task handler to start' })
+  gate.open()
+})
