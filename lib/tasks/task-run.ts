@@ -33,6 +33,9 @@ export class TaskAbortError extends Error {
 /** How a task ended: its tool result, or a JSON-RPC error. */
 export type TaskOutcome = { result: Record<string, unknown> } | { error: { code: number, message: string, data?: unknown } }
 
+/** The end of a cancelled task (its record's cancellation mark makes it `cancelled`; the error is not shown). */
+const CANCELLED: TaskOutcome = { error: { code: -32603, message: 'The task was cancelled' } }
+
 /** What a run needs from the service that made it. */
 export interface TaskRunDeps {
   store: SessionStore
@@ -198,8 +201,19 @@ export class TaskRun {
 
   #onMessage (m: BusMessage): void {
     if (m.t !== 'task' || m.id !== this.id) return
-    if (m.what === 'cancel') this.#abort(new TaskAbortError('cancelled', 'the task was cancelled'))
+    if (m.what === 'cancel') this.#cancelled()
     void this.#queue(async () => { await this.#check() }).catch(() => {})
+  }
+
+  /**
+   * The client cancelled the task: the handler's signal aborts, and the task ends now — written
+   * `cancelled`, its lease and slot given back — whether or not the handler stops. What the
+   * handler does afterwards is refused (`note` and `ask` are no-ops or throw; its result is
+   * dropped by `finish`, which writes only once).
+   */
+  #cancelled (): void {
+    this.#abort(new TaskAbortError('cancelled', 'the task was cancelled'))
+    void this.finish(CANCELLED)
   }
 
   #tick (): void {
@@ -232,7 +246,7 @@ export class TaskRun {
     const record = await this.#d.store.load(this.key)
     if (record === null) { this.#abort(new TaskAbortError('lost', 'the task record is gone')); return }
     const data = record.data
-    if (data[K.cancel] !== undefined) this.#abort(new TaskAbortError('cancelled', 'the task was cancelled'))
+    if (data[K.cancel] !== undefined) { this.#cancelled(); return }
     if (isTerminal(data[K.status])) { this.#abort(new TaskAbortError('lost', 'the task was ended elsewhere')); return }
     const answered: string[] = []
     for (const key of this.#asked) {

@@ -89,7 +89,7 @@ export class TaskService {
     try {
       // The lease before the record: nobody can see the task without its runner.
       lease = lock === null ? null : await lock.acquire(taskKey(id), { timeout: 0 })
-      const record = newRecord(owner, options.ttl, options.pollInterval)
+      const record = newRecord(owner, slotKey, options.ttl, options.pollInterval)
       await store.create(taskKey(id), record, { ttl: options.ttl + SLOT_LEASE })
       const run = new TaskRun(id, {
         store,
@@ -142,12 +142,18 @@ export class TaskService {
     return true
   }
 
-  /** `tasks/cancel`: marks the task cancelled (a finished one stays as it is) and tells its runner. `false`: not found. */
+  /**
+   * `tasks/cancel`: marks the task cancelled (a finished one stays as it is), gives its slot back
+   * at once — a handler that ignores its signal keeps running, but no longer counts — and tells
+   * its runner, which then ends the task (see `TaskRun`). `false`: not found.
+   */
   async cancel (id: unknown, owner: string | null): Promise<boolean> {
     const record = await this.#load(id, owner)
     if (record === null) return false
     if (isTerminal(record.data[K.status]) || record.data[K.cancel] !== undefined) return true
     await this.#d.store.save(taskKey(id as string), { set: { [K.cancel]: { at: new Date().toISOString() } }, delete: [] })
+    const slotKey = record.data[K.slot]
+    if (typeof slotKey === 'string') await this.#d.slots.release(slotKey, id as string).catch(() => {})
     this.#wake(id as string, 'cancel')
     return true
   }

@@ -1,6 +1,8 @@
 /**
  * Tasks and the bounds an anonymous or hostile client meets (issue 40): a tool's concurrency limit
- * counts a task until its handler ends, as it counts an inline call.
+ * counts a task until its handler ends, as it counts an inline call; a cancelled task gives its
+ * slot back at the cancel, even when its handler ignores the signal, and what that handler does
+ * afterwards is refused.
  */
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
@@ -11,7 +13,7 @@ import { rpc, modernHeaders } from '../helpers/wire.js'
 const EXT = 'io.modelcontextprotocol/tasks'
 const CAPS = { extensions: { [EXT]: {} } }
 
-interface Gate { open: () => void, started: number }
+interface Gate { open: () => void, started: number, stubborn: () => void, late: string[] }
 
 async function build (t: Test, extra: Partial<McpPluginOptions> = {}): Promise<{ app: FastifyInstance, gate: Gate }> {
   const app = Fastify({ logger: false })
@@ -19,7 +21,16 @@ async function build (t: Test, extra: Partial<McpPluginOptions> = {}): Promise<{
   await app.register(mcp, { requestStateSecret: 'task-limits-secret-0123456789', tasks: { ttl: 5_000, pollInterval: 100 }, ...extra })
   let release!: () => void
   let opened = new Promise<void>(resolve => { release = resolve })
-  const gate: Gate = { open: () => { release(); opened = new Promise<void>(resolve => { release = resolve }) }, started: 0 }
+  let letGo!: () => void
+  const stubborn = new Promise<void>(resolve => { letGo = resolve })
+  const gate: Gate = { open: () => { release(); opened = new Promise<void>(resolve => { release = resolve }) }, started: 0, stubborn: () => { letGo() }, late: [] }
+  t.teardown(() => { letGo() })
+  app.mcp.tool({ name: 'stubborn', description: 'ignores its signal', taskSupport: 'optional' }, async (_a, ctx) => {
+    await stubborn
+    await ctx.progress({ progress: 1, message: 'after the cancel' }).catch((err: Error) => { gate.late.push(err.message) })
+    gate.late.push('returned')
+    return 'a late result'
+  })
   app.mcp.tool({ name: 'one_at_a_time', description: 'waits for the test', taskSupport: 'optional', limits: { concurrency: 1 } }, async () => {
     gate.started++
     await opened
@@ -58,4 +69,32 @@ t.test('a concurrency-1 tool run as tasks: one at a time; the permit is given ba
   t.equal(next.body.result.resultType, 'task')
   await until(() => gate.started === 2, { what: 'the second task handler to start' })
   gate.open()
+})
+
+t.test('100 cancelled tasks whose handlers ignore the signal free their slots: one more is accepted', async t => {
+  const { app, gate } = await build(t, { tasks: { ttl: 1_000, pollInterval: 100 } })
+  const anon = client(app)
+  const ids: string[] = []
+  for (let i = 0; i < 100; i++) {
+    const r = await callTool(app, 'stubborn')
+    t.equal(r.body.result?.resultType, 'task')
+    ids.push(r.body.result.taskId)
+  }
+  const full = await callTool(app, 'stubborn')
+  t.equal(full.status, 429, 'the 101st running task of this address is refused (tasks.maxPerPrincipal)')
+  t.match(full.body, { error: { data: { limit: 'tasks', max: 100 } } })
+
+  for (const taskId of ids) await anon.request('tasks/cancel', { taskId })
+  const next = await callTool(app, 'stubborn')
+  t.equal(next.status, 200, 'accepted: the cancelled tasks hold no slot, though their handlers still run')
+  t.equal(next.body.result?.resultType, 'task')
+  await anon.request('tasks/cancel', { taskId: next.body.result.taskId })
+  // The runner ended each task at the cancel: written cancelled with its expiry, gone after ttlMs.
+  await until(async () => await anon.request('tasks/get', { taskId: ids[99] }).then(() => false, (err: { code?: number }) => err.code === -32602),
+    { what: 'the cancelled task to expire while its handler still runs', timeout: 8_000, every: 200 })
+  t.equal(gate.late.length, 0, 'no stubborn handler has returned yet')
+
+  gate.stubborn()
+  await until(() => gate.late.filter(x => x === 'returned').length === 101, { what: 'the stubborn handlers to return' })
+  await t.rejects(anon.request('tasks/get', { taskId: ids[0] }), { code: -32602 }, 'a late result does not bring a task back')
 })
