@@ -93,7 +93,7 @@ function taskCalls (d: EngineDeps): TaskCalls {
     slots: d.limiter.backend,
     options: d.opts.tasks,
     warn: (obj, msg) => { d.logger.warn(obj, msg) }
-  }))
+  }), (principal, ip) => d.limiter.clientKey(principal, ip))
 }
 
 /** The 2026-07-28 capabilities: the registry's, with the Tasks extension; rebuilt only when those change. */

@@ -22,6 +22,7 @@ import { BaseContext, isClientCapabilityError } from './base-context.js'
 import type { ResponseChannel } from './exchange.js'
 import { VALID_ANSWER } from './modern-context.js'
 import { DEADLINE_GRACE, REFUSED, stoppedByDrain } from './drain.js'
+import type { ClientKey } from './listen.js'
 import { RequestAbort } from './request-abort.js'
 import { settleWithin } from '../settle.js'
 
@@ -103,12 +104,15 @@ export const SERVER_CLOSED = { code: ErrorCode.InternalError, message: 'The serv
 /** The tasks of the 2026-07-28 wire (see the module doc). */
 export class TaskCalls implements TaskStarter {
   readonly #tasks: TaskService
+  readonly #clientKey: ClientKey
   /** Tasks whose handler runs on this instance, and what settles once each has ended. */
   readonly #running = new Map<TaskRun, Promise<void>>()
   #closed = false
 
-  constructor (tasks: TaskService) {
+  /** `clientKey`: whose slot a task takes (the limiter's: principal, else address, IPv6 by network). */
+  constructor (tasks: TaskService, clientKey: ClientKey) {
     this.#tasks = tasks
+    this.#clientKey = clientKey
   }
 
   /** Tasks whose handler runs on this instance. */
@@ -152,7 +156,7 @@ export class TaskCalls implements TaskStarter {
 
   async #create (tool: string, ctx: McpContext, work: (ctx: McpContext) => Promise<Record<string, unknown>>): Promise<Record<string, unknown>> {
     if (this.#closed) throw closing()
-    const slot = ctx.principal === null ? `ip:${ctx.request.ip}` : `p:${ctx.principal.id}`
+    const slot = this.#clientKey(ctx.principal, ctx.request.ip)
     const { run, record } = await this.#tasks.create(ownerOf(ctx.principal), slot)
     if (this.#closed) {
       await run.finish({ error: SERVER_CLOSED })

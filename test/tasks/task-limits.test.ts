@@ -44,9 +44,9 @@ function client (app: FastifyInstance): InjectClient {
   return injectClient(app, { protocolVersion: '2026-07-28', capabilities: CAPS })
 }
 
-async function callTool (app: FastifyInstance, name: string): Promise<{ status: number, body: Record<string, any> }> {
+async function callTool (app: FastifyInstance, name: string, remoteAddress?: string): Promise<{ status: number, body: Record<string, any> }> {
   const body = rpc('tools/call', { name, arguments: {} }, { caps: CAPS })
-  const res = await app.inject({ method: 'POST', url: '/mcp', headers: modernHeaders(body), payload: body })
+  const res = await app.inject({ method: 'POST', url: '/mcp', headers: modernHeaders(body), payload: body, ...(remoteAddress === undefined ? {} : { remoteAddress }) })
   return { status: res.statusCode, body: res.json() }
 }
 
@@ -97,4 +97,15 @@ t.test('100 cancelled tasks whose handlers ignore the signal free their slots: o
   gate.stubborn()
   await until(() => gate.late.filter(x => x === 'returned').length === 101, { what: 'the stubborn handlers to return' })
   await t.rejects(anon.request('tasks/get', { taskId: ids[0] }), { code: -32602 }, 'a late result does not bring a task back')
+})
+
+t.test('anonymous task slots: an IPv6 client is its /64, as for tool limits and listen streams', async t => {
+  const { app, gate } = await build(t, { tasks: { ttl: 5_000, pollInterval: 100, maxPerPrincipal: 3 } })
+  const statuses: number[] = []
+  for (let i = 1; i <= 4; i++) statuses.push((await callTool(app, 'stubborn', `2001:db8:0:1::${i.toString(16)}`)).status)
+  t.same(statuses, [200, 200, 200, 429], 'four addresses of one /64 share its three slots')
+  const other = await callTool(app, 'stubborn', '2001:db8:0:2::1')
+  t.equal(other.status, 200, 'another /64 has its own')
+  gate.stubborn()
+  await until(() => gate.late.length === 4, { what: 'the tasks to end' })
 })
