@@ -98,6 +98,19 @@ function taskError (err: unknown): { code: number, message: string, data?: unkno
   return { code: ErrorCode.InternalError, message: 'Internal error' }
 }
 
+/**
+ * The log line of a task handler's failure, at the level the inline path gives the same: the
+ * client's doing (a capability it did not declare, a protocol error) at info without a stack, a
+ * cancellation or shutdown not at all, only the handler's own failure at error. The task id is
+ * cut to its first 8 characters: it is the anonymous client's only credential.
+ */
+function logTaskFailure (log: FastifyBaseLogger, err: unknown, tool: string, id: string): void {
+  if (err instanceof TaskAbortError || stoppedByDrain(err)) return
+  const task = id.slice(0, 8)
+  if (isClientCapabilityError(err)) log.info({ tool, task, reason: err.message }, 'task refused: the client lacks a capability')
+  else if (!(err instanceof McpError)) log.error({ err, tool, task }, 'task handler failed')
+}
+
 /** How a task still running when the drain deadline passes ends: `failed`, with this error. */
 export const SERVER_CLOSED = { code: ErrorCode.InternalError, message: 'The server running this task shut down before the task ended.' }
 
@@ -169,7 +182,7 @@ export class TaskCalls implements TaskStarter {
       work(taskCtx).then(
         async (result) => { await run.finish({ result }) },
         async (err: unknown) => {
-          if (!(err instanceof TaskAbortError) && !stoppedByDrain(err) && !(err instanceof McpError)) log.error({ err, tool, task: run.id }, 'task handler failed')
+          logTaskFailure(log, err, tool, run.id)
           await run.finish({ error: taskError(err) })
         }
       ).catch((err: unknown) => { log.error({ err, task: run.id }, 'task end failed') }).finally(resolve)

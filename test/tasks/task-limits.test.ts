@@ -2,7 +2,8 @@
  * Tasks and the bounds an anonymous or hostile client meets (issue 40): a tool's concurrency limit
  * counts a task until its handler ends, as it counts an inline call; a cancelled task gives its
  * slot back at the cancel, even when its handler ignores the signal, and what that handler does
- * afterwards is refused.
+ * afterwards is refused; a task whose client lacks a capability is logged as the inline call is
+ * (info, no stack), never at error.
  */
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
@@ -15,8 +16,8 @@ const CAPS = { extensions: { [EXT]: {} } }
 
 interface Gate { open: () => void, started: number, stubborn: () => void, late: string[] }
 
-async function build (t: Test, extra: Partial<McpPluginOptions> = {}): Promise<{ app: FastifyInstance, gate: Gate }> {
-  const app = Fastify({ logger: false })
+async function build (t: Test, extra: Partial<McpPluginOptions> = {}, lines?: Array<Record<string, any>>): Promise<{ app: FastifyInstance, gate: Gate }> {
+  const app = Fastify({ logger: lines === undefined ? false : { level: 'info', stream: { write: (l: string) => { lines.push(JSON.parse(l)) } } } })
   t.teardown(() => app.close())
   await app.register(mcp, { requestStateSecret: 'task-limits-secret-0123456789', tasks: { ttl: 5_000, pollInterval: 100 }, ...extra })
   let release!: () => void
@@ -35,6 +36,10 @@ async function build (t: Test, extra: Partial<McpPluginOptions> = {}): Promise<{
     gate.started++
     await opened
     return 'done'
+  })
+  app.mcp.tool({ name: 'asks', description: 'asks the user', taskSupport: 'optional' }, async (_a, ctx) => {
+    const r = await ctx.elicit('name', { message: 'Name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } })
+    return String(r.content?.name)
   })
   await app.ready()
   return { app, gate }
@@ -108,4 +113,27 @@ t.test('anonymous task slots: an IPv6 client is its /64, as for tool limits and 
   t.equal(other.status, 200, 'another /64 has its own')
   gate.stubborn()
   await until(() => gate.late.length === 4, { what: 'the tasks to end' })
+})
+
+t.test('a task whose client lacks a capability: failed with -32021, logged at info as inline, never at error', async t => {
+  const lines: Array<Record<string, any>> = []
+  const { app } = await build(t, {}, lines)
+  const created = await callTool(app, 'asks')
+  t.equal(created.body.result?.resultType, 'task')
+  const taskId = created.body.result.taskId as string
+  const anon = client(app)
+  let last: Record<string, any> = {}
+  await until(async () => { last = await anon.request('tasks/get', { taskId }); return last.status === 'failed' }, { what: 'the task to fail' })
+  t.match(last.error, { code: -32021, data: { requiredCapabilities: { elicitation: {} } } })
+  t.same(lines.filter(l => l.level >= 50).map(l => l.msg), [], 'no error line')
+  const refused = lines.filter(l => l.msg === 'task refused: the client lacks a capability')
+  t.equal(refused.length, 1, 'one info line')
+  t.equal(refused[0]?.level, 30)
+  t.notOk('err' in (refused[0] ?? {}), 'no stack')
+  t.equal(refused[0]?.task, taskId.slice(0, 8), 'the task id cut to its prefix')
+
+  const inline = rpc('tools/call', { name: 'asks', arguments: {} })
+  const res = await app.inject({ method: 'POST', url: '/mcp', headers: modernHeaders(inline), payload: inline })
+  t.equal(res.json().error?.code, -32021, 'the same call inline: -32021')
+  t.same(lines.filter(l => l.level >= 50).map(l => l.msg), [], 'no error line inline either')
 })
