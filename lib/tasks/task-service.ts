@@ -90,7 +90,8 @@ export class TaskService {
       // The lease before the record: nobody can see the task without its runner.
       lease = lock === null ? null : await lock.acquire(taskKey(id), { timeout: 0 })
       const record = newRecord(owner, slotKey, options.ttl, options.pollInterval)
-      await store.create(taskKey(id), record, { ttl: options.ttl + SLOT_LEASE })
+      // Counted in the store against the client's key too (its finished tasks are records it holds).
+      await store.create(taskKey(id), record, { ttl: options.ttl + SLOT_LEASE, owner: slot })
       const run = new TaskRun(id, {
         store,
         bus: this.#d.bus,
