@@ -185,7 +185,7 @@ export class TaskCalls implements TaskStarter {
           logTaskFailure(log, err, tool, run.id)
           await run.finish({ error: taskError(err) })
         }
-      ).catch((err: unknown) => { log.error({ err, task: run.id }, 'task end failed') }).finally(resolve)
+      ).catch((err: unknown) => { log.error({ err, task: run.logId }, 'task end failed') }).finally(resolve)
     }))
     this.#running.set(run, ended)
     void ended.then(() => this.#running.delete(run))
