@@ -91,6 +91,17 @@ t.test(`${MAX * 2} anonymous tasks that finish at once from one address: the vic
   await assertSurvived(t, app, v)
 })
 
+t.test(`${MAX * 2} initialize + ping from as many addresses of one IPv6 /64: one client, the victim survives`, async t => {
+  const { app } = await build(t)
+  const v = await victim(app)
+  for (let i = 0; i < MAX * 2; i++) {
+    const ip = `2001:db8:0:7:${(i + 1).toString(16)}::1`
+    const s = await openSession(app, ip)
+    await post(app, ip, { jsonrpc: '2.0', id: newId(), method: 'ping' }, headers(s))
+  }
+  await assertSurvived(t, app, v)
+})
+
 t.test('the bound that holds: a record goes only once no owner holds more than its owner', async t => {
   const store = new MemorySessionStore({ max: 10, sweepInterval: 0 })
   await store.create('victim', {}, { owner: 'a:198.51.100.7' })
