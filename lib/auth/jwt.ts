@@ -1,17 +1,20 @@
 /**
  * Verifies bearer JWTs (RFC 9068 access tokens) with `jose` against the authorization server's
- * JWKS: signature with a key found by `kid` (jose's remote JWKS: cached for `cacheMaxAgeMs`, an
- * unknown `kid` re-fetches at most once per `cooldownMs`), an algorithm allow-list (asymmetric
+ * JWKS: signature with the key named by `kid` (a token without one: each key that fits, in turn) (jose's remote JWKS: cached for `cacheMaxAgeMs`, an
+ * unknown `kid` re-fetches at most once per `cooldownMs`; a failed fetch is not retried before a
+ * backoff, `jwks-fetch.ts`), an algorithm allow-list (asymmetric
  * only, so `none` and HS256-with-the-public-key are refused), issuer, audience (this resource),
  * `exp` / `nbf` with a clock tolerance, and the claims a principal needs (`sub`, `exp`).
  *
  * The outcome is a value, never a throw: a principal, or why not — the client's fault
  * (`invalid_token`, 401) or the server's (`unavailable`, 503: the JWKS is unreachable, answers
- * garbage, or holds no usable key).
+ * garbage, or holds no usable key). `fetchFailure` is set on the one outcome that reports a
+ * failed fetch: the caller logs that one, not every request refused while the JWKS is down.
  */
-import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose'
+import { createRemoteJWKSet, customFetch, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose'
 import type { McpPrincipal } from '../context.js'
 import type { AuthFailureReason } from './bearer.js'
+import { JwksFetchGate } from './jwks-fetch.js'
 
 /** A principal made from a verified access token. */
 export interface AuthPrincipal extends McpPrincipal {
@@ -51,12 +54,18 @@ export interface JwtVerifierOptions {
   jwksCacheMaxAgeMs?: number
   /** Milliseconds a JWKS fetch may take. Default 5,000. */
   jwksTimeoutMs?: number
+  /**
+   * Milliseconds after a failed JWKS fetch before another may start, doubled at each failure in a
+   * row up to `jwksCooldownMs` (or this, when larger). Meanwhile tokens that need a fetch are
+   * answered 503 at once. Default 1,000.
+   */
+  jwksRetryMs?: number
 }
 
 /** What verifying a token gives. */
 export type JwtOutcome =
   | { ok: true, principal: AuthPrincipal }
-  | { ok: false, reason: Exclude<AuthFailureReason, 'no_token' | 'malformed_header' | 'insufficient_scope'>, cause: unknown }
+  | { ok: false, reason: Exclude<AuthFailureReason, 'no_token' | 'malformed_header' | 'insufficient_scope'>, cause: unknown, fetchFailure?: unknown }
 
 /** A verifier: a token in, an outcome out. `jwks` is jose's key resolver (its cache state). */
 export interface JwtVerifier {
@@ -131,15 +140,18 @@ export function createJwtVerifier (opts: JwtVerifierOptions): JwtVerifier {
   const clockTolerance = opts.clockToleranceSec ?? 30
   if (typeof clockTolerance !== 'number' || !Number.isFinite(clockTolerance) || clockTolerance < 0) throw new TypeError('clockToleranceSec must be a number ≥ 0')
   if (opts.typ !== undefined && (typeof opts.typ !== 'string' || opts.typ === '')) throw new TypeError('typ must be a non-empty string')
-  for (const k of ['jwksCooldownMs', 'jwksCacheMaxAgeMs', 'jwksTimeoutMs'] as const) {
+  for (const k of ['jwksCooldownMs', 'jwksCacheMaxAgeMs', 'jwksTimeoutMs', 'jwksRetryMs'] as const) {
     const v = opts[k]
     if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v < 0)) throw new TypeError(`${k} must be an integer ≥ 0`)
   }
 
+  const cooldown = opts.jwksCooldownMs ?? 30_000
+  const gate = new JwksFetchGate(opts.jwksRetryMs ?? 1_000, cooldown)
   const jwks = createRemoteJWKSet(jwksUrl, {
-    cooldownDuration: opts.jwksCooldownMs ?? 30_000,
+    cooldownDuration: cooldown,
     cacheMaxAge: opts.jwksCacheMaxAgeMs ?? 600_000,
-    timeoutDuration: opts.jwksTimeoutMs ?? 5_000
+    timeoutDuration: opts.jwksTimeoutMs ?? 5_000,
+    [customFetch]: gate.fetch
   })
   const qualify = issuers.length > 1
   const verifyOptions = {
@@ -153,14 +165,39 @@ export function createJwtVerifier (opts: JwtVerifierOptions): JwtVerifier {
   const verifier = async (token: string): Promise<JwtOutcome> => {
     let payload: JWTPayload
     try {
-      ({ payload } = await jwtVerify(token, jwks as JWTVerifyGetKey, verifyOptions))
+      payload = await verifyWithAnyKey(token, jwks as JWTVerifyGetKey, verifyOptions)
     } catch (err) {
-      return classifyJoseError(err)
+      const out = classifyJoseError(err)
+      if (out.reason === 'unavailable') out.fetchFailure = gate.takeFailure()
+      return out
     }
     if (typeof payload.sub !== 'string' || payload.sub === '') return { ok: false, reason: 'missing_claim', cause: new Error('sub must be a non-empty string') }
     return { ok: true, principal: principalOf(payload, qualify) }
   }
   return Object.assign(verifier, { jwks })
+}
+
+/**
+ * `jwtVerify` against the key set. A token without `kid` matches every key of its algorithm: while
+ * keys rotate the set holds two or more, and jose throws `JWKSMultipleMatchingKeys`, which lists
+ * the candidates. Each is tried in turn; none verifying is a bad signature (the client's fault),
+ * never an unavailable key set.
+ */
+async function verifyWithAnyKey (token: string, jwks: JWTVerifyGetKey, options: JWTVerifyOptions): Promise<JWTPayload> {
+  try {
+    return (await jwtVerify(token, jwks, options)).payload
+  } catch (err) {
+    if (!(err instanceof errors.JWKSMultipleMatchingKeys)) throw err
+    for await (const key of err) {
+      try {
+        return (await jwtVerify(token, key, options)).payload
+      } catch (inner) {
+        if (inner instanceof errors.JWSSignatureVerificationFailed) continue
+        throw inner
+      }
+    }
+    throw new errors.JWSSignatureVerificationFailed()
+  }
 }
 
 /** `http:` is allowed for loopback hosts only (development, tests). */

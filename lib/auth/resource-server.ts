@@ -159,7 +159,9 @@ async function principalOfToken (token: string, request: FastifyRequest, jwt: Jw
     const out = await jwt(token)
     if (!out.ok) {
       if (out.reason === 'unavailable') {
-        request.log.error({ err: out.cause }, 'MCP auth: access tokens cannot be verified (JWKS unavailable)')
+        // One error line per failed fetch (at most one per backoff); the requests refused meanwhile at debug.
+        if (out.fetchFailure !== undefined) request.log.error({ err: out.fetchFailure }, 'MCP auth: access tokens cannot be verified (JWKS fetch failed)')
+        else request.log.debug({ err: out.cause }, 'MCP auth: access token not verified (JWKS unavailable)')
         throw verificationUnavailable(out.cause)
       }
       request.log.debug({ reason: out.reason, err: out.cause }, 'MCP auth: access token refused')

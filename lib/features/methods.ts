@@ -9,7 +9,7 @@ import { insufficientScope } from '../auth/bearer.js'
 import { InputRequiredSignal, type McpContext, type McpPrincipal } from '../context.js'
 import { FST_ERR_MCP_CAPABILITY } from '../errors.js'
 import { ErrorCode, MAX_ECHOED_URI, McpError, echoed } from '../jsonrpc/errors.js'
-import type { ToolLimiter } from '../limits/limiter.js'
+import type { ToolLimiter, ToolPermit } from '../limits/limiter.js'
 import { readOnlyRun } from '../state/snapshot.js'
 import { paginate } from './pagination.js'
 import type { CallToolResult, ContentBlock, PromptMessage, Registry, ResourceContents, ResourceReturn, ToolEntry, ToolReturn } from './registry.js'
@@ -109,15 +109,24 @@ function lookedUpCall (registry: Registry, params: Params, ctx: McpContext, log:
   return limitedCall(limiter, tool, name, args, ctx, log, options)
 }
 
-/** A call of a tool with limits: its permit is held until the result is built. */
+/**
+ * A call of a tool with limits: its permit is held until the result is built — or, when the call
+ * became a task, until the task's handler ends (`stateOrTaskCall` takes the permit over).
+ */
 async function limitedCall (limiter: ToolLimiter, tool: ToolEntry, name: string, args: object, ctx: McpContext, log: FastifyBaseLogger,
   options: CallToolOptions): Promise<Record<string, unknown>> {
-  const permit = await limiter.acquire({ tool: name, principal: ctx.principal, ip: ctx.request.ip, limits: tool.limits })
+  const permit: HeldPermit = { permit: await limiter.acquire({ tool: name, principal: ctx.principal, ip: ctx.request.ip, limits: tool.limits }), taken: false }
   try {
-    return await checkedCall(tool, name, args, ctx, log, options)
+    return await checkedCall(tool, name, args, ctx, log, { ...options, permit })
   } finally {
-    permit.release()
+    if (!permit.taken) permit.permit.release()
   }
+}
+
+/** A call's permit, and whether a task took it over (then the task's end releases it). */
+interface HeldPermit {
+  readonly permit: ToolPermit
+  taken: boolean
 }
 
 /**
@@ -144,6 +153,8 @@ export interface CallToolOptions {
   state?: StateRunner
   /** Runs calls as tasks (2026-07-28 Tasks extension); absent: this wire has none. */
   tasks?: TaskStarter
+  /** @internal The limits' permit of this call, handed over to its task if it becomes one. */
+  permit?: HeldPermit
 }
 
 /**
@@ -196,8 +207,21 @@ async function stateOrTaskCall (tool: ToolEntry, name: string, value: Record<str
     // Without a task starter (the handshake era) a tool that requires a task cannot be served.
     if (options.tasks === undefined && tool.taskSupport === 'required') throw new McpError(ErrorCode.MethodNotFound, `Tool "${name}" runs only as a task, which this protocol revision does not serve here`)
     const before = tool.beforeTask === null ? undefined : async (): Promise<void> => { await tool.beforeTask?.(value, ctx) }
-    const started = options.tasks?.start(name, tool.taskSupport, ctx, async (c) => await runTool(tool, name, value, c, log, options.isProtocolError), before)
-    if (started != null) return await started
+    const permit = options.permit
+    const work = async (c: McpContext): Promise<Record<string, unknown>> => {
+      try {
+        return await runTool(tool, name, value, c, log, options.isProtocolError)
+      } finally {
+        permit?.permit.release()
+      }
+    }
+    const started = options.tasks?.start(name, tool.taskSupport, ctx, work, before)
+    if (started != null) {
+      const created = await started
+      // The task exists: its handler runs (or ran) `work`, which gives the permit back at its end.
+      if (permit !== undefined) permit.taken = true
+      return created
+    }
     // Inline: what would have run before the task runs before the handler.
     if (before !== undefined) await before()
   }

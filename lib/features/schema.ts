@@ -156,16 +156,35 @@ export interface CompiledSchema {
   validate: Validator
 }
 
-let shared: Ajv2020 | undefined
+/**
+ * Schemas one Ajv compiles before a fresh one takes the next. Ajv keeps what it compiled for its
+ * own lifetime (its scope holds every validator function, and the cache every schema): with one
+ * Ajv for the process, each registration or `update()` of a tool grew the heap for good. A
+ * validator holds its Ajv, so a retired Ajv is collected once the definitions compiled by it are
+ * removed or replaced; at most this many compiled schemas are kept beyond those in use per Ajv
+ * that a live definition holds.
+ */
+const COMPILES_PER_AJV = 128
+
+let current: { ajv: Ajv2020, compiles: number } | undefined
+function newAjv (): Ajv2020 {
+  // Not `allErrors`: with it, arguments that break one rule many times make an error object for
+  // each, so a body within the default bodyLimit could take many times its size in heap and make
+  // a message listing every one. The first problem found tells the client what to fix.
+  const ajv = new Ajv2020({ strict: false, validateFormats: true, useDefaults: true })
+  addFormats(ajv)
+  return ajv
+}
 function ajv (): Ajv2020 {
-  if (shared === undefined) {
-    // Not `allErrors`: with it, arguments that break one rule many times make an error object for
-    // each, so a body within the default bodyLimit could take many times its size in heap and make
-    // a message listing every one. The first problem found tells the client what to fix.
-    shared = new Ajv2020({ strict: false, validateFormats: true, useDefaults: true })
-    addFormats(shared)
-  }
-  return shared
+  current ??= { ajv: newAjv(), compiles: 0 }
+  return current.ajv
+}
+
+/** The Ajv a compile goes to, counted (see {@link COMPILES_PER_AJV}). */
+function ajvForCompile (): Ajv2020 {
+  if (current === undefined || current.compiles >= COMPILES_PER_AJV) current = { ajv: newAjv(), compiles: 0 }
+  current.compiles++
+  return current.ajv
 }
 
 /** The most problems of a value that a message lists (a Standard Schema reports them all). */
@@ -189,7 +208,17 @@ function describe (errors: ErrorObject[] | null | undefined): string {
 
 /** Compiles a JSON Schema with Ajv; throws (at registration) when the schema itself is invalid. */
 export function compile (schema: object): (value: unknown) => string | null {
-  const validate = ajv().compile(toPlainSchema(schema))
+  const instance = ajvForCompile()
+  const plain = toPlainSchema(schema)
+  let validate
+  try {
+    validate = instance.compile(plain)
+  } finally {
+    // Out of the cache and the `$id` table at once (an invalid schema too): the validator keeps
+    // what it needs, and a definition re-registered with the same `$id` compiles again rather
+    // than clashing with its former self.
+    instance.removeSchema(plain)
+  }
   return (value) => validate(value) ? null : describe(validate.errors)
 }
 

@@ -123,6 +123,15 @@ export class ToolLimiter {
   /** Whether the backend is failing (between the warning and the recovery line). */
   get backendDown (): boolean { return this.#down }
 
+  /**
+   * The one key a caller is counted under, for every per-client bound (tool limits, task slots,
+   * listen streams, sessions and handles): its principal, else its address — IPv6 grouped by
+   * network of `ipv6PrefixLength` bits (see {@link limitSubject}).
+   */
+  clientKey (principal: { id: string } | null, ip: string | undefined): string {
+    return limitSubject(principal, ip ?? 'unknown', this.limits.ipv6PrefixLength)
+  }
+
   /** The policy of `tool` (with the definition's own limits `own`), null when unlimited. */
   policy (tool: string, own?: ToolLimit | false): ToolPolicy | null {
     const cached = this.#policies.get(tool)

@@ -69,7 +69,7 @@ export interface ContextParts {
   channel: ResponseChannel
   abort: RequestAbort
   /** Makes the `ctx.handles` of a principal (absent: no handle kinds are served). */
-  handles?: (principal: McpPrincipal | null) => HandleMinter
+  handles?: (principal: McpPrincipal | null, ip?: string) => HandleMinter
 }
 
 /** `ctx.handles` where no handles are served (a context made outside the engine). */
@@ -117,7 +117,7 @@ export abstract class BaseContext implements McpContext {
   get signal (): AbortSignal { return this.abort.signal }
 
   get handles (): HandleMinter {
-    this.#handles ??= this.#makeHandles?.(this.principal) ?? NO_HANDLES
+    this.#handles ??= this.#makeHandles?.(this.principal, this.request.ip) ?? NO_HANDLES
     return this.#handles
   }
 

@@ -93,7 +93,7 @@ function taskCalls (d: EngineDeps): TaskCalls {
     slots: d.limiter.backend,
     options: d.opts.tasks,
     warn: (obj, msg) => { d.logger.warn(obj, msg) }
-  }))
+  }), (principal, ip) => d.limiter.clientKey(principal, ip))
 }
 
 /** The 2026-07-28 capabilities: the registry's, with the Tasks extension; rebuilt only when those change. */
@@ -165,7 +165,11 @@ export class McpEngine {
     const maybeGc = ends.maybeGc
     // Each POST on a handshake-era session and each new handle may trigger the store's GC (the
     // stateless wire has no session: only its handles do).
-    const handles = this.#handleCalls = new HandleCalls(this.handles, { anonymous: opts.authenticate === undefined, minted: () => { maybeGc(logger) } })
+    const handles = this.#handleCalls = new HandleCalls(this.handles, {
+      anonymous: opts.authenticate === undefined,
+      minted: () => { maybeGc(logger) },
+      clientKey: (principal, ip) => d.limiter.clientKey(principal, ip)
+    })
     this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, telemetry: this.#telemetry })
     this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)

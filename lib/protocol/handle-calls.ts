@@ -44,6 +44,8 @@ export interface HandleCallsOptions {
   anonymous: boolean
   /** Called after each handle minted: the store's GC policy may collect expired state now. */
   minted: () => void
+  /** Whom a handle counts against in the store (the limiter's `clientKey`). */
+  clientKey: (principal: McpPrincipal | null, ip: string | undefined) => string
 }
 
 /** @internal See the module doc. */
@@ -58,14 +60,14 @@ export class HandleCalls implements StateRunner {
     this.#options = options
   }
 
-  /** `ctx.handles` for a principal (a bound function: contexts take it as it is). */
-  readonly minter = (principal: McpPrincipal | null): HandleMinter => {
+  /** `ctx.handles` for a principal at an address (a bound function: contexts take it as it is). */
+  readonly minter = (principal: McpPrincipal | null, ip?: string): HandleMinter => {
     const handles = this.#handles
-    const { anonymous, minted } = this.#options
+    const { anonymous, minted, clientKey } = this.#options
     return {
       create: async (kind, data) => {
         if (principal === null && !anonymous) throw new TypeError('a state handle needs a principal when authentication is configured')
-        const id = await handles.create(kind, principal, data as Record<string, JsonValue> | undefined)
+        const id = await handles.create(kind, principal, data as Record<string, JsonValue> | undefined, clientKey(principal, ip))
         minted()
         return id
       },

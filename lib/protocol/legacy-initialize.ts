@@ -72,6 +72,8 @@ export interface InitializeDeps {
   sessions: StateBackend
   eventLog: EventLog
   capabilities: () => Record<string, unknown>
+  /** Whom the session counts against in the store (the limiter's `clientKey`). */
+  limiter: { clientKey: (principal: McpPrincipal | null, ip: string | undefined) => string }
 }
 
 /** Handles a single `initialize` request. */
@@ -99,7 +101,7 @@ export async function initialize (d: InitializeDeps, exchange: Exchange, msg: Js
       [K.clientInfo]: clientInfo === null ? null : shortClientInfo(clientInfo),
       [K.principal]: principal?.id ?? null,
       [K.created]: Date.now()
-    })
+    }, { owner: d.limiter.clientKey(principal, request.ip) })
   } catch (err) {
     request.log.error({ err }, 'session store unavailable')
     throw refuse.storeDown()

@@ -4,7 +4,8 @@
  * acknowledgement of the honoured subset; on shutdown, the request's final result.
  *
  * Bounded: streams per process (`maxListenStreams`) and per client (`maxListenStreamsPerClient`:
- * per principal, or per remote address without one), so one client cannot take every slot; the
+ * per principal, or per remote address without one — an IPv6 one by its /64, as the tool limits
+ * count it), so one client cannot take every slot; the
  * resource URIs one stream keeps and echoes (count and length); and, as every SSE stream, a slow
  * reader is disconnected rather than buffered for (`http/sse-writer.ts`).
  */
@@ -26,18 +27,10 @@ interface ListenStream {
   sink: EventSink
   kinds: Set<ListKind>
   uris: Set<string>
-  /** Whose slot it takes (see {@link clientOf}). */
+  /** Whose slot it takes (the limiter's `clientKey`). */
   client: string
 }
 
-/**
- * Who a listen stream is counted against: the authenticated principal, else the remote address
- * (Fastify's `request.ip`, which honours the app's `trustProxy`). Prefixed so that a principal id
- * never shares a count with an address.
- */
-function clientOf (exchange: Exchange, principal: McpPrincipal | null): string {
-  return principal !== null ? `principal:${principal.id}` : `ip:${exchange.request.ip}`
-}
 
 /**
  * Why a `subscriptions/listen` filter is malformed, or `null`: `notifications` is required, an
@@ -64,19 +57,24 @@ function filterProblem (filter: unknown): string | null {
   return null
 }
 
+/** The key a caller is counted under (the limiter's `clientKey`: principal, else address, IPv6 by network). */
+export type ClientKey = (principal: McpPrincipal | null, ip: string | undefined) => string
+
 /** The listen streams of this process. */
 export class ListenStreams {
   readonly #streams = new Set<ListenStream>()
-  /** Open streams per client (see {@link clientOf}); a client with none has no entry. */
+  /** Open streams per client (its `clientKey`); a client with none has no entry. */
   readonly #perClient = new Map<string, number>()
   readonly #max: number
   readonly #maxPerClient: number
   readonly #keepAlive: number
+  readonly #clientKey: ClientKey
 
-  constructor (options: { max: number, maxPerClient: number, keepAlive: number }) {
+  constructor (options: { max: number, maxPerClient: number, keepAlive: number, clientKey: ClientKey }) {
     this.#max = options.max
     this.#maxPerClient = options.maxPerClient
     this.#keepAlive = options.keepAlive
+    this.#clientKey = options.clientKey
   }
 
   /** Number of open listen streams (tests). */
@@ -92,7 +90,7 @@ export class ListenStreams {
     if (this.#streams.size >= this.#max) {
       throw new McpError(ErrorCode.ServerError, 'Too many listen streams on this server; retry later', undefined, 429)
     }
-    const client = clientOf(exchange, principal)
+    const client = this.#clientKey(principal, exchange.request.ip)
     const mine = this.#perClient.get(client) ?? 0
     if (mine >= this.#maxPerClient) {
       throw new McpError(ErrorCode.ServerError, 'Too many listen streams for this client; close one or retry later', undefined, 429)

@@ -22,6 +22,7 @@ import { BaseContext, isClientCapabilityError } from './base-context.js'
 import type { ResponseChannel } from './exchange.js'
 import { VALID_ANSWER } from './modern-context.js'
 import { DEADLINE_GRACE, REFUSED, stoppedByDrain } from './drain.js'
+import type { ClientKey } from './listen.js'
 import { RequestAbort } from './request-abort.js'
 import { settleWithin } from '../settle.js'
 
@@ -97,18 +98,34 @@ function taskError (err: unknown): { code: number, message: string, data?: unkno
   return { code: ErrorCode.InternalError, message: 'Internal error' }
 }
 
+/**
+ * The log line of a task handler's failure, at the level the inline path gives the same: the
+ * client's doing (a capability it did not declare, a protocol error) at info without a stack, a
+ * cancellation or shutdown not at all, only the handler's own failure at error. The task id is
+ * cut to its first 8 characters: it is the anonymous client's only credential.
+ */
+function logTaskFailure (log: FastifyBaseLogger, err: unknown, tool: string, id: string): void {
+  if (err instanceof TaskAbortError || stoppedByDrain(err)) return
+  const task = id.slice(0, 8)
+  if (isClientCapabilityError(err)) log.info({ tool, task, reason: err.message }, 'task refused: the client lacks a capability')
+  else if (!(err instanceof McpError)) log.error({ err, tool, task }, 'task handler failed')
+}
+
 /** How a task still running when the drain deadline passes ends: `failed`, with this error. */
 export const SERVER_CLOSED = { code: ErrorCode.InternalError, message: 'The server running this task shut down before the task ended.' }
 
 /** The tasks of the 2026-07-28 wire (see the module doc). */
 export class TaskCalls implements TaskStarter {
   readonly #tasks: TaskService
+  readonly #clientKey: ClientKey
   /** Tasks whose handler runs on this instance, and what settles once each has ended. */
   readonly #running = new Map<TaskRun, Promise<void>>()
   #closed = false
 
-  constructor (tasks: TaskService) {
+  /** `clientKey`: whose slot a task takes (the limiter's: principal, else address, IPv6 by network). */
+  constructor (tasks: TaskService, clientKey: ClientKey) {
     this.#tasks = tasks
+    this.#clientKey = clientKey
   }
 
   /** Tasks whose handler runs on this instance. */
@@ -152,7 +169,7 @@ export class TaskCalls implements TaskStarter {
 
   async #create (tool: string, ctx: McpContext, work: (ctx: McpContext) => Promise<Record<string, unknown>>): Promise<Record<string, unknown>> {
     if (this.#closed) throw closing()
-    const slot = ctx.principal === null ? `ip:${ctx.request.ip}` : `p:${ctx.principal.id}`
+    const slot = this.#clientKey(ctx.principal, ctx.request.ip)
     const { run, record } = await this.#tasks.create(ownerOf(ctx.principal), slot)
     if (this.#closed) {
       await run.finish({ error: SERVER_CLOSED })
@@ -165,10 +182,10 @@ export class TaskCalls implements TaskStarter {
       work(taskCtx).then(
         async (result) => { await run.finish({ result }) },
         async (err: unknown) => {
-          if (!(err instanceof TaskAbortError) && !stoppedByDrain(err) && !(err instanceof McpError)) log.error({ err, tool, task: run.id }, 'task handler failed')
+          logTaskFailure(log, err, tool, run.id)
           await run.finish({ error: taskError(err) })
         }
-      ).catch((err: unknown) => { log.error({ err, task: run.id }, 'task end failed') }).finally(resolve)
+      ).catch((err: unknown) => { log.error({ err, task: run.logId }, 'task end failed') }).finally(resolve)
     }))
     this.#running.set(run, ended)
     void ended.then(() => this.#running.delete(run))

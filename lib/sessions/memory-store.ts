@@ -2,10 +2,12 @@
  * `MemorySessionStore`: the default store, for one process. Bounded and small per session: one
  * record per session holding each key's JSON text, no per-session timer or closure.
  *
- * When full, a never-used session goes first: one created and not loaded or saved since (an
- * `initialize` whose client never came back). Only when there is none is the least recently used
- * session evicted. Anyone can create sessions (`initialize` is anonymous unless `authenticate`
- * says otherwise), so a flood of them must not push out the sessions clients are using.
+ * When full, a record of the owner holding the most records goes (`owner-index.ts`; the plugin
+ * gives every session, handle and task the key of the client that made it): its never-used one
+ * first (created and not loaded or saved since: an `initialize` whose client never came back),
+ * else its least recently used. Anyone can create sessions (`initialize` is anonymous unless
+ * `authenticate` says otherwise) and touch them cheaply, so a flood must push out its own records,
+ * not those of the clients it competes with. Records without an owner are one owner together.
  *
  * One map finds a session by id; two lists through the records order them: `#fresh` (never used,
  * in creation order) and `#used` (in last-access order: every access moves the session to the
@@ -19,6 +21,7 @@ import { performance } from 'node:perf_hooks'
 import { LinkedList, type Linked } from '../linked-list.js'
 import { ExpiryListeners, type ExpiryListener } from './expiry-listeners.js'
 import { copyJson } from './json-copy.js'
+import { OwnerIndex, type Owned } from './owner-index.js'
 import {
   encodeSessionValue,
   type CreateOptions, type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
@@ -29,15 +32,16 @@ import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
 /** Options of {@link MemorySessionStore}. */
 export interface MemorySessionStoreOptions extends SessionStoreOptions {
   /**
-   * Most sessions kept (default 10,000). When full, the oldest never-used session (created, never
-   * loaded or saved since) is evicted, and only when there is none the least recently used one.
+   * Most sessions kept (default 10,000). When full, a record of the owner (`create`'s `owner`)
+   * holding the most is evicted: its oldest never-used one (created, never loaded or saved since),
+   * else its least recently used.
    */
   max?: number
   /** Milliseconds between sweeps of expired sessions (default 60,000; 0 = only lazily and gc()). */
   sweepInterval?: number
 }
 
-interface StoredSession extends Linked<StoredSession> {
+interface StoredSession extends Linked<StoredSession>, Owned {
   readonly id: string
   /** In `#used` (loaded or saved since its creation), else in `#fresh`. */
   used: boolean
@@ -72,6 +76,8 @@ export class MemorySessionStore implements SessionStore {
   readonly #used = new LinkedList<StoredSession>()
   /** Records with a TTL of their own: while there are any, a sweep walks every record. */
   #ownTtls = 0
+  /** Who each record counts against: what goes when full. */
+  readonly #owners = new OwnerIndex()
   #sweeper: NodeJS.Timeout | undefined
   readonly #expiry = new ExpiryListeners()
 
@@ -100,18 +106,18 @@ export class MemorySessionStore implements SessionStore {
     for (const key of Object.keys(data)) fields[key] = encodeSessionValue(key, data[key])
     if (this.#live(id) !== undefined) throw new Error(`Session ${id} already exists`)
     while (this.size >= this.max) {
-      // The head of a list is its oldest: the oldest never-used session, else the least recently
-      // used one.
-      const victim = (this.#fresh.head ?? this.#used.head) as StoredSession
+      const victim = this.#owners.victim() as StoredSession
       this.#drop(victim)
       this.#expiry.report([victim.id])
     }
     const session: StoredSession = {
-      id, used: false, prev: null, next: null, fields, snapshot: null, parsed: null, version: 0, touched: performance.now()
+      id, used: false, prev: null, next: null, fields, snapshot: null, parsed: null, version: 0, touched: performance.now(),
+      owner: null, ownerUsed: false, ownerPrev: null, ownerNext: null
     }
     if (ttl !== undefined && ttl !== this.ttl) { session.ttl = ttl; this.#ownTtls++ }
     this.#sessions.set(id, session)
     this.#fresh.push(session)
+    this.#owners.add(session, options.owner ?? '')
   }
 
   async load (id: string): Promise<SessionRecord | null> {
@@ -193,6 +199,7 @@ export class MemorySessionStore implements SessionStore {
     else this.#fresh.remove(session)
     session.used = true
     this.#used.push(session)
+    this.#owners.touch(session)
   }
 
   /** Forgets `session`, which is held. */
@@ -201,6 +208,7 @@ export class MemorySessionStore implements SessionStore {
     this.#sessions.delete(session.id)
     if (session.used) this.#used.remove(session)
     else this.#fresh.remove(session)
+    this.#owners.remove(session)
   }
 
   /**

@@ -55,6 +55,12 @@ export type SaveResult = 'ok' | 'gone' | 'fenced'
 export interface CreateOptions {
   /** Idle time-to-live of this record in milliseconds (default: the store's `ttl`). */
   ttl?: number
+  /**
+   * The client the record counts against (the plugin passes its client key: the principal, else
+   * the address, IPv6 by network). A bounded store may use it to choose what goes when full
+   * (`MemorySessionStore` evicts from the owner holding the most); others ignore it.
+   */
+  owner?: string
 }
 
 /** Options every store accepts. */

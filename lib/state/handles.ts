@@ -99,14 +99,15 @@ export class StateHandles {
 
   /**
    * Mints a handle of `kind` bound to `principal` (anonymous handles are `null`-owned: anyone
-   * without a principal may use them), with initial application `data`. Resolves its id.
+   * without a principal may use them), with initial application `data`; `owner`: the client key
+   * it counts against in the store (see `CreateOptions.owner`). Resolves its id.
    * @throws {TypeError} for an unknown kind; the store's errors otherwise.
    */
-  async create (kindName: string, principal: HandlePrincipal, data: Record<string, JsonValue> = {}): Promise<string> {
+  async create (kindName: string, principal: HandlePrincipal, data: Record<string, JsonValue> = {}, owner?: string): Promise<string> {
     const kind = this.#known(kindName)
     const id = randomBytes(ID_BYTES).toString('base64url')
     const record: Record<string, JsonValue> = { ...data, [HANDLE_KEYS.owner]: ownerOf(principal), [HANDLE_KEYS.kind]: kind.name }
-    await this.#backend.store.create(handleKey(kind.name, id), record, { ttl: kind.ttl })
+    await this.#backend.store.create(handleKey(kind.name, id), record, { ttl: kind.ttl, ...(owner === undefined ? {} : { owner }) })
     return id
   }
 

@@ -42,6 +42,8 @@ export const K = {
   expiresAt: 'expiresAt',
   /** Written by `tasks/cancel` on any instance: `{ at }`. */
   cancel: 'cancel',
+  /** The key of the task slot it counts against (the limits backend): `tasks/cancel` gives it back. */
+  slot: 'slot',
   /** Prefix of a client's answer to the input request of that key (`tasks/update`). */
   answer: 'a:'
 } as const
@@ -75,10 +77,11 @@ export function ownerOf (principal: { id: string } | null): string | null {
 type Data = Record<string, JsonValue>
 
 /** The record of a new task. */
-export function newRecord (owner: string | null, ttlMs: number, pollIntervalMs: number, now = Date.now()): Data {
+export function newRecord (owner: string | null, slotKey: string, ttlMs: number, pollIntervalMs: number, now = Date.now()): Data {
   const at = new Date(now).toISOString()
   return {
     [K.owner]: owner,
+    [K.slot]: slotKey,
     [K.status]: 'working',
     [K.createdAt]: at,
     [K.lastUpdatedAt]: at,

@@ -33,6 +33,9 @@ export class TaskAbortError extends Error {
 /** How a task ended: its tool result, or a JSON-RPC error. */
 export type TaskOutcome = { result: Record<string, unknown> } | { error: { code: number, message: string, data?: unknown } }
 
+/** The end of a cancelled task (its record's cancellation mark makes it `cancelled`; the error is not shown). */
+const CANCELLED: TaskOutcome = { error: { code: -32603, message: 'The task was cancelled' } }
+
 /** What a run needs from the service that made it. */
 export interface TaskRunDeps {
   store: SessionStore
@@ -57,6 +60,8 @@ interface Pending {
 /** See the module doc. */
 export class TaskRun {
   readonly id: string
+  /** The id's first 8 characters: what logs carry (the whole id is an anonymous client's credential). */
+  readonly logId: string
   readonly key: string
   readonly #d: TaskRunDeps
   readonly #controller = new AbortController()
@@ -76,6 +81,7 @@ export class TaskRun {
 
   constructor (id: string, deps: TaskRunDeps) {
     this.id = id
+    this.logId = id.slice(0, 8)
     this.key = taskKey(id)
     this.#d = deps
     const lease = deps.lease
@@ -92,7 +98,7 @@ export class TaskRun {
   /** Starts listening for cancellations and answers. */
   start (): void {
     this.#unsubscribe = this.#d.bus.subscribe(`task:${this.id}`, (m) => { this.#onMessage(m) })
-      .catch((err: unknown) => { this.#d.warn({ err, task: this.id }, 'task bus subscription failed; relying on the check timer'); return null })
+      .catch((err: unknown) => { this.#d.warn({ err, task: this.logId }, 'task bus subscription failed; relying on the check timer'); return null })
     this.#timer = setInterval(() => { this.#tick() }, CHECK_INTERVAL)
     this.#timer.unref()
   }
@@ -113,7 +119,7 @@ export class TaskRun {
           this.#flushing = false
           // A store that fails here fails the asks: the handler sees the error, the task ends failed.
           this.#queue(async () => { await this.#flush() }).catch((err: unknown) => {
-            this.#d.warn({ err, task: this.id }, 'task input requests not written')
+            this.#d.warn({ err, task: this.logId }, 'task input requests not written')
             this.#abort(new TaskAbortError('lost', 'the input requests could not be written'))
           })
         })
@@ -178,7 +184,7 @@ export class TaskRun {
         await this.#save(set, [K.inputRequests], record.version)
       })
     } catch (err) {
-      this.#d.warn({ err, task: this.id }, 'the end of a task could not be written; it turns failed once its lease expires')
+      this.#d.warn({ err, task: this.logId }, 'the end of a task could not be written; it turns failed once its lease expires')
     } finally {
       await this.#d.lease?.release().catch(() => {})
       await this.#d.releaseSlot().catch(() => {})
@@ -190,7 +196,7 @@ export class TaskRun {
   #abort (reason: Error): void {
     if (this.#controller.signal.aborted) return
     // Cancellation is the client's doing, a shutdown this instance's; anything else means it lost the task.
-    if (reason instanceof TaskAbortError && reason.kind === 'lost') this.#d.warn({ task: this.id, reason: reason.message }, 'task runner stops: it lost the task')
+    if (reason instanceof TaskAbortError && reason.kind === 'lost') this.#d.warn({ task: this.logId, reason: reason.message }, 'task runner stops: it lost the task')
     this.#controller.abort(reason)
     for (const p of this.#pending.values()) p.reject(reason)
     this.#pending.clear()
@@ -198,13 +204,24 @@ export class TaskRun {
 
   #onMessage (m: BusMessage): void {
     if (m.t !== 'task' || m.id !== this.id) return
-    if (m.what === 'cancel') this.#abort(new TaskAbortError('cancelled', 'the task was cancelled'))
+    if (m.what === 'cancel') this.#cancelled()
     void this.#queue(async () => { await this.#check() }).catch(() => {})
+  }
+
+  /**
+   * The client cancelled the task: the handler's signal aborts, and the task ends now — written
+   * `cancelled`, its lease and slot given back — whether or not the handler stops. What the
+   * handler does afterwards is refused (`note` and `ask` are no-ops or throw; its result is
+   * dropped by `finish`, which writes only once).
+   */
+  #cancelled (): void {
+    this.#abort(new TaskAbortError('cancelled', 'the task was cancelled'))
+    void this.finish(CANCELLED)
   }
 
   #tick (): void {
     this.#d.renewSlot().catch(() => {})
-    void this.#queue(async () => { await this.#check() }).catch((err: unknown) => { this.#d.warn({ err, task: this.id }, 'task check failed') })
+    void this.#queue(async () => { await this.#check() }).catch((err: unknown) => { this.#d.warn({ err, task: this.logId }, 'task check failed') })
   }
 
   /** Runs `fn` after the runner's earlier reads and writes: its writes never overtake each other. */
@@ -232,7 +249,7 @@ export class TaskRun {
     const record = await this.#d.store.load(this.key)
     if (record === null) { this.#abort(new TaskAbortError('lost', 'the task record is gone')); return }
     const data = record.data
-    if (data[K.cancel] !== undefined) this.#abort(new TaskAbortError('cancelled', 'the task was cancelled'))
+    if (data[K.cancel] !== undefined) { this.#cancelled(); return }
     if (isTerminal(data[K.status])) { this.#abort(new TaskAbortError('lost', 'the task was ended elsewhere')); return }
     const answered: string[] = []
     for (const key of this.#asked) {

@@ -89,8 +89,9 @@ export class TaskService {
     try {
       // The lease before the record: nobody can see the task without its runner.
       lease = lock === null ? null : await lock.acquire(taskKey(id), { timeout: 0 })
-      const record = newRecord(owner, options.ttl, options.pollInterval)
-      await store.create(taskKey(id), record, { ttl: options.ttl + SLOT_LEASE })
+      const record = newRecord(owner, slotKey, options.ttl, options.pollInterval)
+      // Counted in the store against the client's key too (its finished tasks are records it holds).
+      await store.create(taskKey(id), record, { ttl: options.ttl + SLOT_LEASE, owner: slot })
       const run = new TaskRun(id, {
         store,
         bus: this.#d.bus,
@@ -142,12 +143,18 @@ export class TaskService {
     return true
   }
 
-  /** `tasks/cancel`: marks the task cancelled (a finished one stays as it is) and tells its runner. `false`: not found. */
+  /**
+   * `tasks/cancel`: marks the task cancelled (a finished one stays as it is), gives its slot back
+   * at once — a handler that ignores its signal keeps running, but no longer counts — and tells
+   * its runner, which then ends the task (see `TaskRun`). `false`: not found.
+   */
   async cancel (id: unknown, owner: string | null): Promise<boolean> {
     const record = await this.#load(id, owner)
     if (record === null) return false
     if (isTerminal(record.data[K.status]) || record.data[K.cancel] !== undefined) return true
     await this.#d.store.save(taskKey(id as string), { set: { [K.cancel]: { at: new Date().toISOString() } }, delete: [] })
+    const slotKey = record.data[K.slot]
+    if (typeof slotKey === 'string') await this.#d.slots.release(slotKey, id as string).catch(() => {})
     this.#wake(id as string, 'cancel')
     return true
   }
@@ -180,7 +187,7 @@ export class TaskService {
       const set: Data = { [K.status]: 'failed', [K.error]: RUNNER_LOST, [K.lastUpdatedAt]: new Date(now).toISOString(), [K.expiresAt]: now + this.options.ttl }
       const status = await this.#d.store.save(taskKey(id), { set, delete: [K.inputRequests] }, { version: record.version, fence: lease.fence })
       if (status !== 'ok') return record.data
-      this.#d.warn({ task: id }, 'task failed: its runner stopped before it ended')
+      this.#d.warn({ task: id.slice(0, 8) }, 'task failed: its runner stopped before it ended')
       const out = { ...record.data, ...set }
       delete out[K.inputRequests]
       return out
@@ -191,6 +198,6 @@ export class TaskService {
 
   #wake (id: string, what: 'cancel' | 'input'): void {
     // The record holds it already; the bus only spares the runner its next check.
-    this.#d.bus.publish(`task:${id}`, { t: 'task', id, what }).catch((err: unknown) => { this.#d.warn({ err, task: id }, 'task wake-up not published') })
+    this.#d.bus.publish(`task:${id}`, { t: 'task', id, what }).catch((err: unknown) => { this.#d.warn({ err, task: id.slice(0, 8) }, 'task wake-up not published') })
   }
 }

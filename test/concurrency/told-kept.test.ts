@@ -254,6 +254,41 @@ t.test('a batch on a Redis-locked 2025-03-26 session: its members see each other
   await assertIdle(t, { app: s.app, lock, redis: admin })
 })
 
+// A batch's members take the session lock like a single request: one sent while another request
+// of the session runs waits for it, and so does a batch sent while another batch runs. Without
+// the wait, each loads x before the other saved it, and one increment is lost.
+for (const kind of ['memory', 'redis'] as const) {
+  const backends = async (t: Test): Promise<{ store: SessionStore, lock: SessionLock, close?: () => Promise<void> }> =>
+    kind === 'memory' ? { store: new MemorySessionStore(), lock: new MemorySessionLock() } : await redisBackends(t)
+  const member = (ms: number): Record<string, unknown> => ({ jsonrpc: '2.0', id: newId(), method: 'tools/call', params: { name: 'set_then_wait', arguments: { ms } } })
+
+  t.test(`${kind} lock: a one-member batch sent while a request of its session runs waits for it: no lost increment`, async t => {
+    const { store, lock, close } = await backends(t)
+    const s = await app(t, store, lock, close)
+    const session = await initialize(s.url, { version: '2025-03-26' })
+    const started = once(s.started, 'started')
+    const running = post(s.url, member(300), session)
+    await started
+    const batch = await post(s.url, [member(0)], session)
+    t.equal(batch.status, 200)
+    t.equal((await running).status, 200)
+    t.equal((await callTool(s.url, session, 'read_x')).last?.result?.content?.[0]?.text, '2', 'both increments kept: the batch member waited for the lock')
+  })
+
+  t.test(`${kind} lock: two batches on one session: the second waits for the first: no lost increment`, async t => {
+    const { store, lock, close } = await backends(t)
+    const s = await app(t, store, lock, close)
+    const session = await initialize(s.url, { version: '2025-03-26' })
+    const started = once(s.started, 'started')
+    const first = post(s.url, [member(300)], session)
+    await started
+    const second = await post(s.url, [member(0), member(0)], session)
+    t.equal(second.status, 200)
+    t.equal((await first).status, 200)
+    t.equal((await callTool(s.url, session, 'read_x')).last?.result?.content?.[0]?.text, '3', 'all three increments kept')
+  })
+}
+
 t.test('a batch counts each member against the caps, and a batch past maxBatchSize is refused', async t => {
   const capped = await startCapped(t, { maxStreamsPerSession: 2, maxBatchSize: 4 })
   const session = await initialize(capped.url, { version: '2025-03-26' })

@@ -67,6 +67,16 @@ t.test('maxListenStreamsPerClient: per remote address without authenticate (requ
   await live.reader(c2).cancel()
 })
 
+t.test('maxListenStreamsPerClient: an IPv6 client is its /64, as for tool limits and task slots', async (t) => {
+  const app = await build(t, { plugin: { requestStateSecret: SECRET, maxListenStreamsPerClient: 2, keepAliveInterval: 0 }, fastify: { trustProxy: true } }, fixture)
+  const live = await listen(t, app)
+  // Two streams from two addresses of one /64 take its two slots; a third address of it is refused.
+  await openMany(t, live, 1, 'v6-a', { 'x-forwarded-for': '2001:db8:0:1::a' })
+  await openMany(t, live, 1, 'v6-b', { 'x-forwarded-for': '2001:db8:0:1:ffff:1:2:3' })
+  await refused429(t, await openListen(live, 'v6-c', { 'x-forwarded-for': '2001:db8:0:1::c' }), 'v6-c', 'a third address of the same /64 → 429')
+  await openMany(t, live, 1, 'v6-other', { 'x-forwarded-for': '2001:db8:0:2::a' })
+})
+
 t.test('maxListenStreamsPerClient: per principal with authenticate; one principal cannot take every slot', async (t) => {
   const plugin: McpPluginOptions = {
     requestStateSecret: SECRET,

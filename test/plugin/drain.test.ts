@@ -14,6 +14,7 @@ import mcp, { MemorySessionLock, type McpDecorator, type McpPluginOptions } from
 import { modernSend, readReply, send, serve, type Served } from '../helpers/http-client.js'
 import { SseReader } from '../helpers/sse.js'
 import { until } from '../helpers/time.js'
+import { settleWithin } from '../../lib/settle.js'
 import { initializeBody, rpc, SSE_ACCEPT, type Session } from '../helpers/wire.js'
 
 const STOPPED = 'Server is shutting down: the request was stopped before it finished.'
@@ -225,7 +226,9 @@ t.test('a handler that ignores its signal: its client is answered, and the app c
   const s = await init(d.live.url)
   const running = send(d.live.url, callBody(7, 'stubborn'), s)
   await until(() => d.app.mcp.status().inflightRequests === 1, { what: 'the call to run' })
-  await d.app.close()
+  // Bounded: without the drain's deadline this would wait for the handler forever (the file's timeout).
+  if (!t.ok(await settleWithin(d.app.close(), 10_000), 'app.close() resolves although the handler never ends (drainTimeout 100 ms + the grace)')) return
+  if (!t.ok(await settleWithin(running, 5_000), 'its client is answered once the app closed')) return
   const res = await running
   t.equal(res.status, 503)
   t.same(await res.json(), { jsonrpc: '2.0', id: 7, error: { code: -32000, message: STOPPED } })

@@ -1,0 +1,139 @@
+/**
+ * Tasks and the bounds an anonymous or hostile client meets (issue 40): a tool's concurrency limit
+ * counts a task until its handler ends, as it counts an inline call; a cancelled task gives its
+ * slot back at the cancel, even when its handler ignores the signal, and what that handler does
+ * afterwards is refused; a task whose client lacks a capability is logged as the inline call is
+ * (info, no stack), never at error.
+ */
+import t, { type Test } from 'tap'
+import Fastify, { type FastifyInstance } from 'fastify'
+import mcp, { injectClient, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
+import { until } from '../helpers/time.js'
+import { rpc, modernHeaders } from '../helpers/wire.js'
+
+const EXT = 'io.modelcontextprotocol/tasks'
+const CAPS = { extensions: { [EXT]: {} } }
+
+interface Gate { open: () => void, started: number, stubborn: () => void, late: string[] }
+
+async function build (t: Test, extra: Partial<McpPluginOptions> = {}, lines?: Array<Record<string, any>>): Promise<{ app: FastifyInstance, gate: Gate }> {
+  const app = Fastify({ logger: lines === undefined ? false : { level: 'info', stream: { write: (l: string) => { lines.push(JSON.parse(l)) } } } })
+  t.teardown(() => app.close())
+  await app.register(mcp, { requestStateSecret: 'task-limits-secret-0123456789', tasks: { ttl: 5_000, pollInterval: 100 }, ...extra })
+  let release!: () => void
+  let opened = new Promise<void>(resolve => { release = resolve })
+  let letGo!: () => void
+  const stubborn = new Promise<void>(resolve => { letGo = resolve })
+  const gate: Gate = { open: () => { release(); opened = new Promise<void>(resolve => { release = resolve }) }, started: 0, stubborn: () => { letGo() }, late: [] }
+  t.teardown(() => { letGo() })
+  app.mcp.tool({ name: 'stubborn', description: 'ignores its signal', taskSupport: 'optional' }, async (_a, ctx) => {
+    await stubborn
+    await ctx.progress({ progress: 1, message: 'after the cancel' }).catch((err: Error) => { gate.late.push(err.message) })
+    gate.late.push('returned')
+    return 'a late result'
+  })
+  app.mcp.tool({ name: 'one_at_a_time', description: 'waits for the test', taskSupport: 'optional', limits: { concurrency: 1 } }, async () => {
+    gate.started++
+    await opened
+    return 'done'
+  })
+  app.mcp.tool({ name: 'asks', description: 'asks the user', taskSupport: 'optional' }, async (_a, ctx) => {
+    const r = await ctx.elicit('name', { message: 'Name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } })
+    return String(r.content?.name)
+  })
+  await app.ready()
+  return { app, gate }
+}
+
+function client (app: FastifyInstance): InjectClient {
+  return injectClient(app, { protocolVersion: '2026-07-28', capabilities: CAPS })
+}
+
+async function callTool (app: FastifyInstance, name: string, remoteAddress?: string): Promise<{ status: number, body: Record<string, any> }> {
+  const body = rpc('tools/call', { name, arguments: {} }, { caps: CAPS })
+  const res = await app.inject({ method: 'POST', url: '/mcp', headers: modernHeaders(body), payload: body, ...(remoteAddress === undefined ? {} : { remoteAddress }) })
+  return { status: res.statusCode, body: res.json() }
+}
+
+t.test('a concurrency-1 tool run as tasks: one at a time; the permit is given back when the task ends', async t => {
+  const { app, gate } = await build(t)
+  const answers: Array<{ status: number, body: Record<string, any> }> = []
+  for (let i = 0; i < 5; i++) answers.push(await callTool(app, 'one_at_a_time'))
+  t.equal(answers[0].status, 200)
+  t.equal(answers[0].body.result.resultType, 'task', 'the first call became a task')
+  t.same(answers.slice(1).map(a => a.status), [429, 429, 429, 429], 'the next four are refused while the task runs')
+  t.match(answers[1].body, { error: { code: -32000, data: { limit: 'concurrency', tool: 'one_at_a_time' } } })
+  await until(() => gate.started === 1, { what: 'the task handler to start' })
+  t.equal(gate.started, 1, 'one handler ran')
+
+  gate.open()
+  const alice = client(app)
+  await until(async () => (await alice.request('tasks/get', { taskId: answers[0].body.result.taskId })).status === 'completed', { what: 'the task to complete' })
+  const next = await callTool(app, 'one_at_a_time')
+  t.equal(next.status, 200, 'free again once the task ended')
+  t.equal(next.body.result.resultType, 'task')
+  await until(() => gate.started === 2, { what: 'the second task handler to start' })
+  gate.open()
+})
+
+t.test('100 cancelled tasks whose handlers ignore the signal free their slots: one more is accepted', async t => {
+  const { app, gate } = await build(t, { tasks: { ttl: 1_000, pollInterval: 100 } })
+  const anon = client(app)
+  const ids: string[] = []
+  for (let i = 0; i < 100; i++) {
+    const r = await callTool(app, 'stubborn')
+    t.equal(r.body.result?.resultType, 'task')
+    ids.push(r.body.result.taskId)
+  }
+  const full = await callTool(app, 'stubborn')
+  t.equal(full.status, 429, 'the 101st running task of this address is refused (tasks.maxPerPrincipal)')
+  t.match(full.body, { error: { data: { limit: 'tasks', max: 100 } } })
+
+  for (const taskId of ids) await anon.request('tasks/cancel', { taskId })
+  const next = await callTool(app, 'stubborn')
+  t.equal(next.status, 200, 'accepted: the cancelled tasks hold no slot, though their handlers still run')
+  t.equal(next.body.result?.resultType, 'task')
+  await anon.request('tasks/cancel', { taskId: next.body.result.taskId })
+  // The runner ended each task at the cancel: written cancelled with its expiry, gone after ttlMs.
+  await until(async () => await anon.request('tasks/get', { taskId: ids[99] }).then(() => false, (err: { code?: number }) => err.code === -32602),
+    { what: 'the cancelled task to expire while its handler still runs', timeout: 8_000, every: 200 })
+  t.equal(gate.late.length, 0, 'no stubborn handler has returned yet')
+
+  gate.stubborn()
+  await until(() => gate.late.filter(x => x === 'returned').length === 101, { what: 'the stubborn handlers to return' })
+  await t.rejects(anon.request('tasks/get', { taskId: ids[0] }), { code: -32602 }, 'a late result does not bring a task back')
+})
+
+t.test('anonymous task slots: an IPv6 client is its /64, as for tool limits and listen streams', async t => {
+  const { app, gate } = await build(t, { tasks: { ttl: 5_000, pollInterval: 100, maxPerPrincipal: 3 } })
+  const statuses: number[] = []
+  for (let i = 1; i <= 4; i++) statuses.push((await callTool(app, 'stubborn', `2001:db8:0:1::${i.toString(16)}`)).status)
+  t.same(statuses, [200, 200, 200, 429], 'four addresses of one /64 share its three slots')
+  const other = await callTool(app, 'stubborn', '2001:db8:0:2::1')
+  t.equal(other.status, 200, 'another /64 has its own')
+  gate.stubborn()
+  await until(() => gate.late.length === 4, { what: 'the tasks to end' })
+})
+
+t.test('a task whose client lacks a capability: failed with -32021, logged at info as inline, never at error', async t => {
+  const lines: Array<Record<string, any>> = []
+  const { app } = await build(t, {}, lines)
+  const created = await callTool(app, 'asks')
+  t.equal(created.body.result?.resultType, 'task')
+  const taskId = created.body.result.taskId as string
+  const anon = client(app)
+  let last: Record<string, any> = {}
+  await until(async () => { last = await anon.request('tasks/get', { taskId }); return last.status === 'failed' }, { what: 'the task to fail' })
+  t.match(last.error, { code: -32021, data: { requiredCapabilities: { elicitation: {} } } })
+  t.same(lines.filter(l => l.level >= 50).map(l => l.msg), [], 'no error line')
+  const refused = lines.filter(l => l.msg === 'task refused: the client lacks a capability')
+  t.equal(refused.length, 1, 'one info line')
+  t.equal(refused[0]?.level, 30)
+  t.notOk('err' in (refused[0] ?? {}), 'no stack')
+  t.equal(refused[0]?.task, taskId.slice(0, 8), 'the task id cut to its prefix')
+
+  const inline = rpc('tools/call', { name: 'asks', arguments: {} })
+  const res = await app.inject({ method: 'POST', url: '/mcp', headers: modernHeaders(inline), payload: inline })
+  t.equal(res.json().error?.code, -32021, 'the same call inline: -32021')
+  t.same(lines.filter(l => l.level >= 50).map(l => l.msg), [], 'no error line inline either')
+})
