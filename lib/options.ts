@@ -35,6 +35,13 @@ export interface SessionOptions {
   gcProbability?: number
   /** Probability denominator. Default 100; must be ≥ 1. */
   gcDivisor?: number
+  /**
+   * Answer a handshake-era request other than `initialize` that carries no `Mcp-Session-Id` with
+   * 400, as before. Default false: such a request is served without a session (`ctx.session`
+   * null; a tool declared `session: 'required'` answers `isError`, requests to the client fail);
+   * some clients in use never send the id back (docs/clients.md).
+   */
+  requireSessionId?: boolean
 }
 
 /** Options of `fastify.register(mcp, opts)`. */
@@ -190,6 +197,8 @@ export interface ResolvedOptions {
   instructions: string | undefined
   gcProbability: number
   gcDivisor: number
+  /** Refuse a handshake-era request without `Mcp-Session-Id` with 400 (else: served without a session). */
+  requireSessionId: boolean
   backends: ResolvedBackends
   allowedOrigins: (origin: string) => boolean
   allowedHosts: (host: string) => boolean
@@ -265,13 +274,15 @@ function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<Re
   return { path, prefix: prefix === '' ? undefined : prefix, serverInfo: { ...serverInfo }, instructions: opts.instructions }
 }
 
-function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number } {
+function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number, requireSessionId: boolean } {
   if (typeof s !== 'object' || s === null) fail('sessions', 'must be an object')
   const gcProbability = s.gcProbability ?? 1
   const gcDivisor = s.gcDivisor ?? 100
   if (typeof gcProbability !== 'number' || !(gcProbability >= 0)) fail('sessions.gcProbability', 'gcProbability must be greater than or equal to 0.')
   if (typeof gcDivisor !== 'number' || !(gcDivisor >= 1)) fail('sessions.gcDivisor', 'gcDivisor must be greater than or equal to 1.')
-  return { gcProbability, gcDivisor }
+  const requireSessionId = s.requireSessionId ?? false
+  if (typeof requireSessionId !== 'boolean') fail('sessions.requireSessionId', 'must be a boolean')
+  return { gcProbability, gcDivisor, requireSessionId }
 }
 
 /**

@@ -180,7 +180,7 @@ function validatedCall (tool: ToolEntry, name: string, input: Awaited<ReturnType
   options: CallToolOptions): Promise<Record<string, unknown>> {
   if (!input.ok) return Promise.resolve(errorResult(`Invalid arguments for tool "${name}": ${input.problem}`))
   if (tool.needsSession && ctx.session === null) {
-    return Promise.resolve(errorResult(`Tool "${name}" needs a session: connect with the MCP handshake (initialize, protocol 2025-11-25 or earlier).`))
+    return Promise.resolve(errorResult(`Tool "${name}" needs a session: connect with the MCP handshake (initialize, protocol 2025-11-25 or earlier) and send back the Mcp-Session-Id header it returns on every later request.`))
   }
   const value = input.value as Record<string, unknown>
   if (tool.taskSupport === 'forbidden' && tool.handle === null) return runTool(tool, name, value, ctx, log, options.isProtocolError)

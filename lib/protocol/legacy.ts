@@ -24,11 +24,13 @@ import { NO_POST, type PostTrace, type Telemetry } from '../telemetry/index.js'
 import { ClientRequests } from './client-requests.js'
 import type { Exchange, ResponseChannel } from './exchange.js'
 import type { HandleCalls } from './handle-calls.js'
+import type { BaseContext } from './base-context.js'
 import { LegacyContext } from './legacy-context.js'
 import { initialize } from './legacy-initialize.js'
 import { LeaseLostError, busDown, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './legacy-session.js'
 import { closingHeaders, stoppedByDrain, stoppedError, stoppedResponse } from './drain.js'
 import { RequestAbort } from './request-abort.js'
+import { needsSession, postWithoutSession, type SessionlessDeps } from './legacy-sessionless.js'
 import { allowsBatches, supportsSsePolling } from './versions.js'
 
 /** What a session may subscribe to (kept in the session, and on the instance holding its GET stream). */
@@ -98,12 +100,14 @@ interface PostRun {
 export class LegacyWire {
   readonly #d: LegacyDeps
   readonly #clientRequests: ClientRequests
+  readonly #sessionless: SessionlessDeps
   /** Requests of this instance waiting for their session's lock (status, gauges). */
   lockWaiters = 0
 
   constructor (deps: LegacyDeps) {
     this.#d = deps
     this.#clientRequests = new ClientRequests(deps.hub, deps.opts, deps.telemetry)
+    this.#sessionless = { opts: deps.opts, handles: deps.handles, maybeGc: deps.maybeGc, dispatch: (msg, ctx, log) => this.#dispatch(null, msg, ctx, log) }
   }
 
   /** Handles a legacy POST whose body parsed. */
@@ -116,6 +120,11 @@ export class LegacyWire {
     }
     const requests = this.#checkPost(body)
     const request = exchange.request
+    // No session named: served without one (legacy-sessionless.ts), unless the app wants the strict 400.
+    if (request.headers['mcp-session-id'] === undefined && !this.#d.opts.requireSessionId) {
+      await postWithoutSession(this.#sessionless, exchange, body, principal, trace)
+      return
+    }
     const sid = sessionIdOf(request)
     if (requests > 0 && this.#d.hub.streams(sid) + requests > this.#d.opts.maxStreamsPerSession) throw refuse.tooManyStreams()
     // Watched from before the lock wait: a client that leaves while queued gives up its place at once.
@@ -348,7 +357,7 @@ export class LegacyWire {
   }
 
   /** A request's method; throws or rejects its refusal (not async: the method has the frame). */
-  #dispatch (scope: StateScope, msg: JsonRpcRequest, ctx: LegacyContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> | Record<string, unknown> {
+  #dispatch (scope: StateScope | null, msg: JsonRpcRequest, ctx: BaseContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> | Record<string, unknown> {
     const params = msg.params ?? {}
     const problem = metaProblem(params)
     if (problem !== null) throw new McpError(ErrorCode.InvalidParams, problem)
@@ -369,8 +378,10 @@ export class LegacyWire {
       case 'resources/subscribe':
       case 'resources/unsubscribe':
         needCapability(caps, 'resources', msg.method)
+        if (scope === null) throw needsSession(msg.method)
         return this.#subscribe(scope, msg.method, params)
       case 'logging/setLevel':
+        if (scope === null) throw needsSession(msg.method)
         if (!LOG_LEVELS.includes(params.level as never)) {
           throw new McpError(ErrorCode.InvalidParams, `Invalid params: level must be one of ${LOG_LEVELS.join(', ')}`)
         }
