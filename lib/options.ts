@@ -42,6 +42,13 @@ export interface SessionOptions {
    * some clients in use never send the id back (docs/clients.md).
    */
   requireSessionId?: boolean
+  /**
+   * Idle TTL in ms of a session until its first use after `initialize` (a client that never sends
+   * its id back, or starts a session per call, leaves only such sessions): they expire this soon,
+   * and the memory store evicts them first. After its first request the store's TTL applies.
+   * Default 120,000 (2 minutes), capped at the store's TTL.
+   */
+  unusedTtl?: number
 }
 
 /** Options of `fastify.register(mcp, opts)`. */
@@ -199,6 +206,8 @@ export interface ResolvedOptions {
   gcDivisor: number
   /** Refuse a handshake-era request without `Mcp-Session-Id` with 400 (else: served without a session). */
   requireSessionId: boolean
+  /** Idle TTL of a session until its first use after `initialize` (ms). */
+  unusedTtl: number
   backends: ResolvedBackends
   allowedOrigins: (origin: string) => boolean
   allowedHosts: (host: string) => boolean
@@ -274,7 +283,7 @@ function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<Re
   return { path, prefix: prefix === '' ? undefined : prefix, serverInfo: { ...serverInfo }, instructions: opts.instructions }
 }
 
-function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number, requireSessionId: boolean } {
+function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number, requireSessionId: boolean, unusedTtl: number } {
   if (typeof s !== 'object' || s === null) fail('sessions', 'must be an object')
   const gcProbability = s.gcProbability ?? 1
   const gcDivisor = s.gcDivisor ?? 100
@@ -282,7 +291,8 @@ function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: 
   if (typeof gcDivisor !== 'number' || !(gcDivisor >= 1)) fail('sessions.gcDivisor', 'gcDivisor must be greater than or equal to 1.')
   const requireSessionId = s.requireSessionId ?? false
   if (typeof requireSessionId !== 'boolean') fail('sessions.requireSessionId', 'must be a boolean')
-  return { gcProbability, gcDivisor, requireSessionId }
+  const unusedTtl = nonNegativeInt(s as Record<string, unknown>, 'unusedTtl', 120_000, 1, 'sessions.unusedTtl')
+  return { gcProbability, gcDivisor, requireSessionId, unusedTtl }
 }
 
 /**

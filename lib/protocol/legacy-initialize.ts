@@ -99,7 +99,8 @@ export async function initialize (d: InitializeDeps, exchange: Exchange, msg: Js
       [K.clientInfo]: clientInfo === null ? null : shortClientInfo(clientInfo),
       [K.principal]: principal?.id ?? null,
       [K.created]: Date.now()
-    })
+    // Short-lived until its first use: a client that never comes back with the id leaves little.
+    }, { unusedTtl: d.opts.unusedTtl })
   } catch (err) {
     request.log.error({ err }, 'session store unavailable')
     throw refuse.storeDown()

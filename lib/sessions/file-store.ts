@@ -101,7 +101,9 @@ export class FileSessionStore implements SessionStore {
       } finally {
         await unlink(temp).catch(() => {})
       }
-      await this.#touch(path, ttl)
+      // Until its first load or save (a save writes a new file: a fresh mtime) it expires by `unusedTtl`.
+      const unused = options.unusedTtl === undefined ? undefined : Math.min(checkTtl(options.unusedTtl), ttl ?? this.ttl)
+      await this.#touch(path, unused ?? ttl)
     })
   }
 

@@ -58,6 +58,8 @@ interface StoredSession extends Linked<StoredSession> {
   touched: number
   /** An idle TTL of its own (`create`'s `ttl` option); else the store's. */
   ttl?: number
+  /** The idle TTL until its first load or save (`create`'s `unusedTtl` option); cleared then. */
+  unusedTtl?: number
 }
 
 /** Sessions in this process's memory. */
@@ -109,7 +111,9 @@ export class MemorySessionStore implements SessionStore {
     const session: StoredSession = {
       id, used: false, prev: null, next: null, fields, snapshot: null, parsed: null, version: 0, touched: performance.now()
     }
-    if (ttl !== undefined && ttl !== this.ttl) { session.ttl = ttl; this.#ownTtls++ }
+    if (ttl !== undefined && ttl !== this.ttl) session.ttl = ttl
+    if (options.unusedTtl !== undefined) session.unusedTtl = checkTtl(options.unusedTtl)
+    if (session.ttl !== undefined || session.unusedTtl !== undefined) this.#ownTtls++
     this.#sessions.set(id, session)
     this.#fresh.push(session)
   }
@@ -181,7 +185,8 @@ export class MemorySessionStore implements SessionStore {
   }
 
   #expired (session: StoredSession, now: number): boolean {
-    return now - session.touched > (session.ttl ?? this.ttl)
+    const ttl = session.ttl ?? this.ttl
+    return now - session.touched > (session.unusedTtl === undefined ? ttl : Math.min(ttl, session.unusedTtl))
   }
 
   /** A load or save: the session is used, and the most recently used. */
@@ -189,15 +194,23 @@ export class MemorySessionStore implements SessionStore {
     session.touched = now
     // The session accessed last is at the end already.
     if (this.#used.tail === session) return
-    if (session.used) this.#used.remove(session)
-    else this.#fresh.remove(session)
+    if (session.used) {
+      this.#used.remove(session)
+    } else {
+      this.#fresh.remove(session)
+      // Used now: the store's (or its own) TTL applies from here on.
+      if (session.unusedTtl !== undefined) {
+        session.unusedTtl = undefined
+        if (session.ttl === undefined) this.#ownTtls--
+      }
+    }
     session.used = true
     this.#used.push(session)
   }
 
   /** Forgets `session`, which is held. */
   #drop (session: StoredSession): void {
-    if (session.ttl !== undefined) this.#ownTtls--
+    if (session.ttl !== undefined || session.unusedTtl !== undefined) this.#ownTtls--
     this.#sessions.delete(session.id)
     if (session.used) this.#used.remove(session)
     else this.#fresh.remove(session)

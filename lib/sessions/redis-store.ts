@@ -56,7 +56,9 @@ export class RedisSessionStore implements SessionStore {
     if (!Number.isInteger(ttl)) throw new RangeError('ttl must be an integer number of milliseconds.')
     const pairs: string[] = []
     for (const key of Object.keys(data)) pairs.push(checkKey(key), encodeSessionValue(key, data[key]))
-    const created = await this.#redis.mcpSessionCreate(sessionKey(this.prefix, id), ttl, ttl === this.ttl ? '0' : '1', ...pairs)
+    // Until its first load or save (which refresh by `ttl`) the record expires by `unusedTtl`.
+    const expiry = options.unusedTtl === undefined ? ttl : Math.min(ttl, Math.ceil(checkTtl(options.unusedTtl)))
+    const created = await this.#redis.mcpSessionCreate(sessionKey(this.prefix, id), ttl, ttl === this.ttl ? '0' : '1', expiry, ...pairs)
     if (created !== 1) throw new Error(`Session ${id} already exists`)
   }
 

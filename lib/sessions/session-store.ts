@@ -55,6 +55,12 @@ export type SaveResult = 'ok' | 'gone' | 'fenced'
 export interface CreateOptions {
   /** Idle time-to-live of this record in milliseconds (default: the store's `ttl`). */
   ttl?: number
+  /**
+   * Idle time-to-live in milliseconds until the record is first loaded or saved (a handshake-era
+   * session whose client never came back: it expires soon); from then on `ttl` applies. Stores
+   * should honour it, the bundled ones do; the memory store also evicts such records first.
+   */
+  unusedTtl?: number
 }
 
 /** Options every store accepts. */
