@@ -158,7 +158,7 @@ export default fastifyMcp
 export { McpDecorator, type HandleAdmin } from './decorator.js'
 export type { EngineStatus } from './protocol/engine.js'
 export type { McpPluginOptions, SessionOptions, Implementation } from './options.js'
-export type { TelemetryOption, TelemetryOptions } from './telemetry/index.js'
+export type { TelemetryOption, TelemetryOptions, SessionIdAttribute } from './telemetry/index.js'
 export type * from './context.js'
 export type * from './features/registry.js'
 export { Registry } from './features/registry.js'

@@ -13,6 +13,7 @@ import type { CloseResult, StateBackend, StateScope } from '../state/state-scope
 import { openFailure } from './open-failure.js'
 import type { RequestAbort } from './request-abort.js'
 import { isLegacyVersion } from './versions.js'
+import { shownId } from '../shown-id.js'
 
 /** The refusals of this module (and the wire), by what happened. */
 export const refuse = {
@@ -51,12 +52,12 @@ export function checkVersionHeader (request: FastifyRequest): void {
 
 /** Maps a store or lock failure to the 503 the client should retry after (never a 404), and logs it. */
 export function unavailable (err: unknown, log: FastifyBaseLogger, sid: string): McpError {
-  return openFailure(err, log, refuse, 'session', { sessionId: sid })
+  return openFailure(err, log, refuse, 'session', { sessionId: shownId(sid) })
 }
 
 /** Logs a bus failure and maps it to its 503 (a bus down is never a 500). */
 export function busDown (err: unknown, log: FastifyBaseLogger, sid: string): McpError {
-  log.error({ err, sessionId: sid }, 'message bus unavailable')
+  log.error({ err, sessionId: shownId(sid) }, 'message bus unavailable')
   return refuse.busDown()
 }
 
@@ -125,7 +126,7 @@ function ownerOf (scope: StateScope): string | null {
  */
 function gaveUp (abort: RequestAbort, request: FastifyRequest, sid: string): null {
   if (sessionEnded(abort.reason)) throw refuse.notFound()
-  request.log.debug({ sessionId: sid, reason: String((abort.reason as Error)?.message ?? abort.reason) }, 'request given up while waiting for the session lock')
+  request.log.debug({ sessionId: shownId(sid), reason: String((abort.reason as Error)?.message ?? abort.reason) }, 'request given up while waiting for the session lock')
   return null
 }
 
@@ -137,15 +138,15 @@ export function reportClose (closed: CloseResult, log: FastifyBaseLogger, sid: s
   switch (closed.status) {
     case 'unchanged':
       // Stopped by the loss before it changed anything: nothing to drop, but its client is told 503.
-      if (abortReason instanceof LeaseLostError) log.warn({ sessionId: sid, result: 'lost' }, 'session lock lost; the request was stopped before it changed anything')
+      if (abortReason instanceof LeaseLostError) log.warn({ sessionId: shownId(sid), result: 'lost' }, 'session lock lost; the request was stopped before it changed anything')
       break
-    case 'gone': log.warn({ sessionId: sid, result: 'gone' }, 'session ended meanwhile; changes dropped'); break
-    case 'fenced': log.warn({ sessionId: sid, result: 'fenced' }, 'session lock lost and the session changed meanwhile; changes dropped'); break
-    case 'lost': log.warn({ sessionId: sid, result: 'lost' }, 'session lock lost; changes dropped'); break
-    case 'failed': log.error({ err: closed.error, sessionId: sid }, 'session save failed')
+    case 'gone': log.warn({ sessionId: shownId(sid), result: 'gone' }, 'session ended meanwhile; changes dropped'); break
+    case 'fenced': log.warn({ sessionId: shownId(sid), result: 'fenced' }, 'session lock lost and the session changed meanwhile; changes dropped'); break
+    case 'lost': log.warn({ sessionId: shownId(sid), result: 'lost' }, 'session lock lost; changes dropped'); break
+    case 'failed': log.error({ err: closed.error, sessionId: shownId(sid) }, 'session save failed')
   }
   if (closed.releaseError !== undefined) {
-    log.warn({ err: closed.releaseError, sessionId: sid }, 'session lock release failed; it expires in the backend')
+    log.warn({ err: closed.releaseError, sessionId: shownId(sid) }, 'session lock release failed; it expires in the backend')
   }
 }
 

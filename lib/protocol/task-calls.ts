@@ -24,6 +24,7 @@ import { VALID_ANSWER } from './modern-context.js'
 import { DEADLINE_GRACE, REFUSED, stoppedByDrain } from './drain.js'
 import { RequestAbort } from './request-abort.js'
 import { settleWithin } from '../settle.js'
+import { shownId } from '../shown-id.js'
 
 /** The methods of the extension this wire serves (`tasks/result` and `tasks/list` are gone: -32601). */
 export const TASK_METHODS = new Set(['tasks/get', 'tasks/update', 'tasks/cancel'])
@@ -165,10 +166,10 @@ export class TaskCalls implements TaskStarter {
       work(taskCtx).then(
         async (result) => { await run.finish({ result }) },
         async (err: unknown) => {
-          if (!(err instanceof TaskAbortError) && !stoppedByDrain(err) && !(err instanceof McpError)) log.error({ err, tool, task: run.id }, 'task handler failed')
+          if (!(err instanceof TaskAbortError) && !stoppedByDrain(err) && !(err instanceof McpError)) log.error({ err, tool, task: shownId(run.id) }, 'task handler failed')
           await run.finish({ error: taskError(err) })
         }
-      ).catch((err: unknown) => { log.error({ err, task: run.id }, 'task end failed') }).finally(resolve)
+      ).catch((err: unknown) => { log.error({ err, task: shownId(run.id) }, 'task end failed') }).finally(resolve)
     }))
     this.#running.set(run, ended)
     void ended.then(() => this.#running.delete(run))

@@ -25,6 +25,7 @@ import {
   type SessionStoreOptions
 } from './session-store.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
+import { shownId } from '../shown-id.js'
 
 /** Options of {@link MemorySessionStore}. */
 export interface MemorySessionStoreOptions extends SessionStoreOptions {
@@ -100,7 +101,7 @@ export class MemorySessionStore implements SessionStore {
     const ttl = options.ttl === undefined ? undefined : checkTtl(options.ttl)
     const fields: Record<string, string> = Object.create(null)
     for (const key of Object.keys(data)) fields[key] = encodeSessionValue(key, data[key])
-    if (this.#live(id) !== undefined) throw new Error(`Session ${id} already exists`)
+    if (this.#live(id) !== undefined) throw new Error(`Session ${shownId(id)} already exists`)
     while (this.size >= this.max) {
       // The head of a list is its oldest: the oldest never-used session, else the least recently
       // used one.

@@ -177,11 +177,12 @@ export function isLockingStore (
  * client what is wrong: the session cannot be served until it is repaired or expires.
  */
 export class SessionDataError extends Error {
-  readonly sessionId: string
+  declare readonly sessionId: string
   constructor (sessionId: string, message: string, options?: { cause?: unknown }) {
     super(message, options)
     this.name = 'SessionDataError'
-    this.sessionId = sessionId
+    // Not enumerable: a logged error (pino's serializer copies own enumerable fields) never carries the whole id.
+    Object.defineProperty(this, 'sessionId', { value: sessionId, enumerable: false })
   }
 }
 
