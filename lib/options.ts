@@ -10,7 +10,7 @@ import type { Bus } from './bus/bus.js'
 import type { EventLog } from './bus/event-log.js'
 import type { RedisClientLike } from './redis/scripts.js'
 import type { CacheOptions } from './features/cache-hints.js'
-import { boundedInt, checkCache, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
+import { appIdentity, boundedInt, checkCache, checkKnownKeys, checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
 import { resolveAuth, type AuthOptions, type ResolvedAuth } from './auth/resource-server.js'
 import { resolveToolLimits, type ResolvedToolLimits, type ToolLimitsOptions } from './limits/policy.js'
 import { resolveTelemetry, type ResolvedTelemetry, type TelemetryOption } from './telemetry/index.js'
@@ -60,7 +60,10 @@ export interface McpPluginOptions {
    * `/api/mcp`. It adds to the prefix of the context the plugin is registered in.
    */
   prefix?: string
-  /** `serverInfo` sent to clients. Default `{ name: 'fastify-mcp-http', version: <package version> }`. */
+  /**
+   * `serverInfo` sent to clients. Default: the `name` and `version` of the app's `package.json`
+   * (read from the working directory at register time), else `{ name: 'fastify-mcp-http', version: <plugin version> }`.
+   */
   serverInfo?: Implementation
   /** Instructions returned by `initialize`. */
   instructions?: string
@@ -250,6 +253,7 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
   if (opts.redis !== undefined && typeof opts.redis !== 'string' && (typeof opts.redis !== 'object' || opts.redis === null || typeof (opts.redis as { publish?: unknown }).publish !== 'function')) {
     fail('redis', 'must be an ioredis client, Cluster or URL')
   }
+  if (typeof opts.redis === 'string') checkRedisUrl(opts.redis)
   if (opts.redisPrefix !== undefined && (typeof opts.redisPrefix !== 'string' || /[{}]/.test(opts.redisPrefix))) fail('redisPrefix', 'must be a string without braces')
   if (opts.eventLog !== undefined && (typeof opts.eventLog !== 'object' || typeof opts.eventLog.append !== 'function')) fail('eventLog', 'must implement the EventLog contract')
   const el = opts.eventLogOptions ?? {}
@@ -275,7 +279,7 @@ function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<Re
   if (typeof path !== 'string' || !path.startsWith('/')) fail('path', 'must be a string starting with "/"')
   const prefix = opts.prefix
   if (prefix !== undefined && typeof prefix !== 'string') fail('prefix', 'must be a string')
-  const serverInfo = opts.serverInfo ?? { name: 'fastify-mcp-http', version: defaultVersion }
+  const serverInfo = opts.serverInfo ?? appIdentity({ name: 'fastify-mcp-http', version: defaultVersion })
   if (typeof serverInfo !== 'object' || typeof serverInfo.name !== 'string' || typeof serverInfo.version !== 'string') {
     fail('serverInfo', 'must be { name: string, version: string }')
   }
@@ -327,6 +331,7 @@ function checkAuth (opts: McpPluginOptions): Pick<ResolvedOptions, 'authenticate
 export function resolveOptions (opts: McpPluginOptions, defaultVersion: string): ResolvedOptions {
   if (typeof opts !== 'object' || opts === null) fail('options', 'must be an object')
   const o = opts as Record<string, unknown>
+  checkKnownKeys(o)
   const sessions = (opts.sessions ?? {}) as SessionOptions
   return Object.freeze({
     ...checkIdentity(opts, defaultVersion),

@@ -175,6 +175,13 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine, access,
   child.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: opts.bodyLimit }, asText)
   child.addContentTypeParser('*', { parseAs: 'string', bodyLimit: opts.bodyLimit }, asText)
   child.setErrorHandler((err: unknown, request, reply) => { answerError(err, null, request, reply, opts) })
+  // Every 503 the plugin sends says when to come back (store, lock, bus, JWKS down; busy): an
+  // error that names its own Retry-After (a limit, the drain) keeps it.
+  const retryAfter = String(Math.max(1, Math.ceil(opts.retryInterval / 1000)))
+  child.addHook('onSend', (_request, reply, payload, done) => {
+    if (reply.statusCode === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', retryAfter)
+    done(null, payload)
+  })
 
   const authenticate = authenticator(opts)
   // With `auth` the challenge names the metadata and `auth.requiredScopes`; with a custom

@@ -57,17 +57,23 @@ export class HandleCalls implements StateRunner {
   }
 
   /** `ctx.handles` for a principal (a bound function: contexts take it as it is). */
-  readonly minter = (principal: McpPrincipal | null): HandleMinter => {
+  readonly minter = (principal: McpPrincipal | null, log?: FastifyBaseLogger): HandleMinter => {
     const handles = this.#handles
     const { anonymous, minted } = this.#options
+    // The store failing is a 503 like on every other state path (never a tool error the model
+    // reads); a misuse (unknown kind, data JSON cannot carry) stays the handler's TypeError.
+    const down = (err: unknown, kind: string): never => {
+      if (err instanceof TypeError || err instanceof RangeError || log === undefined) throw err
+      throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind })
+    }
     return {
       create: async (kind, data) => {
         if (principal === null && !anonymous) throw new TypeError('a state handle needs a principal when authentication is configured')
-        const id = await handles.create(kind, principal, data as Record<string, JsonValue> | undefined)
+        const id = await handles.create(kind, principal, data as Record<string, JsonValue> | undefined).catch((err: unknown) => down(err, kind))
         minted()
         return id
       },
-      end: async (kind, id) => await handles.end(kind, id, principal)
+      end: async (kind, id) => await handles.end(kind, id, principal).catch((err: unknown) => down(err, kind))
     }
   }
 
