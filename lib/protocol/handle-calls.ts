@@ -17,7 +17,7 @@ import type { JsonValue } from '../sessions/session-store.js'
 import type { StateHandles } from '../state/handles.js'
 import type { CloseResult, StateScope } from '../state/state-scope.js'
 import type { BaseContext } from './base-context.js'
-import { openFailure } from './open-failure.js'
+import { OutageLog, openFailure } from './open-failure.js'
 
 /** The refusals of a handle call, by what happened (all 503: the client may retry). */
 export const handleRefusal = {
@@ -48,6 +48,8 @@ export interface HandleCallsOptions {
 export class HandleCalls implements StateRunner {
   readonly #handles: StateHandles
   readonly #options: HandleCallsOptions
+  /** The handles' backend outages (see `OutageLog`). */
+  readonly #outages = new OutageLog()
   /** Calls of this instance queued for a handle's lock (the status and the lock-waiter gauge). */
   lockWaiters = 0
 
@@ -64,7 +66,7 @@ export class HandleCalls implements StateRunner {
     // reads); a misuse (unknown kind, data JSON cannot carry) stays the handler's TypeError.
     const down = (err: unknown, kind: string): never => {
       if (err instanceof TypeError || err instanceof RangeError || log === undefined) throw err
-      throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind })
+      throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind }, this.#outages)
     }
     return {
       create: async (kind, data) => {
@@ -89,10 +91,11 @@ export class HandleCalls implements StateRunner {
     } catch (err) {
       // Given up while queued: the wire answers for the request (cancelled, or its session ended).
       if (ctx.abort.aborted) throw ctx.abort.reason
-      throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind })
+      throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind }, this.#outages)
     } finally {
       this.lockWaiters--
     }
+    this.#outages.ok(log)
     if (scope === null) return null
     ctx.useHandle(scope)
     let out: T

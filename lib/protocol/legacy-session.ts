@@ -10,7 +10,7 @@ import { ErrorCode, McpError, echoed } from '../jsonrpc/errors.js'
 import { K } from '../sessions/session-handle.js'
 import { isValidSessionId } from '../sessions/session-id.js'
 import type { CloseResult, StateBackend, StateScope } from '../state/state-scope.js'
-import { openFailure } from './open-failure.js'
+import { openFailure, outagesOf } from './open-failure.js'
 import type { RequestAbort } from './request-abort.js'
 import { isLegacyVersion } from './versions.js'
 import { shownId } from '../shown-id.js'
@@ -51,8 +51,8 @@ export function checkVersionHeader (request: FastifyRequest): void {
 }
 
 /** Maps a store or lock failure to the 503 the client should retry after (never a 404), and logs it. */
-export function unavailable (err: unknown, log: FastifyBaseLogger, sid: string): McpError {
-  return openFailure(err, log, refuse, 'session', { sessionId: shownId(sid) })
+export function unavailable (err: unknown, log: FastifyBaseLogger, sid: string, sessions: StateBackend): McpError {
+  return openFailure(err, log, refuse, 'session', { sessionId: shownId(sid) }, outagesOf(sessions))
 }
 
 /** Logs a bus failure and maps it to its 503 (a bus down is never a 500). */
@@ -81,26 +81,28 @@ export function openSession (sessions: StateBackend, request: FastifyRequest, si
   try {
     now = sessions.openNow(sid, options)
   } catch (err) {
-    return opened(Promise.reject(err), request, sid, principal, abort)
+    return opened(sessions, Promise.reject(err), request, sid, principal, abort)
   }
-  if (now === undefined) return opened(sessions.open(sid, options), request, sid, principal, abort)
+  if (now === undefined) return opened(sessions, sessions.open(sid, options), request, sid, principal, abort)
   if (now !== null && abort?.aborted !== true && ownerOf(now) === (principal?.id ?? null)) {
     request.mcpSession = now.handle
     return now
   }
-  return opened(Promise.resolve(now), request, sid, principal, abort)
+  return opened(sessions, Promise.resolve(now), request, sid, principal, abort)
 }
 
 /** The rest of {@link openSession}: waits for the open, and admits the scope or refuses it. */
-async function opened (opening: Promise<StateScope | null>, request: FastifyRequest, sid: string, principal: McpPrincipal | null,
+async function opened (sessions: StateBackend, opening: Promise<StateScope | null>, request: FastifyRequest, sid: string, principal: McpPrincipal | null,
   abort: RequestAbort | undefined): Promise<StateScope | null> {
   let scope: StateScope | null
   try {
     scope = await opening
   } catch (err) {
     if (abort?.aborted === true) return gaveUp(abort, request, sid)
-    throw unavailable(err, request.log, sid)
+    throw unavailable(err, request.log, sid, sessions)
   }
+  // The backend answered: an outage it had is over.
+  outagesOf(sessions).ok(request.log)
   if (scope === null) throw refuse.notFound()
   if (abort?.aborted === true) {
     // Granted just as the request was given up: its handler never runs.

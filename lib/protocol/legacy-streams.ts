@@ -82,7 +82,7 @@ async function followPostStream (d: StreamDeps, exchange: Exchange, sid: string,
     replay = await d.eventLog.replay(sid, lastEventId)
   } catch (err) {
     following.cancel()
-    throw unavailable(err, log, sid)
+    throw unavailable(err, log, sid, d.sessions)
   }
   if (replay === null) {
     following.cancel()
@@ -111,7 +111,7 @@ export async function deleteSession (d: StreamDeps, exchange: Exchange, principa
   try {
     await scope.destroy()
   } catch (err) {
-    throw unavailable(err, request.log, sid)
+    throw unavailable(err, request.log, sid, d.sessions)
   }
   if (typeof created === 'number') d.ended?.(Math.max(0, Date.now() - created) / 1000, scope.handle.getProtocol<string>(K.version))
   // The session is gone from the store: that is what DELETE promised, so the client is told 200.
