@@ -89,7 +89,12 @@ function answerError (err: unknown, id: RequestId | null, request: FastifyReques
     request.log.error({ err }, 'MCP request failed after its answer started')
     return
   }
-  if (err instanceof HttpRefusal) { sendError(reply, err.status, errorResponse(err.id, err.code, err.message, err.data), err.headers); return }
+  if (err instanceof HttpRefusal) {
+    logAccessRefusal(request, err)
+    sendError(reply, err.status, errorResponse(err.id, err.code, err.message, err.data), err.headers)
+    return
+  }
+  if (err instanceof McpError) logAccessRefusal(request, err)
   if (err instanceof McpError || typeof err !== 'object' || err === null) {
     // An McpError's own headers go with it: an AuthError's challenge, a ToolLimitError's Retry-After.
     const { status, body, headers } = errorReply(err, id, { status: 500, log: request.log })
@@ -162,6 +167,22 @@ function authenticator (opts: ResolvedOptions): ((request: FastifyRequest) => Pr
     request.mcpPrincipal = principal
     return principal
   }
+}
+
+/**
+ * A 401 or 403 says why in the log (at info: a refusal is not a fault), never with the token: the
+ * reason (`no_token`, `invalid_token`, `insufficient_scope`, an Origin or Host not allowed, no
+ * principal), and the description the challenge carries, cut.
+ */
+function logAccessRefusal (request: FastifyRequest, err: McpError): void {
+  const status = err.status
+  if (status !== 401 && status !== 403) return
+  const data = err.data as { error_description?: unknown } | undefined
+  const described = typeof data?.error_description === 'string' ? echoed(data.error_description, 200) : undefined
+  const reason = typeof (err as { reason?: unknown }).reason === 'string'
+    ? (err as unknown as { reason: string }).reason
+    : status === 401 ? 'authenticate returned no principal' : err.message
+  request.log.info({ statusCode: status, reason, description: described }, 'MCP request refused')
 }
 
 /** Registers the routes (see the module doc). */
