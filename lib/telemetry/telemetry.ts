@@ -11,7 +11,7 @@ import type { Parsed } from '../jsonrpc/messages.js'
 import { OWN, SEMCONV } from './attributes.js'
 import { LiveAnswer, NO_ANSWER, NO_CLIENT_REQUEST, startClientRequest, type AnswerTrace, type ClientRequestTrace } from './client-trace.js'
 import { Instruments, type GaugeSource } from './instruments.js'
-import { LivePost, NO_POST, type Era, type KnownNames, type PostTrace } from './post-trace.js'
+import { LivePost, NO_POST, type Era, type KnownNames, type Peer, type PostTrace } from './post-trace.js'
 import { traceStream, type StreamMethod } from './stream-trace.js'
 
 export type { KnownNames } from './post-trace.js'
@@ -112,16 +112,16 @@ export class Telemetry {
   }
 
   /** The telemetry of a POST's messages (spans start now); {@link NO_POST} while {@link silent}. */
-  post (era: Era, sessionId: string | null, version: string | undefined, messages: Parsed[]): PostTrace {
-    return this.silent() ? NO_POST : new LivePost(this, era, this.#shown(sessionId), version, messages)
+  post (era: Era, sessionId: string | null, version: string | undefined, messages: Parsed[], peer?: Peer): PostTrace {
+    return this.silent() ? NO_POST : new LivePost(this, era, this.#shown(sessionId), version, messages, peer)
   }
 
   /**
    * Runs a handshake-era GET or DELETE (`fn`) in its span (see `stream-trace.ts`): `sessionId` the
    * checked `Mcp-Session-Id` or null, `version` the raw `Mcp-Protocol-Version` header.
    */
-  async stream<T> (method: StreamMethod, sessionId: string | null, version: unknown, fn: () => Promise<T>): Promise<T> {
-    return this.enabled ? await traceStream(this, method, this.#shown(sessionId), version, fn) : await fn()
+  async stream<T> (method: StreamMethod, sessionId: string | null, version: unknown, fn: () => Promise<T>, peer?: Peer): Promise<T> {
+    return this.enabled ? await traceStream(this, method, this.#shown(sessionId), version, fn, peer) : await fn()
   }
 
   /** A request to the client, under the active span. */

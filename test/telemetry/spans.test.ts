@@ -69,6 +69,10 @@ t.test('mcp.session.id: hashed by default (never the id itself), raw or omitted 
     if (choice !== 'raw') t.notOk(JSON.stringify(o.spans().map(x => x.attributes)).includes(s.sid), `${choice ?? 'default'}: no span carries the id`)
   }
   t.equal(hashSessionId('a').length, 22)
+  const o = otel(t)
+  const app = await build(t, { telemetry: { tracerProvider: o.tracerProvider, meterProvider: o.meterProvider } }, tools)
+  await call(app, await initialize(app), 'tools/call', { name: 'echo', arguments: { text: 'hi' } })
+  t.match(attrs(o.named('tools/call echo')[0]), { 'network.protocol.version': '1.1', 'client.address': '127.0.0.1' }, 'the conventions\' peer and HTTP version')
   const bad = build(t, { telemetry: { sessionId: 'plain' as never } }, tools)
   await t.rejects(bad, { code: 'FST_ERR_MCP_INVALID_OPTION', message: /telemetry\.sessionId/ })
 })
