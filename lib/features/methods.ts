@@ -7,7 +7,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { decideAccess, isVisible, visibleTo } from '../auth/access.js'
 import { insufficientScope } from '../auth/bearer.js'
 import { InputRequiredSignal, type McpContext, type McpPrincipal } from '../context.js'
-import { FST_ERR_MCP_CAPABILITY } from '../errors.js'
+import { FST_ERR_MCP_CAPABILITY, FST_ERR_MCP_NO_SESSION } from '../errors.js'
 import { ErrorCode, MAX_ECHOED_URI, McpError, echoed } from '../jsonrpc/errors.js'
 import type { ToolLimiter } from '../limits/limiter.js'
 import { paginate } from './pagination.js'
@@ -19,6 +19,8 @@ type Params = Record<string, unknown>
 function toolFailed (log: FastifyBaseLogger, tool: string, err: unknown): void {
   // The client did not declare what the tool asked of it: the client's doing, not a server fault.
   if (err instanceof FST_ERR_MCP_CAPABILITY) { log.info({ tool, reason: err.message }, 'tool call failed: the client lacks a capability'); return }
+  // Asked of a client that sent no session id (it cannot answer): the client's doing too.
+  if (err instanceof FST_ERR_MCP_NO_SESSION) { log.info({ tool, reason: err.message }, 'tool call failed: the client sent no session id'); return }
   log.error({ err, tool }, 'tool handler failed')
 }
 

@@ -12,7 +12,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify'
 import type { ElicitResult, FormElicitParams, LogLevel, McpPrincipal, Root, SamplingParams, SamplingResult, UrlElicitParams } from '../context.js'
-import { FST_ERR_MCP_CLIENT_REQUEST } from '../errors.js'
+import { FST_ERR_MCP_NO_SESSION } from '../errors.js'
 import { ErrorCode, McpError, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
 import { resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
@@ -71,7 +71,7 @@ export class SessionlessContext extends BaseContext {
 
 /** The error a handler gets for a request to a client that sent no session id. */
 function unreachable (method: string): Error {
-  return new FST_ERR_MCP_CLIENT_REQUEST(method, `the client sent no Mcp-Session-Id, so it cannot answer requests from the server; it must ${SEND_SESSION_ID}`)
+  return new FST_ERR_MCP_NO_SESSION(method)
 }
 
 /** The run of one POST: its responses, and the status and headers of a lone request's error. */

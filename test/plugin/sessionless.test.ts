@@ -50,7 +50,7 @@ t.test('a request without Mcp-Session-Id is served without a session', async t =
 
   const asked = await call(app, null, 'tools/call', { name: 'ask', arguments: {} })
   t.equal(asked.result.isError, true, 'a request to the client fails in the handler')
-  t.match(text(asked), /sent no Mcp-Session-Id/)
+  t.match(text(asked), /carries no Mcp-Session-Id \(the client must send back the one initialize returned\)/)
 
   for (const [method, params] of [['logging/setLevel', { level: 'info' }], ['resources/subscribe', { uri: 'x://y' }]] as const) {
     const r = await call(app, null, method, params)
@@ -101,4 +101,11 @@ t.test('a batch without a session follows the version header', async t => {
   const served = await post(app, batch, { headers: { 'mcp-protocol-version': '2025-03-26' } })
   t.equal(served.statusCode, 200)
   t.same(served.json().map((r: { id: number }) => r.id), [1, 2])
+})
+
+t.test('an absurd MCP-Protocol-Version without a session: 400, its value cut in the answer', async t => {
+  const app = await build(t, {}, tools)
+  const r = await post(app, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { headers: { 'mcp-protocol-version': 'x'.repeat(100_000) } })
+  t.equal(r.statusCode, 400)
+  t.ok(r.body.length < 1000, `the answer stays short (${r.body.length} characters)`)
 })
