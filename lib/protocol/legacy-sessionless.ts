@@ -138,14 +138,23 @@ async function runRequest (d: SessionlessDeps, run: Run, msg: JsonRpcRequest, ch
     return response
   } catch (err) {
     if (run.abort.aborted) return aborted(d, run, msg.id)
-    const reply = errorReply(err, msg.id, { status: 200, log: request.log, msg: 'MCP handler failed', what: { method: msg.method } })
-    run.status = reply.status
-    run.headers = reply.headers
-    run.trace.answered(msg, reply.body, reply.status)
-    return reply.body
+    return failedAnswer(run, msg, err, request.log)
   } finally {
     ctx.finished = true
   }
+}
+
+/**
+ * The error response of a request whose run threw (both handshake-era paths): a lone request's
+ * POST takes its HTTP status and headers (`Retry-After` of a 503, …).
+ */
+export function failedAnswer (run: { status: number, headers?: Record<string, string>, trace: PostTrace }, msg: JsonRpcRequest, err: unknown,
+  log: FastifyBaseLogger): unknown {
+  const reply = errorReply(err, msg.id, { status: 200, log, msg: 'MCP handler failed', what: { method: msg.method } })
+  run.status = reply.status
+  run.headers = reply.headers
+  run.trace.answered(msg, reply.body, reply.status)
+  return reply.body
 }
 
 /** Stopped at the drain deadline of app.close(): answered with 503; a client that left hears nothing. */

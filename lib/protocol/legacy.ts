@@ -14,7 +14,7 @@ import type { Tracking } from '../bus/inflight.js'
 import { LOG_LEVELS, type McpPrincipal } from '../context.js'
 import { METHODS, methodNotFound, needCapability } from '../features/method-table.js'
 import type { Registry } from '../features/registry.js'
-import { ErrorCode, McpError, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
+import { ErrorCode, McpError, errorResponse, type RequestId } from '../jsonrpc/errors.js'
 import type { ToolLimiter } from '../limits/limiter.js'
 import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
@@ -30,7 +30,7 @@ import { initialize } from './legacy-initialize.js'
 import { LeaseLostError, busDown, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './legacy-session.js'
 import { closingHeaders, stoppedByDrain, stoppedError, stoppedResponse } from './drain.js'
 import { RequestAbort } from './request-abort.js'
-import { needsSession, postWithoutSession, type SessionlessDeps } from './legacy-sessionless.js'
+import { failedAnswer, needsSession, postWithoutSession, type SessionlessDeps } from './legacy-sessionless.js'
 import { allowsBatches, supportsSsePolling } from './versions.js'
 
 /** What a session may subscribe to (kept in the session, and on the instance holding its GET stream). */
@@ -329,11 +329,7 @@ export class LegacyWire {
       return response
     } catch (err) {
       if (abort.aborted) return this.#abortedResponse(run, msg.id, abort)
-      const reply = errorReply(err, msg.id, { status: 200, log: request.log, msg: 'MCP handler failed', what: { method: msg.method } })
-      run.status = reply.status
-      run.headers = reply.headers
-      run.trace.answered(msg, reply.body, reply.status)
-      return reply.body
+      return failedAnswer(run, msg, err, request.log)
     } finally {
       ctx.finished = true
       tracking.untrack()
