@@ -13,7 +13,8 @@
  * (`token:principal,…`: bearer tokens and the principal each stands for; requests without a known
  * token then get 401, and baskets and tasks belong to their principal); MCP_TASK_TTL_MS (how long a
  * finished task stays readable; it also sets the suggested poll interval to 200 ms); MCP_DRAIN_TIMEOUT_MS
- * (how long SIGTERM lets running requests finish, default 10,000). With REDIS_URL set,
+ * (how long SIGTERM lets running requests finish, default 10,000); MCP_REQUIRE_SESSION_ID=1 (a
+ * handshake-era request without Mcp-Session-Id gets 400 instead of being served without a session). With REDIS_URL set,
  * the bus and the event log are in Redis too, so instances behind a load balancer need no sticky
  * sessions.
  */
@@ -108,7 +109,7 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstanc
   await app.register(mcp, {
     path: '/mcp',
     serverInfo: { name: 'fastify-mcp-http-demo', version: '1.0.0' },
-    sessions: { store: sessions.store, lock: sessions.lock },
+    sessions: { store: sessions.store, lock: sessions.lock, requireSessionId: env.MCP_REQUIRE_SESSION_ID === '1' },
     requestStateSecret: env.MCP_STATE_SECRET,
     authenticate: tokensAuth(env.MCP_DEMO_TOKENS),
     // The plugin makes its own client from the URL and closes it on app.close().

@@ -28,6 +28,13 @@ export const FST_ERR_MCP_CLIENT_REQUEST = createError<[string, string]>(
 export const FST_ERR_MCP_NO_STREAM = createError<[string]>(
   'FST_ERR_MCP_NO_STREAM', 'Cannot send %s to the client: this request has no stream', 500)
 
+/**
+ * `ctx.elicit`/`sample`/`roots` on a handshake-era request that carries no `Mcp-Session-Id`: the
+ * client cannot answer requests from the server without its session (docs/clients.md).
+ */
+export const FST_ERR_MCP_NO_SESSION = createError<[string]>(
+  'FST_ERR_MCP_NO_SESSION', 'Cannot send %s to the client: the request carries no Mcp-Session-Id (the client must send back the one initialize returned)', 400)
+
 /** The session lock was lost or could not be taken back after waiting for the client. */
 export const FST_ERR_MCP_SESSION_BUSY = createError<[string]>(
   'FST_ERR_MCP_SESSION_BUSY', 'Session lock unavailable: %s', 503)

@@ -73,19 +73,26 @@ function serveStatus (fastify: FastifyInstance, path: string, registry: McpDecor
 /**
  * Fastify's own `return503OnClosing` (on by default) answers every request that arrives while the
  * app closes with a bare 503 before any hook runs: no `Retry-After`, no JSON-RPC body, and the
- * plugin's drain never sees it. The option is not public; it is read where Fastify keeps its
- * options, and a warning says what to set. Nothing is said when it cannot be read.
+ * plugin's drain never sees it. That matters only when the app closes with MCP work running (the
+ * drain waits for it while new requests arrive): then, and only then, a warning says what to set.
+ * The option is not public; it is read where Fastify keeps its options; nothing is said when it
+ * cannot be read.
  */
-function warnReturn503OnClosing (fastify: FastifyInstance): void {
+function fastifyAnswersWhileClosing (fastify: FastifyInstance): boolean {
   let options: { return503OnClosing?: unknown } | undefined
   for (let o: object | null = fastify; o !== null && options === undefined; o = Object.getPrototypeOf(o)) {
     const key = Object.getOwnPropertySymbols(o).find(k => k.description === 'fastify.options')
     if (key !== undefined) options = (o as Record<symbol, typeof options>)[key]
   }
-  if (options !== undefined && options.return503OnClosing !== false) {
-    fastify.log.warn('fastify-mcp-http: set Fastify({ return503OnClosing: false }) so that MCP requests arriving while the app closes ' +
-      'get the plugin\'s 503 with Retry-After and a JSON-RPC error (Fastify\'s own 503 has neither)')
-  }
+  return options !== undefined && options.return503OnClosing !== false
+}
+
+/** The drain's warning (see {@link fastifyAnswersWhileClosing}), when requests or streams are running as the app closes. */
+function warnIfDrainMatters (fastify: FastifyInstance, engine: McpEngine, drainTimeout: number): void {
+  const s = engine.status()
+  if (drainTimeout === 0 || s.inflightRequests + s.getStreams + s.listenStreams + s.runningTasks === 0) return
+  fastify.log.warn('fastify-mcp-http: the app closes with MCP requests running; set Fastify({ return503OnClosing: false }) so that ' +
+    'requests arriving meanwhile get the plugin\'s 503 with Retry-After and a JSON-RPC error (Fastify\'s own 503 has neither)')
 }
 
 async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): Promise<void> {
@@ -142,9 +149,10 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
       [...registry.tools.values()].some(tool => (tool.limits !== undefined && tool.limits !== false) || tool.taskSupport !== 'forbidden')
     if (limited) await backends.limiter.ready().catch((err: unknown) => fastify.log.error({ err }, 'tool limit backend not reachable at start-up'))
   })
-  warnReturn503OnClosing(fastify)
+  const fastify503 = fastifyAnswersWhileClosing(fastify)
   // Drain first (running requests finish, new ones get 503), then end what is left.
   fastify.addHook('preClose', async () => {
+    if (fastify503) warnIfDrainMatters(fastify, engine, opts.drainTimeout)
     await engine.drain(opts.drainTimeout, opts.retryInterval)
     await engine.close(opts.retryInterval)
   })
@@ -158,7 +166,7 @@ export default fastifyMcp
 export { McpDecorator, type HandleAdmin } from './decorator.js'
 export type { EngineStatus } from './protocol/engine.js'
 export type { McpPluginOptions, SessionOptions, Implementation } from './options.js'
-export type { TelemetryOption, TelemetryOptions } from './telemetry/index.js'
+export type { TelemetryOption, TelemetryOptions, SessionIdAttribute } from './telemetry/index.js'
 export type * from './context.js'
 export type * from './features/registry.js'
 export { Registry } from './features/registry.js'

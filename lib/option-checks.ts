@@ -3,6 +3,8 @@
  * hosts, the request-state secret, cache hints, tasks, the status route. Each fails with
  * `FST_ERR_MCP_INVALID_OPTION` naming the option (`options.ts` assembles them).
  */
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 import type { CacheOptions } from './features/cache-hints.js'
 
@@ -106,4 +108,50 @@ export function checkStatusRoute (route: unknown): string | null {
   if (route === undefined || route === false) return null
   if (typeof route !== 'string' || !route.startsWith('/')) fail('statusRoute', 'must be false or a path starting with "/"')
   return route
+}
+
+/** The keys of `register(mcp, opts)` (Fastify's own register options included: they reach the plugin too). */
+const KNOWN_OPTIONS = new Set([
+  'path', 'prefix', 'serverInfo', 'instructions', 'sessions', 'allowedOrigins', 'allowedHosts', 'authenticate', 'auth', 'requireAuth',
+  'wwwAuthenticate', 'bodyLimit', 'clientRequestTimeout', 'keepAliveInterval', 'retryInterval', 'drainTimeout', 'pageSize',
+  'maxPendingClientRequests', 'maxBatchSize', 'maxStreamsPerSession', 'requestStateSecret', 'requestStateTtl', 'cache', 'maxListenStreams',
+  'maxListenStreamsPerClient', 'redis', 'eventLogOptions', 'redisPrefix', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute',
+  'logLevel', 'logSerializers'
+])
+const KNOWN_SESSION_OPTIONS = new Set(['store', 'lock', 'gcProbability', 'gcDivisor', 'requireSessionId', 'unusedTtl'])
+
+/**
+ * Fails on a key the plugin does not know (a misspelt option would otherwise be ignored in
+ * silence, its default taken): all of them are named.
+ */
+export function checkKnownKeys (opts: Record<string, unknown>): void {
+  const unknown = Object.keys(opts).filter(k => !KNOWN_OPTIONS.has(k))
+  const s = opts.sessions
+  if (typeof s === 'object' && s !== null) unknown.push(...Object.keys(s).filter(k => !KNOWN_SESSION_OPTIONS.has(k)).map(k => `sessions.${k}`))
+  if (unknown.length > 0) fail(unknown.map(k => k.slice(0, 64)).join('", "'), `unknown option${unknown.length === 1 ? '' : 's'} (misspelt?)`)
+}
+
+/** A `redis` URL: `redis://` or `rediss://` that parses (else ioredis' own ERR_INVALID_URL at start). */
+export function checkRedisUrl (url: string): void {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    fail('redis', 'is not a valid URL (redis://host:port or rediss://…)')
+  }
+  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') fail('redis', `must be a redis:// or rediss:// URL, got ${parsed.protocol}`)
+}
+
+/**
+ * The default `serverInfo`: the app's `package.json` (in the working directory) name and version
+ * when it has both, else the plugin's own.
+ */
+export function appIdentity (fallback: { name: string, version: string }): { name: string, version: string } {
+  try {
+    const pkg = JSON.parse(readFileSync(join(process.cwd(), 'package.json'), 'utf8')) as { name?: unknown, version?: unknown }
+    if (typeof pkg.name === 'string' && pkg.name !== '' && typeof pkg.version === 'string' && pkg.version !== '') {
+      return { name: pkg.name.slice(0, 214), version: pkg.version.slice(0, 64) }
+    }
+  } catch {}
+  return fallback
 }

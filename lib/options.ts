@@ -10,7 +10,7 @@ import type { Bus } from './bus/bus.js'
 import type { EventLog } from './bus/event-log.js'
 import type { RedisClientLike } from './redis/scripts.js'
 import type { CacheOptions } from './features/cache-hints.js'
-import { boundedInt, checkCache, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
+import { appIdentity, boundedInt, checkCache, checkKnownKeys, checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
 import { resolveAuth, type AuthOptions, type ResolvedAuth } from './auth/resource-server.js'
 import { resolveToolLimits, type ResolvedToolLimits, type ToolLimitsOptions } from './limits/policy.js'
 import { resolveTelemetry, type ResolvedTelemetry, type TelemetryOption } from './telemetry/index.js'
@@ -35,6 +35,20 @@ export interface SessionOptions {
   gcProbability?: number
   /** Probability denominator. Default 100; must be ≥ 1. */
   gcDivisor?: number
+  /**
+   * Answer a handshake-era request other than `initialize` that carries no `Mcp-Session-Id` with
+   * 400, as before. Default false: such a request is served without a session (`ctx.session`
+   * null; a tool declared `session: 'required'` answers `isError`, requests to the client fail);
+   * some clients in use never send the id back (docs/clients.md).
+   */
+  requireSessionId?: boolean
+  /**
+   * Idle TTL in ms of a session until its first use after `initialize` (a client that never sends
+   * its id back, or starts a session per call, leaves only such sessions): they expire this soon,
+   * and the memory store evicts them first. After its first request the store's TTL applies.
+   * Default 120,000 (2 minutes), capped at the store's TTL.
+   */
+  unusedTtl?: number
 }
 
 /** Options of `fastify.register(mcp, opts)`. */
@@ -46,7 +60,10 @@ export interface McpPluginOptions {
    * `/api/mcp`. It adds to the prefix of the context the plugin is registered in.
    */
   prefix?: string
-  /** `serverInfo` sent to clients. Default `{ name: 'fastify-mcp-http', version: <package version> }`. */
+  /**
+   * `serverInfo` sent to clients. Default: the `name` and `version` of the app's `package.json`
+   * (read from the working directory at register time), else `{ name: 'fastify-mcp-http', version: <plugin version> }`.
+   */
   serverInfo?: Implementation
   /** Instructions returned by `initialize`. */
   instructions?: string
@@ -190,6 +207,10 @@ export interface ResolvedOptions {
   instructions: string | undefined
   gcProbability: number
   gcDivisor: number
+  /** Refuse a handshake-era request without `Mcp-Session-Id` with 400 (else: served without a session). */
+  requireSessionId: boolean
+  /** Idle TTL of a session until its first use after `initialize` (ms). */
+  unusedTtl: number
   backends: ResolvedBackends
   allowedOrigins: (origin: string) => boolean
   allowedHosts: (host: string) => boolean
@@ -232,6 +253,7 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
   if (opts.redis !== undefined && typeof opts.redis !== 'string' && (typeof opts.redis !== 'object' || opts.redis === null || typeof (opts.redis as { publish?: unknown }).publish !== 'function')) {
     fail('redis', 'must be an ioredis client, Cluster or URL')
   }
+  if (typeof opts.redis === 'string') checkRedisUrl(opts.redis)
   if (opts.redisPrefix !== undefined && (typeof opts.redisPrefix !== 'string' || /[{}]/.test(opts.redisPrefix))) fail('redisPrefix', 'must be a string without braces')
   if (opts.eventLog !== undefined && (typeof opts.eventLog !== 'object' || typeof opts.eventLog.append !== 'function')) fail('eventLog', 'must implement the EventLog contract')
   const el = opts.eventLogOptions ?? {}
@@ -257,7 +279,7 @@ function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<Re
   if (typeof path !== 'string' || !path.startsWith('/')) fail('path', 'must be a string starting with "/"')
   const prefix = opts.prefix
   if (prefix !== undefined && typeof prefix !== 'string') fail('prefix', 'must be a string')
-  const serverInfo = opts.serverInfo ?? { name: 'fastify-mcp-http', version: defaultVersion }
+  const serverInfo = opts.serverInfo ?? appIdentity({ name: 'fastify-mcp-http', version: defaultVersion })
   if (typeof serverInfo !== 'object' || typeof serverInfo.name !== 'string' || typeof serverInfo.version !== 'string') {
     fail('serverInfo', 'must be { name: string, version: string }')
   }
@@ -265,13 +287,16 @@ function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<Re
   return { path, prefix: prefix === '' ? undefined : prefix, serverInfo: { ...serverInfo }, instructions: opts.instructions }
 }
 
-function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number } {
+function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number, requireSessionId: boolean, unusedTtl: number } {
   if (typeof s !== 'object' || s === null) fail('sessions', 'must be an object')
   const gcProbability = s.gcProbability ?? 1
   const gcDivisor = s.gcDivisor ?? 100
   if (typeof gcProbability !== 'number' || !(gcProbability >= 0)) fail('sessions.gcProbability', 'gcProbability must be greater than or equal to 0.')
   if (typeof gcDivisor !== 'number' || !(gcDivisor >= 1)) fail('sessions.gcDivisor', 'gcDivisor must be greater than or equal to 1.')
-  return { gcProbability, gcDivisor }
+  const requireSessionId = s.requireSessionId ?? false
+  if (typeof requireSessionId !== 'boolean') fail('sessions.requireSessionId', 'must be a boolean')
+  const unusedTtl = nonNegativeInt(s as Record<string, unknown>, 'unusedTtl', 120_000, 1, 'sessions.unusedTtl')
+  return { gcProbability, gcDivisor, requireSessionId, unusedTtl }
 }
 
 /**
@@ -306,6 +331,7 @@ function checkAuth (opts: McpPluginOptions): Pick<ResolvedOptions, 'authenticate
 export function resolveOptions (opts: McpPluginOptions, defaultVersion: string): ResolvedOptions {
   if (typeof opts !== 'object' || opts === null) fail('options', 'must be an object')
   const o = opts as Record<string, unknown>
+  checkKnownKeys(o)
   const sessions = (opts.sessions ?? {}) as SessionOptions
   return Object.freeze({
     ...checkIdentity(opts, defaultVersion),

@@ -11,6 +11,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Bus, BusMessage } from './bus.js'
 import type { SessionJob, SessionTopics, TopicLogger } from './session-topics.js'
+import { shownId } from '../shown-id.js'
 
 interface Waiter {
   resolve: (msg: Record<string, unknown>) => void
@@ -151,7 +152,7 @@ export class PendingAnswers implements SessionJob {
   #dropped (sid: string, id: unknown, why: string): void {
     // The id is the client's: log a bounded piece of it.
     const shown = typeof id === 'string' ? id.slice(0, 64) : typeof id === 'number' ? id : typeof id
-    this.#logger.debug({ sessionId: sid, id: shown }, why)
+    this.#logger.debug({ sessionId: shownId(sid), id: shown }, why)
   }
 
   onMessage (sid: string, m: BusMessage): void {
@@ -163,7 +164,7 @@ export class PendingAnswers implements SessionJob {
     const id = String(msg.id)
     const waiter = this.#bySession.get(sid)?.get(id)
     if (waiter === undefined) {
-      this.#logger.debug({ sessionId: sid, id }, 'answer for an unknown or expired request; dropped')
+      this.#logger.debug({ sessionId: shownId(sid), id }, 'answer for an unknown or expired request; dropped')
       return
     }
     // `via` names the instance that received the answer (one that predates it sends none: another one).

@@ -10,6 +10,7 @@
 import type { BusMessage } from './bus.js'
 import { newStreamId, type EventLog } from './event-log.js'
 import type { EventSink } from './event-sink.js'
+import { shownId } from '../shown-id.js'
 
 /** The logger a stream reports write failures to (a Fastify/pino logger fits). */
 export interface StreamLogger {
@@ -93,7 +94,7 @@ export class ServerStream {
   readonly #failed = (err: unknown): void => { this.#pending--; this.#warn(err) }
 
   #warn (err: unknown): void {
-    this.#o.logger.warn({ err, sessionId: this.sessionId, streamId: this.id }, 'SSE stream write failed')
+    this.#o.logger.warn({ err, sessionId: shownId(this.sessionId), streamId: this.id }, 'SSE stream write failed')
   }
 
   /** Resolves when everything enqueued so far was written. */
@@ -127,7 +128,7 @@ export class ServerStream {
         id = await this.#o.log.append(this.sessionId, this.id, data)
       } catch (err) {
         // The log is down: still deliver on the live connection, without an id to resume from.
-        this.#o.logger.warn({ err, sessionId: this.sessionId }, 'event log append failed')
+        this.#o.logger.warn({ err, sessionId: shownId(this.sessionId) }, 'event log append failed')
       }
       this.#write(id, data)
       if (id !== null) this.#o.publish?.({ t: 'event', sid: this.sessionId, streamId: this.id, id, data })

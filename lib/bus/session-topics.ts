@@ -7,6 +7,7 @@
  */
 import { SteadyMap } from '../steady-map.js'
 import type { Bus, BusMessage } from './bus.js'
+import { shownId } from '../shown-id.js'
 
 /** What a job reports to its logger (a Fastify/pino logger fits). */
 export interface TopicLogger {
@@ -113,7 +114,7 @@ export class SessionTopics {
     topic.subscription = subscription
     topic.failed = false
     subscription.catch((err: unknown) => {
-      this.#logger.error({ err, sessionId: sid }, 'bus subscription failed')
+      this.#logger.error({ err, sessionId: shownId(sid) }, 'bus subscription failed')
       // A failed subscription is not kept: the next ready() subscribes again.
       if (topic.subscription === subscription) topic.failed = true
     })
@@ -127,7 +128,7 @@ export class SessionTopics {
     this.#topics.delete(sid)
     if (topic.failed || topic.subscription === null) return
     topic.subscription.then(unsub => unsub())
-      .catch((err: unknown) => this.#logger.warn({ err, sessionId: sid }, 'bus unsubscribe failed'))
+      .catch((err: unknown) => this.#logger.warn({ err, sessionId: shownId(sid) }, 'bus unsubscribe failed'))
   }
 
   /** Publishes on the session's channel (reaches whichever process holds the waiter or stream). */

@@ -7,7 +7,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { decideAccess, isVisible, visibleTo } from '../auth/access.js'
 import { insufficientScope } from '../auth/bearer.js'
 import { InputRequiredSignal, type McpContext, type McpPrincipal } from '../context.js'
-import { FST_ERR_MCP_CAPABILITY } from '../errors.js'
+import { FST_ERR_MCP_CAPABILITY, FST_ERR_MCP_NO_SESSION } from '../errors.js'
 import { ErrorCode, MAX_ECHOED_URI, McpError, echoed } from '../jsonrpc/errors.js'
 import type { ToolLimiter, ToolPermit } from '../limits/limiter.js'
 import { readOnlyRun } from '../state/snapshot.js'
@@ -20,6 +20,8 @@ type Params = Record<string, unknown>
 function toolFailed (log: FastifyBaseLogger, tool: string, err: unknown): void {
   // The client did not declare what the tool asked of it: the client's doing, not a server fault.
   if (err instanceof FST_ERR_MCP_CAPABILITY) { log.info({ tool, reason: err.message }, 'tool call failed: the client lacks a capability'); return }
+  // Asked of a client that sent no session id (it cannot answer): the client's doing too.
+  if (err instanceof FST_ERR_MCP_NO_SESSION) { log.info({ tool, reason: err.message }, 'tool call failed: the client sent no session id'); return }
   log.error({ err, tool }, 'tool handler failed')
 }
 
@@ -193,7 +195,7 @@ function validatedCall (tool: ToolEntry, name: string, input: Awaited<ReturnType
   options: CallToolOptions): Promise<Record<string, unknown>> {
   if (!input.ok) return Promise.resolve(errorResult(`Invalid arguments for tool "${name}": ${input.problem}`))
   if (tool.needsSession && ctx.session === null) {
-    return Promise.resolve(errorResult(`Tool "${name}" needs a session: connect with the MCP handshake (initialize, protocol 2025-11-25 or earlier).`))
+    return Promise.resolve(errorResult(`Tool "${name}" needs a session: connect with the MCP handshake (initialize, protocol 2025-11-25 or earlier) and send back the Mcp-Session-Id header it returns on every later request.`))
   }
   const value = input.value as Record<string, unknown>
   if (tool.taskSupport === 'forbidden' && tool.handle === null) return runTool(tool, name, value, ctx, log, options.isProtocolError)

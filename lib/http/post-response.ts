@@ -9,6 +9,7 @@ import { ServerStream } from '../bus/server-stream.js'
 import { stringifyMessage } from '../jsonrpc/messages.js'
 import type { ChannelOptions, ResponseChannel } from '../protocol/exchange.js'
 import { SseWriter } from './sse-writer.js'
+import { shownId } from '../shown-id.js'
 
 /**
  * The Content-Type of a JSON answer, as Fastify sends it: given whole, since for a type without a
@@ -50,7 +51,7 @@ export class PostResponse implements ResponseChannel {
       headers: this.#opts.headers,
       logger: this.#request.log,
       // The stream's id is made only when a line names it (a random id costs a crypto call).
-      what: () => ({ sessionId: sid, streamId: stream.id })
+      what: () => ({ sessionId: shownId(sid ?? ''), streamId: stream.id })
     }))
     if (resumable) stream.prime()
     this.#stream = stream

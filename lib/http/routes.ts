@@ -89,7 +89,12 @@ function answerError (err: unknown, id: RequestId | null, request: FastifyReques
     request.log.error({ err }, 'MCP request failed after its answer started')
     return
   }
-  if (err instanceof HttpRefusal) { sendError(reply, err.status, errorResponse(err.id, err.code, err.message, err.data), err.headers); return }
+  if (err instanceof HttpRefusal) {
+    logAccessRefusal(request, err)
+    sendError(reply, err.status, errorResponse(err.id, err.code, err.message, err.data), err.headers)
+    return
+  }
+  if (err instanceof McpError) logAccessRefusal(request, err)
   if (err instanceof McpError || typeof err !== 'object' || err === null) {
     // An McpError's own headers go with it: an AuthError's challenge, a ToolLimitError's Retry-After.
     const { status, body, headers } = errorReply(err, id, { status: 500, log: request.log })
@@ -164,6 +169,22 @@ function authenticator (opts: ResolvedOptions): ((request: FastifyRequest) => Pr
   }
 }
 
+/**
+ * A 401 or 403 says why in the log (at info: a refusal is not a fault), never with the token: the
+ * reason (`no_token`, `invalid_token`, `insufficient_scope`, an Origin or Host not allowed, no
+ * principal), and the description the challenge carries, cut.
+ */
+function logAccessRefusal (request: FastifyRequest, err: McpError): void {
+  const status = err.status
+  if (status !== 401 && status !== 403) return
+  const data = err.data as { error_description?: unknown } | undefined
+  const described = typeof data?.error_description === 'string' ? echoed(data.error_description, 200) : undefined
+  const reason = typeof (err as { reason?: unknown }).reason === 'string'
+    ? (err as unknown as { reason: string }).reason
+    : status === 401 ? 'authenticate returned no principal' : err.message
+  request.log.info({ statusCode: status, reason, description: described }, 'MCP request refused')
+}
+
 /** Registers the routes (see the module doc). */
 export async function mcpRoutes (child: FastifyInstance, { opts, engine, access, onEndpoint }: RoutesOptions): Promise<void> {
   if (onEndpoint !== undefined) child.addHook('onRoute', (route) => { if (route.method === 'POST') onEndpoint(route.url) })
@@ -175,6 +196,13 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine, access,
   child.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: opts.bodyLimit }, asText)
   child.addContentTypeParser('*', { parseAs: 'string', bodyLimit: opts.bodyLimit }, asText)
   child.setErrorHandler((err: unknown, request, reply) => { answerError(err, null, request, reply, opts) })
+  // Every 503 the plugin sends says when to come back (store, lock, bus, JWKS down; busy): an
+  // error that names its own Retry-After (a limit, the drain) keeps it.
+  const retryAfter = String(Math.max(1, Math.ceil(opts.retryInterval / 1000)))
+  child.addHook('onSend', (_request, reply, payload, done) => {
+    if (reply.statusCode === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', retryAfter)
+    done(null, payload)
+  })
 
   const authenticate = authenticator(opts)
   // With `auth` the challenge names the metadata and `auth.requiredScopes`; with a custom

@@ -1,4 +1,5 @@
-/** Errors of the session lock contract. */
+/** Errors of the session lock contract. Their messages show ids cut (`shownId`): ids are secrets. */
+import { shownId } from '../shown-id.js'
 
 /** The lock backend failed, or the lock was misused (released twice, acquired twice). */
 export class SessionLockError extends Error {
@@ -12,13 +13,14 @@ export class SessionLockError extends Error {
 
 /** The lock stayed busy for the whole acquire timeout. */
 export class SessionLockTimeoutError extends SessionLockError {
-  readonly sessionId: string
+  declare readonly sessionId: string
   readonly timeout: number
   constructor (sessionId: string, timeout: number) {
-    super(`Timed out after ${(timeout / 1000).toFixed(3)}s waiting for the lock of session ${sessionId}`,
+    super(`Timed out after ${(timeout / 1000).toFixed(3)}s waiting for the lock of session ${shownId(sessionId)}`,
       { code: 'MCP_SESSION_LOCK_TIMEOUT' })
     this.name = 'SessionLockTimeoutError'
-    this.sessionId = sessionId
+    // Not enumerable: a logged error (pino's serializer copies own enumerable fields) never carries the whole id.
+    Object.defineProperty(this, 'sessionId', { value: sessionId, enumerable: false })
     this.timeout = timeout
   }
 }
@@ -44,12 +46,12 @@ export const SessionLockErrorCodes = {
 
 /** `release()` of a lease that is no longer held. */
 export function notHeldError (id: string): SessionLockError {
-  return new SessionLockError(`The lock of session ${id} is not held.`, { code: SessionLockErrorCodes.NOT_HELD })
+  return new SessionLockError(`The lock of session ${shownId(id)} is not held.`, { code: SessionLockErrorCodes.NOT_HELD })
 }
 
 /** `acquire()` by an owner that holds the lock already: an error instead of a deadlock. */
 export function alreadyHeldError (id: string): SessionLockError {
-  return new SessionLockError(`The lock of session ${id} is already held by this owner.`,
+  return new SessionLockError(`The lock of session ${shownId(id)} is already held by this owner.`,
     { code: SessionLockErrorCodes.ALREADY_HELD })
 }
 
@@ -61,5 +63,5 @@ export function closedError (): SessionLockError {
 /** The backend failed: the cause is kept, and its message appended so a log line shows it. */
 export function backendError (id: string, cause: unknown): SessionLockError {
   const detail = cause instanceof Error ? cause.message : String(cause)
-  return new SessionLockError(`Failed to acquire the lock of session ${id} (${detail})`, { cause })
+  return new SessionLockError(`Failed to acquire the lock of session ${shownId(id)} (${detail})`, { cause })
 }

@@ -31,6 +31,7 @@ import { Lease } from './lease.js'
 import { isFileSafeKey } from './file-safe-id.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
 import { signalOf, type AcquireOptions, type LocalAcquireOptions, type SessionLease, type SessionLock } from './session-lock.js'
+import { shownId } from '../shown-id.js'
 
 interface NativeFileLocks {
   /** Exclusive non-blocking lock on the whole file; false when another descriptor holds it. */
@@ -221,7 +222,7 @@ export class FileSessionLock implements SessionLock {
         // Closing the descriptor drops the kernel lock; the file stays for the next holder.
         await handle.close()
       } catch (err) {
-        throw new SessionLockError(`Failed to release the lock of session ${id}`, { cause: err })
+        throw new SessionLockError(`Failed to release the lock of session ${shownId(id)}`, { cause: err })
       } finally {
         slot()
       }

@@ -7,6 +7,7 @@ import { SessionLockError, SessionLockErrorCodes } from './errors.js'
 import type { FifoRelease } from './keyed-fifo.js'
 import { Lease } from './lease.js'
 import type { Renewal, RenewalClock, RenewalTarget } from './renewal.js'
+import { shownId } from '../shown-id.js'
 
 /**
  * A lease of a `RedisSessionLock`, with what releasing, renewing and passing it on need: one
@@ -64,7 +65,7 @@ export class RedisLease extends Lease implements RenewalTarget {
     try {
       await released
     } catch (err) {
-      throw new SessionLockError(`Failed to release the lock of session ${this.id}; it expires in ${this.ttl} ms`, { cause: err })
+      throw new SessionLockError(`Failed to release the lock of session ${shownId(this.id)}; it expires in ${this.ttl} ms`, { cause: err })
     }
   }
 
@@ -79,7 +80,7 @@ export class RedisLease extends Lease implements RenewalTarget {
 
   leaseLost (): void {
     // Our token is gone from Redis (or may be): tell the holder; it still releases the lease.
-    this.lose(new SessionLockError(`The lock of session ${this.id} was lost`, { code: SessionLockErrorCodes.LEASE_LOST }))
+    this.lose(new SessionLockError(`The lock of session ${shownId(this.id)} was lost`, { code: SessionLockErrorCodes.LEASE_LOST }))
   }
 }
 

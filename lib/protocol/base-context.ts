@@ -8,7 +8,7 @@
  * Classes rather than object literals of closures: one context per request is the hot path, and
  * methods on a prototype cost nothing per request.
  */
-import type { FastifyRequest } from 'fastify'
+import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import {
   LOG_LEVELS,
   type ElicitResult, type FormElicitParams, type HandleMinter, type LogLevel, type McpContext, type McpPrincipal, type ProgressUpdate,
@@ -69,7 +69,7 @@ export interface ContextParts {
   channel: ResponseChannel
   abort: RequestAbort
   /** Makes the `ctx.handles` of a principal (absent: no handle kinds are served). */
-  handles?: (principal: McpPrincipal | null, ip?: string) => HandleMinter
+  handles?: (principal: McpPrincipal | null, ip?: string, log?: FastifyBaseLogger) => HandleMinter
 }
 
 /** `ctx.handles` where no handles are served (a context made outside the engine). */
@@ -117,7 +117,7 @@ export abstract class BaseContext implements McpContext {
   get signal (): AbortSignal { return this.abort.signal }
 
   get handles (): HandleMinter {
-    this.#handles ??= this.#makeHandles?.(this.principal, this.request.ip) ?? NO_HANDLES
+    this.#handles ??= this.#makeHandles?.(this.principal, this.request.ip, this.request.log) ?? NO_HANDLES
     return this.#handles
   }
 

@@ -13,6 +13,7 @@ import { McpError } from '../jsonrpc/errors.js'
 import { reportClose, unkeptAnswer } from './legacy-session.js'
 import { handleRefusal, reportHandleClose } from './handle-calls.js'
 import type { Telemetry } from '../telemetry/index.js'
+import { shownId } from '../shown-id.js'
 
 /** The most of a client's answer a log line carries (JSON characters). */
 const LOGGED_ANSWER = 4096
@@ -115,7 +116,7 @@ export class ClientRequests implements ClientRequester {
     // count as lost (its changes never written) if it cannot be.
     await ctx.handleScope?.resume().catch((err: unknown) => { failed ??= err })
     if (failed === undefined) return
-    ctx.request.log.warn({ err: failed, sessionId: ctx.scope.id, method, answer: answer === undefined ? undefined : logged(answer) },
+    ctx.request.log.warn({ err: failed, sessionId: shownId(ctx.scope.id), method, answer: answer === undefined ? undefined : logged(answer) },
       'could not take the session or handle back after the client answered; the answer is dropped and the state left as it was')
     throw new FST_ERR_MCP_SESSION_BUSY((failed as Error).message)
   }

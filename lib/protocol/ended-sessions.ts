@@ -8,6 +8,7 @@
 import type { EventLog } from '../bus/event-log.js'
 import type { Hub } from '../bus/hub.js'
 import type { SessionStore } from '../sessions/session-store.js'
+import { shownId } from '../shown-id.js'
 
 /** What ending a session touches. */
 export interface SessionEndDeps {
@@ -25,7 +26,7 @@ export interface EndLogger {
  * their ttl); a bus failure rejects (the caller decides: DELETE still answers 200, as the session is gone, and logs; expiry logs).
  */
 export async function endSession (d: SessionEndDeps, sid: string, log: EndLogger): Promise<void> {
-  await d.eventLog.dropSession(sid).catch((err: unknown) => { log.warn({ err, sessionId: sid }, 'event log cleanup failed') })
+  await d.eventLog.dropSession(sid).catch((err: unknown) => { log.warn({ err, sessionId: shownId(sid) }, 'event log cleanup failed') })
   await d.hub.topics.publish(sid, { t: 'ended', sid })
 }
 
@@ -36,7 +37,7 @@ export async function endSession (d: SessionEndDeps, sid: string, log: EndLogger
 export function endExpired (d: SessionEndDeps, ids: string[], log: EndLogger): void {
   for (const sid of ids) {
     if (sid.startsWith('~')) continue
-    endSession(d, sid, log).catch((err: unknown) => { log.warn({ err, sessionId: sid }, 'ending an expired session failed') })
+    endSession(d, sid, log).catch((err: unknown) => { log.warn({ err, sessionId: shownId(sid) }, 'ending an expired session failed') })
   }
 }
 

@@ -29,7 +29,7 @@ import { MemorySessionLock } from '../locks/memory-lock.js'
 import { MemorySessionStore } from '../sessions/memory-store.js'
 import { TaskService } from '../tasks/task-service.js'
 import { TASK_METHODS, TaskCalls } from './task-calls.js'
-import { MAX_VERSION, NO_POST, Telemetry, type Era, type KnownNames, type PostTrace } from '../telemetry/index.js'
+import { MAX_VERSION, NO_POST, Telemetry, type Era, type KnownNames, type Peer, type PostTrace } from '../telemetry/index.js'
 import { HandleCalls } from './handle-calls.js'
 import type { Exchange } from './exchange.js'
 import { LegacyWire } from './legacy.js'
@@ -235,7 +235,7 @@ export class McpEngine {
       const asked = first.kind === 'request' && first.message.method === 'initialize' ? first.message.params?.protocolVersion : undefined
       version = typeof asked === 'string' && asked.length <= MAX_VERSION ? asked : undefined
     }
-    return this.#telemetry.post(era, sid, version, body.messages)
+    return this.#telemetry.post(era, sid, version, body.messages, peerOf(exchange))
   }
 
   /** GET of a handshake-era session's stream. */
@@ -243,7 +243,7 @@ export class McpEngine {
     await this.#telemetry.stream('GET', sessionHeader(exchange), exchange.request.headers['mcp-protocol-version'], async () => {
       this.#refuseWhileDraining()
       await openGetStream(this.#streams, exchange, principal)
-    })
+    }, peerOf(exchange))
   }
 
   /** DELETE of a handshake-era session. */
@@ -251,7 +251,7 @@ export class McpEngine {
     await this.#telemetry.stream('DELETE', sessionHeader(exchange), exchange.request.headers['mcp-protocol-version'], async () => {
       this.#refuseWhileDraining()
       await deleteSession(this.#streams, exchange, principal)
-    })
+    }, peerOf(exchange))
   }
 
   /** A notification for one session's GET stream, on whatever instance holds it. */
@@ -336,6 +336,12 @@ function notification (method: string, params?: Record<string, unknown>): Record
   const msg: Record<string, unknown> = { jsonrpc: '2.0', method }
   if (params !== undefined) msg.params = params
   return msg
+}
+
+/** Who sent the request, for the spans (`client.address` follows the app's `trustProxy`). */
+function peerOf (exchange: Exchange): Peer {
+  const request = exchange.request
+  return { address: request.ip, port: request.socket?.remotePort, httpVersion: request.raw.httpVersion }
 }
 
 /** The request's `Mcp-Session-Id` when well-formed (it becomes a span attribute), else null. */

@@ -19,7 +19,7 @@ import type { StateHandles } from '../state/handles.js'
 import { SNAPSHOT, sealSnapshot } from '../state/snapshot.js'
 import type { CloseResult, StateScope } from '../state/state-scope.js'
 import type { BaseContext } from './base-context.js'
-import { openFailure } from './open-failure.js'
+import { OutageLog, openFailure } from './open-failure.js'
 
 /** The refusals of a handle call, by what happened (all 503: the client may retry). */
 export const handleRefusal = {
@@ -52,6 +52,8 @@ export interface HandleCallsOptions {
 export class HandleCalls implements StateRunner {
   readonly #handles: StateHandles
   readonly #options: HandleCallsOptions
+  /** The handles' backend outages (see `OutageLog`). */
+  readonly #outages = new OutageLog()
   /** Calls of this instance queued for a handle's lock (the status and the lock-waiter gauge). */
   lockWaiters = 0
 
@@ -61,17 +63,23 @@ export class HandleCalls implements StateRunner {
   }
 
   /** `ctx.handles` for a principal at an address (a bound function: contexts take it as it is). */
-  readonly minter = (principal: McpPrincipal | null, ip?: string): HandleMinter => {
+  readonly minter = (principal: McpPrincipal | null, ip?: string, log?: FastifyBaseLogger): HandleMinter => {
     const handles = this.#handles
     const { anonymous, minted, clientKey } = this.#options
+    // The store failing is a 503 like on every other state path (never a tool error the model
+    // reads); a misuse (unknown kind, data JSON cannot carry) stays the handler's TypeError.
+    const down = (err: unknown, kind: string): never => {
+      if (err instanceof TypeError || err instanceof RangeError || log === undefined) throw err
+      throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind }, this.#outages)
+    }
     return {
       create: async (kind, data) => {
         if (principal === null && !anonymous) throw new TypeError('a state handle needs a principal when authentication is configured')
-        const id = await handles.create(kind, principal, data as Record<string, JsonValue> | undefined, clientKey(principal, ip))
+        const id = await handles.create(kind, principal, data as Record<string, JsonValue> | undefined, clientKey(principal, ip)).catch((err: unknown) => down(err, kind))
         minted()
         return id
       },
-      end: async (kind, id) => await handles.end(kind, id, principal)
+      end: async (kind, id) => await handles.end(kind, id, principal).catch((err: unknown) => down(err, kind))
     }
   }
 
@@ -89,10 +97,11 @@ export class HandleCalls implements StateRunner {
     } catch (err) {
       // Given up while queued: the wire answers for the request (cancelled, or its session ended).
       if (ctx.abort.aborted) throw ctx.abort.reason
-      throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind })
+      throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind }, this.#outages)
     } finally {
       this.lockWaiters -= waits
     }
+    this.#outages.ok(log)
     if (scope === null) return null
     if (readOnly) sealSnapshot(scope, 'handle')
     ctx.useHandle(scope)

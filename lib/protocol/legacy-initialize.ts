@@ -18,6 +18,7 @@ import type { ResolvedOptions } from '../options.js'
 import type { StateBackend } from '../state/state-scope.js'
 import type { Exchange } from './exchange.js'
 import { refuse } from './legacy-session.js'
+import { outagesOf } from './open-failure.js'
 import { negotiateLegacyVersion } from './versions.js'
 
 const invalidParams = (message: string): McpError => new McpError(ErrorCode.InvalidParams, `Invalid params: ${message}`, undefined, 400)
@@ -101,11 +102,13 @@ export async function initialize (d: InitializeDeps, exchange: Exchange, msg: Js
       [K.clientInfo]: clientInfo === null ? null : shortClientInfo(clientInfo),
       [K.principal]: principal?.id ?? null,
       [K.created]: Date.now()
-    }, { owner: d.limiter.clientKey(principal, request.ip) })
+    // Short-lived until its first use: a client that never comes back with the id leaves little.
+    }, { owner: d.limiter.clientKey(principal, request.ip), unusedTtl: d.opts.unusedTtl })
   } catch (err) {
-    request.log.error({ err }, 'session store unavailable')
+    outagesOf(d.sessions).failed('session store', err, request.log, {})
     throw refuse.storeDown()
   }
+  outagesOf(d.sessions).ok(request.log)
   const result: Record<string, unknown> = {
     protocolVersion: version,
     capabilities: d.capabilities(),

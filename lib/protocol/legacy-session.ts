@@ -10,9 +10,10 @@ import { ErrorCode, McpError, echoed } from '../jsonrpc/errors.js'
 import { K } from '../sessions/session-handle.js'
 import { isValidSessionId } from '../sessions/session-id.js'
 import type { CloseResult, StateBackend, StateScope } from '../state/state-scope.js'
-import { openFailure } from './open-failure.js'
+import { openFailure, outagesOf } from './open-failure.js'
 import type { RequestAbort } from './request-abort.js'
 import { isLegacyVersion } from './versions.js'
+import { shownId } from '../shown-id.js'
 
 /** The refusals of this module (and the wire), by what happened. */
 export const refuse = {
@@ -50,13 +51,13 @@ export function checkVersionHeader (request: FastifyRequest): void {
 }
 
 /** Maps a store or lock failure to the 503 the client should retry after (never a 404), and logs it. */
-export function unavailable (err: unknown, log: FastifyBaseLogger, sid: string): McpError {
-  return openFailure(err, log, refuse, 'session', { sessionId: sid })
+export function unavailable (err: unknown, log: FastifyBaseLogger, sid: string, sessions: StateBackend): McpError {
+  return openFailure(err, log, refuse, 'session', { sessionId: shownId(sid) }, outagesOf(sessions))
 }
 
 /** Logs a bus failure and maps it to its 503 (a bus down is never a 500). */
 export function busDown (err: unknown, log: FastifyBaseLogger, sid: string): McpError {
-  log.error({ err, sessionId: sid }, 'message bus unavailable')
+  log.error({ err, sessionId: shownId(sid) }, 'message bus unavailable')
   return refuse.busDown()
 }
 
@@ -80,26 +81,28 @@ export function openSession (sessions: StateBackend, request: FastifyRequest, si
   try {
     now = sessions.openNow(sid, options)
   } catch (err) {
-    return opened(Promise.reject(err), request, sid, principal, abort)
+    return opened(sessions, Promise.reject(err), request, sid, principal, abort)
   }
-  if (now === undefined) return opened(sessions.open(sid, options), request, sid, principal, abort)
+  if (now === undefined) return opened(sessions, sessions.open(sid, options), request, sid, principal, abort)
   if (now !== null && abort?.aborted !== true && ownerOf(now) === (principal?.id ?? null)) {
     request.mcpSession = now.handle
     return now
   }
-  return opened(Promise.resolve(now), request, sid, principal, abort)
+  return opened(sessions, Promise.resolve(now), request, sid, principal, abort)
 }
 
 /** The rest of {@link openSession}: waits for the open, and admits the scope or refuses it. */
-async function opened (opening: Promise<StateScope | null>, request: FastifyRequest, sid: string, principal: McpPrincipal | null,
+async function opened (sessions: StateBackend, opening: Promise<StateScope | null>, request: FastifyRequest, sid: string, principal: McpPrincipal | null,
   abort: RequestAbort | undefined): Promise<StateScope | null> {
   let scope: StateScope | null
   try {
     scope = await opening
   } catch (err) {
     if (abort?.aborted === true) return gaveUp(abort, request, sid)
-    throw unavailable(err, request.log, sid)
+    throw unavailable(err, request.log, sid, sessions)
   }
+  // The backend answered: an outage it had is over.
+  outagesOf(sessions).ok(request.log)
   if (scope === null) throw refuse.notFound()
   if (abort?.aborted === true) {
     // Granted just as the request was given up: its handler never runs.
@@ -125,7 +128,7 @@ function ownerOf (scope: StateScope): string | null {
  */
 function gaveUp (abort: RequestAbort, request: FastifyRequest, sid: string): null {
   if (sessionEnded(abort.reason)) throw refuse.notFound()
-  request.log.debug({ sessionId: sid, reason: String((abort.reason as Error)?.message ?? abort.reason) }, 'request given up while waiting for the session lock')
+  request.log.debug({ sessionId: shownId(sid), reason: String((abort.reason as Error)?.message ?? abort.reason) }, 'request given up while waiting for the session lock')
   return null
 }
 
@@ -137,15 +140,15 @@ export function reportClose (closed: CloseResult, log: FastifyBaseLogger, sid: s
   switch (closed.status) {
     case 'unchanged':
       // Stopped by the loss before it changed anything: nothing to drop, but its client is told 503.
-      if (abortReason instanceof LeaseLostError) log.warn({ sessionId: sid, result: 'lost' }, 'session lock lost; the request was stopped before it changed anything')
+      if (abortReason instanceof LeaseLostError) log.warn({ sessionId: shownId(sid), result: 'lost' }, 'session lock lost; the request was stopped before it changed anything')
       break
-    case 'gone': log.warn({ sessionId: sid, result: 'gone' }, 'session ended meanwhile; changes dropped'); break
-    case 'fenced': log.warn({ sessionId: sid, result: 'fenced' }, 'session lock lost and the session changed meanwhile; changes dropped'); break
-    case 'lost': log.warn({ sessionId: sid, result: 'lost' }, 'session lock lost; changes dropped'); break
-    case 'failed': log.error({ err: closed.error, sessionId: sid }, 'session save failed')
+    case 'gone': log.warn({ sessionId: shownId(sid), result: 'gone' }, 'session ended meanwhile; changes dropped'); break
+    case 'fenced': log.warn({ sessionId: shownId(sid), result: 'fenced' }, 'session lock lost and the session changed meanwhile; changes dropped'); break
+    case 'lost': log.warn({ sessionId: shownId(sid), result: 'lost' }, 'session lock lost; changes dropped'); break
+    case 'failed': log.error({ err: closed.error, sessionId: shownId(sid) }, 'session save failed')
   }
   if (closed.releaseError !== undefined) {
-    log.warn({ err: closed.releaseError, sessionId: sid }, 'session lock release failed; it expires in the backend')
+    log.warn({ err: closed.releaseError, sessionId: shownId(sid) }, 'session lock release failed; it expires in the backend')
   }
 }
 

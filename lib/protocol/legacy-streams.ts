@@ -14,6 +14,7 @@ import type { Exchange } from './exchange.js'
 import { endSession } from './ended-sessions.js'
 import { busDown, checkVersionHeader, openSession, refuse, sessionIdOf, unavailable } from './legacy-session.js'
 import { supportsSsePolling } from './versions.js'
+import { shownId } from '../shown-id.js'
 
 /** What GET and DELETE need of the wire. */
 export interface StreamDeps {
@@ -60,7 +61,7 @@ export async function openGetStream (d: StreamDeps, exchange: Exchange, principa
     d.hub.getStreams.drop(sid, stream)
     throw busDown(err, request.log, sid)
   }
-  const sink = exchange.stream({ keepAlive: d.opts.keepAliveInterval, what: { sessionId: sid, streamId: stream.id } })
+  const sink = exchange.stream({ keepAlive: d.opts.keepAliveInterval, what: { sessionId: shownId(sid), streamId: stream.id } })
   stream.attach(sink, () => { d.hub.getStreams.drop(sid, stream) })
   stream.replay(backlog)
   if (resumeId !== undefined) return
@@ -81,13 +82,13 @@ async function followPostStream (d: StreamDeps, exchange: Exchange, sid: string,
     replay = await d.eventLog.replay(sid, lastEventId)
   } catch (err) {
     following.cancel()
-    throw unavailable(err, log, sid)
+    throw unavailable(err, log, sid, d.sessions)
   }
   if (replay === null) {
     following.cancel()
     return false
   }
-  following.start(exchange.stream({ keepAlive: 0, what: { sessionId: sid, streamId: replay.streamId } }), replay.events, replay.finished)
+  following.start(exchange.stream({ keepAlive: 0, what: { sessionId: shownId(sid), streamId: replay.streamId } }), replay.events, replay.finished)
   return true
 }
 
@@ -110,13 +111,13 @@ export async function deleteSession (d: StreamDeps, exchange: Exchange, principa
   try {
     await scope.destroy()
   } catch (err) {
-    throw unavailable(err, request.log, sid)
+    throw unavailable(err, request.log, sid, d.sessions)
   }
   if (typeof created === 'number') d.ended?.(Math.max(0, Date.now() - created) / 1000, scope.handle.getProtocol<string>(K.version))
   // The session is gone from the store: that is what DELETE promised, so the client is told 200.
   // What else held it (other instances' streams, the event log) ends by its own checks and TTLs.
   await endSession(d, sid, request.log).catch((err: unknown) => {
-    request.log.warn({ err, sessionId: sid }, 'session deleted, but its end could not be told to other instances (bus unavailable)')
+    request.log.warn({ err, sessionId: shownId(sid) }, 'session deleted, but its end could not be told to other instances (bus unavailable)')
   })
   exchange.empty(200)
 }

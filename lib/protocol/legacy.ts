@@ -15,7 +15,7 @@ import type { Tracking } from '../bus/inflight.js'
 import { LOG_LEVELS, type McpPrincipal } from '../context.js'
 import { METHODS, methodNotFound, needCapability } from '../features/method-table.js'
 import type { Registry } from '../features/registry.js'
-import { ErrorCode, McpError, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
+import { ErrorCode, McpError, errorResponse, type RequestId } from '../jsonrpc/errors.js'
 import type { ToolLimiter } from '../limits/limiter.js'
 import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../options.js'
@@ -26,11 +26,13 @@ import { NO_POST, type PostTrace, type Telemetry } from '../telemetry/index.js'
 import { ClientRequests } from './client-requests.js'
 import type { Exchange, ResponseChannel } from './exchange.js'
 import type { HandleCalls } from './handle-calls.js'
+import type { BaseContext } from './base-context.js'
 import { LegacyContext } from './legacy-context.js'
 import { initialize } from './legacy-initialize.js'
 import { LeaseLostError, busDown, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './legacy-session.js'
 import { closingHeaders, stoppedByDrain, stoppedError, stoppedResponse } from './drain.js'
 import { RequestAbort } from './request-abort.js'
+import { failedAnswer, needsSession, postWithoutSession, type SessionlessDeps } from './legacy-sessionless.js'
 import { allowsBatches, supportsSsePolling } from './versions.js'
 
 /** What a session may subscribe to (kept in the session, and on the instance holding its GET stream). */
@@ -100,12 +102,14 @@ interface PostRun {
 export class LegacyWire {
   readonly #d: LegacyDeps
   readonly #clientRequests: ClientRequests
+  readonly #sessionless: SessionlessDeps
   /** Requests of this instance waiting for their session's lock (status, gauges). */
   lockWaiters = 0
 
   constructor (deps: LegacyDeps) {
     this.#d = deps
     this.#clientRequests = new ClientRequests(deps.hub, deps.opts, deps.telemetry)
+    this.#sessionless = { opts: deps.opts, handles: deps.handles, maybeGc: deps.maybeGc, dispatch: (msg, ctx, log) => this.#dispatch(null, msg, ctx, log) }
   }
 
   /** Handles a legacy POST whose body parsed. */
@@ -118,6 +122,11 @@ export class LegacyWire {
     }
     const requests = this.#checkPost(body)
     const request = exchange.request
+    // No session named: served without one (legacy-sessionless.ts), unless the app wants the strict 400.
+    if (request.headers['mcp-session-id'] === undefined && !this.#d.opts.requireSessionId) {
+      await postWithoutSession(this.#sessionless, exchange, body, principal, trace)
+      return
+    }
     const sid = sessionIdOf(request)
     if (requests > 0 && this.#d.hub.streams(sid) + requests > this.#d.opts.maxStreamsPerSession) throw refuse.tooManyStreams()
     // Watched from before the lock wait: a client that leaves while queued gives up its place at once.
@@ -325,11 +334,7 @@ export class LegacyWire {
       return response
     } catch (err) {
       if (abort.aborted) return this.#abortedResponse(run, msg.id, abort)
-      const reply = errorReply(err, msg.id, { status: 200, log: request.log, msg: 'MCP handler failed', what: { method: msg.method } })
-      run.status = reply.status
-      run.headers = reply.headers
-      run.trace.answered(msg, reply.body, reply.status)
-      return reply.body
+      return failedAnswer(run, msg, err, request.log)
     } finally {
       ctx.finished = true
       tracking.untrack()
@@ -353,7 +358,7 @@ export class LegacyWire {
   }
 
   /** A request's method; throws or rejects its refusal (not async: the method has the frame). */
-  #dispatch (scope: StateScope, msg: JsonRpcRequest, ctx: LegacyContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> | Record<string, unknown> {
+  #dispatch (scope: StateScope | null, msg: JsonRpcRequest, ctx: BaseContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> | Record<string, unknown> {
     const params = msg.params ?? {}
     const problem = metaProblem(params)
     if (problem !== null) throw new McpError(ErrorCode.InvalidParams, problem)
@@ -374,8 +379,10 @@ export class LegacyWire {
       case 'resources/subscribe':
       case 'resources/unsubscribe':
         needCapability(caps, 'resources', msg.method)
+        if (scope === null) throw needsSession(msg.method)
         return this.#subscribe(scope, msg.method, params)
       case 'logging/setLevel':
+        if (scope === null) throw needsSession(msg.method)
         if (!LOG_LEVELS.includes(params.level as never)) {
           throw new McpError(ErrorCode.InvalidParams, `Invalid params: level must be one of ${LOG_LEVELS.join(', ')}`)
         }

@@ -20,27 +20,80 @@ export interface OpenRefusals {
   storeDown: () => McpError
 }
 
+/** How often an outage that lasts is logged again at error (ms). */
+export const OUTAGE_LOG_INTERVAL = 60_000
+
+interface Outage { since: number, logged: number, failures: number }
+
+/**
+ * The log of backend outages (the store or the lock down): the first failure at error with its
+ * cause, then at most one error line per {@link OUTAGE_LOG_INTERVAL} while it lasts (with the
+ * failures since it began; the others at debug, without a stack), and one warning when a state
+ * scope opens again. A client in a retry loop during a Redis outage makes a handful of lines, not
+ * a stack per request.
+ */
+export class OutageLog {
+  readonly #down = new Map<string, Outage>()
+
+  /** Logs one failure of `what` ("session store", "handle lock"). */
+  failed (what: string, err: unknown, log: FastifyBaseLogger, fields: Record<string, unknown>): void {
+    const now = Date.now()
+    const o = this.#down.get(what)
+    if (o === undefined) {
+      this.#down.set(what, { since: now, logged: now, failures: 1 })
+      log.error({ err, ...fields }, `${what} unavailable`)
+      return
+    }
+    o.failures++
+    if (now - o.logged >= OUTAGE_LOG_INTERVAL) {
+      o.logged = now
+      log.error({ err, ...fields, failures: o.failures, downMs: now - o.since }, `${what} still unavailable`)
+    } else {
+      log.debug({ ...fields, reason: err instanceof Error ? err.message : String(err) }, `${what} unavailable`)
+    }
+  }
+
+  /** A scope opened: every outage logged ends with one line. */
+  ok (log: FastifyBaseLogger): void {
+    if (this.#down.size === 0) return
+    const now = Date.now()
+    for (const [what, o] of this.#down) log.warn({ failures: o.failures, downMs: now - o.since }, `${what} available again`)
+    this.#down.clear()
+  }
+}
+
+/** The outage log of a backend (one per state backend: per plugin instance). */
+const OUTAGES = new WeakMap<object, OutageLog>()
+
+/** The {@link OutageLog} of `backend`. */
+export function outagesOf (backend: object): OutageLog {
+  let log = OUTAGES.get(backend)
+  if (log === undefined) { log = new OutageLog(); OUTAGES.set(backend, log) }
+  return log
+}
+
 /**
  * Maps a failure to open a scope to its refusal and logs it: a lock wait that timed out is a
- * warning (load, not a fault), the rest are errors with their cause. An `McpError` is already an
- * answer and passes through. `subject` names the scope in the log line ("session", "handle");
- * `fields` say which one without logging a secret (a handle's id is a bearer token).
+ * warning (load, not a fault), unreadable data an error with its cause, a backend down goes to
+ * `outages` (once per outage, see {@link OutageLog}). An `McpError` is already an answer and
+ * passes through. `subject` names the scope in the log line ("session", "handle"); `fields` say
+ * which one without logging a secret.
  */
 export function openFailure (err: unknown, log: FastifyBaseLogger, refusals: OpenRefusals,
-  subject: string, fields: Record<string, unknown>): McpError {
+  subject: string, fields: Record<string, unknown>, outages: OutageLog = new OutageLog()): McpError {
   if (err instanceof McpError) return err
   if (err instanceof SessionLockTimeoutError) {
     log.warn(fields, `${subject} busy: lock wait timed out`)
     return refusals.busy()
   }
   if (err instanceof SessionLockError) {
-    log.error({ err, ...fields }, `${subject} lock unavailable`)
+    outages.failed(`${subject} lock`, err, log, fields)
     return refusals.lockDown()
   }
   if (err instanceof SessionDataError) {
     log.error({ err, ...fields }, `${subject} data cannot be read`)
     return refusals.unreadable()
   }
-  log.error({ err, ...fields }, `${subject} store unavailable`)
+  outages.failed(`${subject} store`, err, log, fields)
   return refusals.storeDown()
 }

@@ -25,6 +25,7 @@ import { DEADLINE_GRACE, REFUSED, stoppedByDrain } from './drain.js'
 import type { ClientKey } from './listen.js'
 import { RequestAbort } from './request-abort.js'
 import { settleWithin } from '../settle.js'
+import { shownId } from '../shown-id.js'
 
 /** The methods of the extension this wire serves (`tasks/result` and `tasks/list` are gone: -32601). */
 export const TASK_METHODS = new Set(['tasks/get', 'tasks/update', 'tasks/cancel'])
@@ -102,11 +103,11 @@ function taskError (err: unknown): { code: number, message: string, data?: unkno
  * The log line of a task handler's failure, at the level the inline path gives the same: the
  * client's doing (a capability it did not declare, a protocol error) at info without a stack, a
  * cancellation or shutdown not at all, only the handler's own failure at error. The task id is
- * cut to its first 8 characters: it is the anonymous client's only credential.
+ * cut (`shownId`): it is the anonymous client's only credential.
  */
 function logTaskFailure (log: FastifyBaseLogger, err: unknown, tool: string, id: string): void {
   if (err instanceof TaskAbortError || stoppedByDrain(err)) return
-  const task = id.slice(0, 8)
+  const task = shownId(id)
   if (isClientCapabilityError(err)) log.info({ tool, task, reason: err.message }, 'task refused: the client lacks a capability')
   else if (!(err instanceof McpError)) log.error({ err, tool, task }, 'task handler failed')
 }
@@ -185,7 +186,7 @@ export class TaskCalls implements TaskStarter {
           logTaskFailure(log, err, tool, run.id)
           await run.finish({ error: taskError(err) })
         }
-      ).catch((err: unknown) => { log.error({ err, task: run.logId }, 'task end failed') }).finally(resolve)
+      ).catch((err: unknown) => { log.error({ err, task: shownId(run.id) }, 'task end failed') }).finally(resolve)
     }))
     this.#running.set(run, ended)
     void ended.then(() => this.#running.delete(run))

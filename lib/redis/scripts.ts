@@ -59,7 +59,7 @@ export type RedisConnectionOptions =
 
 /** The scripts {@link defineScripts} adds to a client. */
 export interface McpScripts {
-  mcpSessionCreate (session: string, ttl: number, own: '0' | '1', ...pairs: string[]): Promise<0 | 1>
+  mcpSessionCreate (session: string, ttl: number, own: '0' | '1', expiry: number, ...pairs: string[]): Promise<0 | 1>
   mcpSessionLoad (session: string, ttl: number): Promise<SessionReply | null>
   mcpSessionSave (session: string, lock: string, ...args: Array<string | number>): Promise<'ok' | 'gone' | 'fenced'>
   mcpLockRelease (lock: string, token: string): Promise<0 | 1>
@@ -160,16 +160,17 @@ end
  * Creates a session unless it exists. Returns 1 when created, 0 when the id is taken.
  *   KEYS[1] session hash
  *   ARGV[1] ttl (ms); ARGV[2] '1' when the ttl is the record's own (kept in \0t), else '0';
- *   ARGV[3 ..] field, JSON pairs
+ *   ARGV[3] the first expiry (ms): the ttl, or a shorter one until the first load or save (which
+ *   refresh by the ttl); ARGV[4 ..] field, JSON pairs
  */
 export const SESSION_CREATE = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], '\\0v', '0')
 if ARGV[2] == '1' then redis.call('HSET', KEYS[1], '\\0t', ARGV[1]) end
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 `
 

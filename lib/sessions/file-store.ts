@@ -26,6 +26,7 @@ import {
   type CreateOptions, type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
   type SessionStoreOptions
 } from './session-store.js'
+import { shownId } from '../shown-id.js'
 
 /** Options of {@link FileSessionStore}. */
 export interface FileSessionStoreOptions extends SessionStoreOptions {
@@ -96,12 +97,14 @@ export class FileSessionStore implements SessionStore {
         await link(temp, path)
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
-        if (await this.#isLive(path)) throw new Error(`Session ${id} already exists`)
+        if (await this.#isLive(path)) throw new Error(`Session ${shownId(id)} already exists`)
         await rename(temp, path) // an expired file gc has not collected yet: replace it
       } finally {
         await unlink(temp).catch(() => {})
       }
-      await this.#touch(path, ttl)
+      // Until its first load or save (a save writes a new file: a fresh mtime) it expires by `unusedTtl`.
+      const unused = options.unusedTtl === undefined ? undefined : Math.min(checkTtl(options.unusedTtl), ttl ?? this.ttl)
+      await this.#touch(path, unused ?? ttl)
     })
   }
 
@@ -244,7 +247,8 @@ export class FileSessionStore implements SessionStore {
       if (typeof file.version !== 'number' || typeof file.data !== 'object' || file.data === null) throw new TypeError('not a session file')
       return file
     } catch (err) {
-      throw new SessionDataError(basename(path, '.json'), `Session file ${path} is corrupt`, { cause: err })
+      const id = basename(path, '.json')
+      throw new SessionDataError(id, `Session file ${join(this.dir, shownId(id))}.json is corrupt`, { cause: err })
     }
   }
 
@@ -294,7 +298,7 @@ export class FileSessionStore implements SessionStore {
         }
       })
     } catch (err) {
-      this.#log?.warn({ err, sessionId: id }, 'session gc could not remove an expired session')
+      this.#log?.warn({ err, sessionId: shownId(id) }, 'session gc could not remove an expired session')
       return false
     }
   }
@@ -315,7 +319,7 @@ export class FileSessionStore implements SessionStore {
         await lock.close()
       }
     } catch (err) {
-      this.#log?.warn({ err, sessionId: id }, 'session gc could not remove a lock file')
+      this.#log?.warn({ err, sessionId: shownId(id) }, 'session gc could not remove a lock file')
     }
   }
 

@@ -28,6 +28,7 @@ import {
   type SessionStoreOptions
 } from './session-store.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
+import { shownId } from '../shown-id.js'
 
 /** Options of {@link MemorySessionStore}. */
 export interface MemorySessionStoreOptions extends SessionStoreOptions {
@@ -62,6 +63,8 @@ interface StoredSession extends Linked<StoredSession>, Owned {
   touched: number
   /** An idle TTL of its own (`create`'s `ttl` option); else the store's. */
   ttl?: number
+  /** The idle TTL until its first load or save (`create`'s `unusedTtl` option); cleared then. */
+  unusedTtl?: number
 }
 
 /** Sessions in this process's memory. */
@@ -104,7 +107,7 @@ export class MemorySessionStore implements SessionStore {
     const ttl = options.ttl === undefined ? undefined : checkTtl(options.ttl)
     const fields: Record<string, string> = Object.create(null)
     for (const key of Object.keys(data)) fields[key] = encodeSessionValue(key, data[key])
-    if (this.#live(id) !== undefined) throw new Error(`Session ${id} already exists`)
+    if (this.#live(id) !== undefined) throw new Error(`Session ${shownId(id)} already exists`)
     while (this.size >= this.max) {
       const victim = this.#owners.victim() as StoredSession
       this.#drop(victim)
@@ -114,7 +117,9 @@ export class MemorySessionStore implements SessionStore {
       id, used: false, prev: null, next: null, fields, snapshot: null, parsed: null, version: 0, touched: performance.now(),
       owner: null, ownerUsed: false, ownerPrev: null, ownerNext: null
     }
-    if (ttl !== undefined && ttl !== this.ttl) { session.ttl = ttl; this.#ownTtls++ }
+    if (ttl !== undefined && ttl !== this.ttl) session.ttl = ttl
+    if (options.unusedTtl !== undefined) session.unusedTtl = checkTtl(options.unusedTtl)
+    if (session.ttl !== undefined || session.unusedTtl !== undefined) this.#ownTtls++
     this.#sessions.set(id, session)
     this.#fresh.push(session)
     this.#owners.add(session, options.owner ?? '')
@@ -187,7 +192,8 @@ export class MemorySessionStore implements SessionStore {
   }
 
   #expired (session: StoredSession, now: number): boolean {
-    return now - session.touched > (session.ttl ?? this.ttl)
+    const ttl = session.ttl ?? this.ttl
+    return now - session.touched > (session.unusedTtl === undefined ? ttl : Math.min(ttl, session.unusedTtl))
   }
 
   /** A load or save: the session is used, and the most recently used. */
@@ -195,8 +201,16 @@ export class MemorySessionStore implements SessionStore {
     session.touched = now
     // The session accessed last is at the end already.
     if (this.#used.tail === session) return
-    if (session.used) this.#used.remove(session)
-    else this.#fresh.remove(session)
+    if (session.used) {
+      this.#used.remove(session)
+    } else {
+      this.#fresh.remove(session)
+      // Used now: the store's (or its own) TTL applies from here on.
+      if (session.unusedTtl !== undefined) {
+        session.unusedTtl = undefined
+        if (session.ttl === undefined) this.#ownTtls--
+      }
+    }
     session.used = true
     this.#used.push(session)
     this.#owners.touch(session)
@@ -204,7 +218,7 @@ export class MemorySessionStore implements SessionStore {
 
   /** Forgets `session`, which is held. */
   #drop (session: StoredSession): void {
-    if (session.ttl !== undefined) this.#ownTtls--
+    if (session.ttl !== undefined || session.unusedTtl !== undefined) this.#ownTtls--
     this.#sessions.delete(session.id)
     if (session.used) this.#used.remove(session)
     else this.#fresh.remove(session)

@@ -22,6 +22,7 @@ import {
   type CreateOptions, type JsonValue, type SaveGuard, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
   type SessionStoreOptions
 } from './session-store.js'
+import { shownId } from '../shown-id.js'
 
 /** Options of {@link RedisSessionStore}. */
 export interface RedisSessionStoreOptions extends SessionStoreOptions {
@@ -56,8 +57,10 @@ export class RedisSessionStore implements SessionStore {
     if (!Number.isInteger(ttl)) throw new RangeError('ttl must be an integer number of milliseconds.')
     const pairs: string[] = []
     for (const key of Object.keys(data)) pairs.push(checkKey(key), encodeSessionValue(key, data[key]))
-    const created = await this.#redis.mcpSessionCreate(sessionKey(this.prefix, id), ttl, ttl === this.ttl ? '0' : '1', ...pairs)
-    if (created !== 1) throw new Error(`Session ${id} already exists`)
+    // Until its first load or save (which refresh by `ttl`) the record expires by `unusedTtl`.
+    const expiry = options.unusedTtl === undefined ? ttl : Math.min(ttl, Math.ceil(checkTtl(options.unusedTtl)))
+    const created = await this.#redis.mcpSessionCreate(sessionKey(this.prefix, id), ttl, ttl === this.ttl ? '0' : '1', expiry, ...pairs)
+    if (created !== 1) throw new Error(`Session ${shownId(id)} already exists`)
   }
 
   async load (id: string): Promise<SessionRecord | null> {
@@ -160,7 +163,7 @@ function decodeData (id: string, body: string): Record<string, JsonValue> {
 }
 
 function notJson (id: string, cause?: unknown): SessionDataError {
-  return new SessionDataError(id, `Session ${id} holds a value that is not JSON`, cause === undefined ? undefined : { cause })
+  return new SessionDataError(id, `Session ${shownId(id)} holds a value that is not JSON`, cause === undefined ? undefined : { cause })
 }
 
 function countKeys (data: object): number {

@@ -61,6 +61,12 @@ export interface CreateOptions {
    * (`MemorySessionStore` evicts from the owner holding the most); others ignore it.
    */
   owner?: string
+  /**
+   * Idle time-to-live in milliseconds until the record is first loaded or saved (a handshake-era
+   * session whose client never came back: it expires soon); from then on `ttl` applies. Stores
+   * should honour it, the bundled ones do; the memory store also evicts such records first.
+   */
+  unusedTtl?: number
 }
 
 /** Options every store accepts. */
@@ -177,11 +183,12 @@ export function isLockingStore (
  * client what is wrong: the session cannot be served until it is repaired or expires.
  */
 export class SessionDataError extends Error {
-  readonly sessionId: string
+  declare readonly sessionId: string
   constructor (sessionId: string, message: string, options?: { cause?: unknown }) {
     super(message, options)
     this.name = 'SessionDataError'
-    this.sessionId = sessionId
+    // Not enumerable: a logged error (pino's serializer copies own enumerable fields) never carries the whole id.
+    Object.defineProperty(this, 'sessionId', { value: sessionId, enumerable: false })
   }
 }
 

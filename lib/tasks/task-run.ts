@@ -12,6 +12,7 @@ import type { Bus, BusMessage } from '../bus/bus.js'
 import type { SessionLease } from '../locks/session-lock.js'
 import type { JsonValue, SessionStore } from '../sessions/session-store.js'
 import { K, isTerminal, taskKey } from './task-record.js'
+import { shownId } from '../shown-id.js'
 
 /** How often the runner re-reads its record (cancellation and answers also arrive by bus at once). */
 export const CHECK_INTERVAL = 2000
@@ -60,8 +61,6 @@ interface Pending {
 /** See the module doc. */
 export class TaskRun {
   readonly id: string
-  /** The id's first 8 characters: what logs carry (the whole id is an anonymous client's credential). */
-  readonly logId: string
   readonly key: string
   readonly #d: TaskRunDeps
   readonly #controller = new AbortController()
@@ -81,7 +80,6 @@ export class TaskRun {
 
   constructor (id: string, deps: TaskRunDeps) {
     this.id = id
-    this.logId = id.slice(0, 8)
     this.key = taskKey(id)
     this.#d = deps
     const lease = deps.lease
@@ -98,7 +96,7 @@ export class TaskRun {
   /** Starts listening for cancellations and answers. */
   start (): void {
     this.#unsubscribe = this.#d.bus.subscribe(`task:${this.id}`, (m) => { this.#onMessage(m) })
-      .catch((err: unknown) => { this.#d.warn({ err, task: this.logId }, 'task bus subscription failed; relying on the check timer'); return null })
+      .catch((err: unknown) => { this.#d.warn({ err, task: shownId(this.id) }, 'task bus subscription failed; relying on the check timer'); return null })
     this.#timer = setInterval(() => { this.#tick() }, CHECK_INTERVAL)
     this.#timer.unref()
   }
@@ -119,7 +117,7 @@ export class TaskRun {
           this.#flushing = false
           // A store that fails here fails the asks: the handler sees the error, the task ends failed.
           this.#queue(async () => { await this.#flush() }).catch((err: unknown) => {
-            this.#d.warn({ err, task: this.logId }, 'task input requests not written')
+            this.#d.warn({ err, task: shownId(this.id) }, 'task input requests not written')
             this.#abort(new TaskAbortError('lost', 'the input requests could not be written'))
           })
         })
@@ -184,7 +182,7 @@ export class TaskRun {
         await this.#save(set, [K.inputRequests], record.version)
       })
     } catch (err) {
-      this.#d.warn({ err, task: this.logId }, 'the end of a task could not be written; it turns failed once its lease expires')
+      this.#d.warn({ err, task: shownId(this.id) }, 'the end of a task could not be written; it turns failed once its lease expires')
     } finally {
       await this.#d.lease?.release().catch(() => {})
       await this.#d.releaseSlot().catch(() => {})
@@ -196,7 +194,7 @@ export class TaskRun {
   #abort (reason: Error): void {
     if (this.#controller.signal.aborted) return
     // Cancellation is the client's doing, a shutdown this instance's; anything else means it lost the task.
-    if (reason instanceof TaskAbortError && reason.kind === 'lost') this.#d.warn({ task: this.logId, reason: reason.message }, 'task runner stops: it lost the task')
+    if (reason instanceof TaskAbortError && reason.kind === 'lost') this.#d.warn({ task: shownId(this.id), reason: reason.message }, 'task runner stops: it lost the task')
     this.#controller.abort(reason)
     for (const p of this.#pending.values()) p.reject(reason)
     this.#pending.clear()
@@ -221,7 +219,7 @@ export class TaskRun {
 
   #tick (): void {
     this.#d.renewSlot().catch(() => {})
-    void this.#queue(async () => { await this.#check() }).catch((err: unknown) => { this.#d.warn({ err, task: this.logId }, 'task check failed') })
+    void this.#queue(async () => { await this.#check() }).catch((err: unknown) => { this.#d.warn({ err, task: shownId(this.id) }, 'task check failed') })
   }
 
   /** Runs `fn` after the runner's earlier reads and writes: its writes never overtake each other. */

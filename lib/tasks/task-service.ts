@@ -16,6 +16,7 @@ import type { SessionLease, SessionLock } from '../locks/session-lock.js'
 import type { JsonValue, SessionRecord, SessionStore } from '../sessions/session-store.js'
 import { K, expired, isTaskId, isTerminal, mintTaskId, newRecord, pendingRequests, taskKey } from './task-record.js'
 import { CHECK_INTERVAL, TaskRun } from './task-run.js'
+import { shownId } from '../shown-id.js'
 
 type Data = Record<string, JsonValue>
 
@@ -187,7 +188,7 @@ export class TaskService {
       const set: Data = { [K.status]: 'failed', [K.error]: RUNNER_LOST, [K.lastUpdatedAt]: new Date(now).toISOString(), [K.expiresAt]: now + this.options.ttl }
       const status = await this.#d.store.save(taskKey(id), { set, delete: [K.inputRequests] }, { version: record.version, fence: lease.fence })
       if (status !== 'ok') return record.data
-      this.#d.warn({ task: id.slice(0, 8) }, 'task failed: its runner stopped before it ended')
+      this.#d.warn({ task: shownId(id) }, 'task failed: its runner stopped before it ended')
       const out = { ...record.data, ...set }
       delete out[K.inputRequests]
       return out
@@ -198,6 +199,6 @@ export class TaskService {
 
   #wake (id: string, what: 'cancel' | 'input'): void {
     // The record holds it already; the bus only spares the runner its next check.
-    this.#d.bus.publish(`task:${id}`, { t: 'task', id, what }).catch((err: unknown) => { this.#d.warn({ err, task: id.slice(0, 8) }, 'task wake-up not published') })
+    this.#d.bus.publish(`task:${id}`, { t: 'task', id, what }).catch((err: unknown) => { this.#d.warn({ err, task: shownId(id) }, 'task wake-up not published') })
   }
 }

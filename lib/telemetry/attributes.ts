@@ -19,6 +19,11 @@ export const SEMCONV = {
   rpcStatus: 'rpc.response.status_code',
   transport: 'network.transport',
   protocolName: 'network.protocol.name',
+  /** The HTTP version (`1.1`, `2`). */
+  networkProtocolVersion: 'network.protocol.version',
+  /** The peer's address and port (the app's `trustProxy` decides which address). */
+  clientAddress: 'client.address',
+  clientPort: 'client.port',
   httpStatus: 'http.response.status_code'
 } as const
 

@@ -78,12 +78,13 @@ export class LiveClientRequest implements ClientRequestTrace {
 }
 
 /** Starts the CLIENT span of a request to the client under the active span (null when not recorded). */
-export function startClientRequest (tracer: Tracer, method: string, id: string, sid: string): ClientRequestTrace {
+export function startClientRequest (tracer: Tracer, method: string, id: string, sid: string | null): ClientRequestTrace {
   const parent = context.active()
   if (trace.getSpan(parent)?.isRecording() !== true) return NO_CLIENT_REQUEST
   const span = tracer.startSpan(method, { kind: SpanKind.CLIENT }, parent)
   if (!span.isRecording()) return NO_CLIENT_REQUEST
-  span.setAttributes({ [SEMCONV.method]: method, [SEMCONV.requestId]: id, [SEMCONV.session]: sid })
+  span.setAttributes({ [SEMCONV.method]: method, [SEMCONV.requestId]: id })
+  if (sid !== null) span.setAttribute(SEMCONV.session, sid)
   return new LiveClientRequest(span)
 }
 
@@ -93,10 +94,10 @@ export class LiveAnswer implements AnswerTrace {
   readonly #ambient: Context
   readonly #start = Date.now()
   readonly #id: string
-  readonly #sid: string
+  readonly #sid: string | null
   #span: Span | null = null
 
-  constructor (tracer: Tracer, id: unknown, sid: string) {
+  constructor (tracer: Tracer, id: unknown, sid: string | null) {
     this.#tracer = tracer
     this.#ambient = context.active()
     this.#id = typeof id === 'string' || typeof id === 'number' ? String(id).slice(0, MAX_ATTRIBUTE) : ''
@@ -108,7 +109,8 @@ export class LiveAnswer implements AnswerTrace {
     const parent = remote === null ? this.#ambient : trace.setSpanContext(this.#ambient, remote)
     const span = this.#tracer.startSpan('answer delivery', { kind: SpanKind.INTERNAL, startTime: this.#start }, parent)
     if (!span.isRecording()) return
-    span.setAttributes({ [SEMCONV.requestId]: this.#id, [SEMCONV.session]: this.#sid })
+    span.setAttribute(SEMCONV.requestId, this.#id)
+    if (this.#sid !== null) span.setAttribute(SEMCONV.session, this.#sid)
     this.#span = span
   }
 

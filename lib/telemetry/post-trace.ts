@@ -35,6 +35,21 @@ interface PostTelemetry {
 /** The wire a POST arrived on. */
 export type Era = '2025' | '2026-07-28'
 
+/** Who sent the request and over which HTTP version (the conventions' `client.*`, `network.protocol.version`). */
+export interface Peer {
+  address?: string
+  port?: number
+  httpVersion?: string
+}
+
+/** Sets the {@link Peer} attributes on a span. */
+export function setPeer (span: { setAttribute: (key: string, value: string | number) => unknown }, peer: Peer | undefined): void {
+  if (peer === undefined) return
+  if (peer.httpVersion !== undefined) span.setAttribute(SEMCONV.networkProtocolVersion, peer.httpVersion)
+  if (peer.address !== undefined) span.setAttribute(SEMCONV.clientAddress, peer.address)
+  if (peer.address !== undefined && peer.port !== undefined) span.setAttribute(SEMCONV.clientPort, peer.port)
+}
+
 /** What a wire tells the telemetry of its POST (see the module doc). */
 export interface PostTrace {
   /** The context the POST runs in (its first span's, carrying the round-trip counter), or `null`. */
@@ -113,7 +128,10 @@ export class LivePost implements PostTrace {
   #saveMs = -1
   #holdMs = -1
 
-  constructor (t: PostTelemetry, era: Era, sessionId: string | null, version: string | undefined, messages: Parsed[]) {
+  readonly #peer: Peer | undefined
+
+  constructor (t: PostTelemetry, era: Era, sessionId: string | null, version: string | undefined, messages: Parsed[], peer?: Peer) {
+    this.#peer = peer
     this.#t = t
     this.#era = era
     this.#version = version
@@ -168,6 +186,7 @@ export class LivePost implements PostTrace {
     span.setAttribute(SEMCONV.transport, 'tcp')
     span.setAttribute(SEMCONV.protocolName, 'http')
     span.setAttribute(OWN.era, this.#era)
+    setPeer(span, this.#peer)
     if (msg.id !== undefined && msg.id !== null) span.setAttribute(SEMCONV.requestId, cut(String(msg.id)))
     if (sid !== null) span.setAttribute(SEMCONV.session, sid)
     if (this.#version !== undefined) span.setAttribute(SEMCONV.protocolVersion, this.#version)

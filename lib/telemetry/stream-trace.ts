@@ -10,6 +10,7 @@
 import { context, SpanKind, trace, type Attributes, type Counter, type Tracer } from '@opentelemetry/api'
 import { MAX_VERSION, OWN, SEMCONV } from './attributes.js'
 import { markError, outcomeOfError } from './outcome.js'
+import { setPeer, type Peer } from './post-trace.js'
 
 /** The HTTP method of the exchange. */
 export type StreamMethod = 'GET' | 'DELETE'
@@ -27,10 +28,11 @@ export interface StreamTelemetry {
  * Runs `fn` (the GET or DELETE) in its span. `sessionId` is the checked `Mcp-Session-Id` (null
  * when malformed or absent), `version` the raw `Mcp-Protocol-Version` header.
  */
-export async function traceStream<T> (t: StreamTelemetry, method: StreamMethod, sessionId: string | null, version: unknown, fn: () => Promise<T>): Promise<T> {
+export async function traceStream<T> (t: StreamTelemetry, method: StreamMethod, sessionId: string | null, version: unknown, fn: () => Promise<T>,
+  peer?: Peer): Promise<T> {
   const span = t.tracer.startSpan(STREAM_SPANS[method], { kind: SpanKind.SERVER })
   const live = span.isRecording()
-  if (live) span.setAttributes(attributes(sessionId, version))
+  if (live) { span.setAttributes(attributes(sessionId, version)); setPeer(span, peer) }
   try {
     return live ? await context.with(trace.setSpan(context.active(), span), fn) : await fn()
   } catch (err) {

@@ -5,12 +5,13 @@
  * per request to a client, {@link Telemetry.answer} per client answer, {@link Telemetry.sessionEnded}.
  * With `telemetry: false` every call returns a shared object that does nothing.
  */
+import { createHash } from 'node:crypto'
 import { ProxyTracerProvider, metrics, trace, type MeterProvider, type Tracer, type TracerProvider } from '@opentelemetry/api'
 import type { Parsed } from '../jsonrpc/messages.js'
 import { OWN, SEMCONV } from './attributes.js'
 import { LiveAnswer, NO_ANSWER, NO_CLIENT_REQUEST, startClientRequest, type AnswerTrace, type ClientRequestTrace } from './client-trace.js'
 import { Instruments, type GaugeSource } from './instruments.js'
-import { LivePost, NO_POST, type Era, type KnownNames, type PostTrace } from './post-trace.js'
+import { LivePost, NO_POST, type Era, type KnownNames, type Peer, type PostTrace } from './post-trace.js'
 import { traceStream, type StreamMethod } from './stream-trace.js'
 
 export type { KnownNames } from './post-trace.js'
@@ -37,7 +38,17 @@ export interface TelemetryOptions {
   tracerProvider?: TracerProvider
   /** Where metrics go. Default: the global provider (`metrics.setGlobalMeterProvider`). */
   meterProvider?: MeterProvider
+  /**
+   * What `mcp.session.id` carries. A session id is a bearer secret when no authentication is
+   * configured, and trace backends are read by more people than the server's secrets:
+   * `'hashed'` (default) a SHA-256 of it (22 base64url characters: the spans of one session still
+   * group together), `'raw'` the id itself, `'omitted'` no attribute.
+   */
+  sessionId?: SessionIdAttribute
 }
+
+/** See {@link TelemetryOptions.sessionId}. */
+export type SessionIdAttribute = 'hashed' | 'raw' | 'omitted'
 
 /** The `telemetry` option: `false` turns spans and metrics off; `true` (default) or an object on. */
 export type TelemetryOption = boolean | TelemetryOptions
@@ -47,17 +58,25 @@ export interface ResolvedTelemetry {
   enabled: boolean
   tracerProvider: TracerProvider | undefined
   meterProvider: MeterProvider | undefined
+  sessionId: SessionIdAttribute
 }
 
 /** Validates the `telemetry` option. */
 export function resolveTelemetry (option: unknown, fail: (name: string, why: string) => never): ResolvedTelemetry {
-  if (option === undefined || option === true) return { enabled: true, tracerProvider: undefined, meterProvider: undefined }
-  if (option === false) return { enabled: false, tracerProvider: undefined, meterProvider: undefined }
-  if (typeof option !== 'object' || option === null) fail('telemetry', 'must be a boolean or { tracerProvider?, meterProvider? }')
+  if (option === undefined || option === true) return { enabled: true, tracerProvider: undefined, meterProvider: undefined, sessionId: 'hashed' }
+  if (option === false) return { enabled: false, tracerProvider: undefined, meterProvider: undefined, sessionId: 'hashed' }
+  if (typeof option !== 'object' || option === null) fail('telemetry', 'must be a boolean or { tracerProvider?, meterProvider?, sessionId? }')
   const o = option as TelemetryOptions
   if (o.tracerProvider !== undefined && typeof o.tracerProvider?.getTracer !== 'function') fail('telemetry.tracerProvider', 'must be an OpenTelemetry TracerProvider')
   if (o.meterProvider !== undefined && typeof o.meterProvider?.getMeter !== 'function') fail('telemetry.meterProvider', 'must be an OpenTelemetry MeterProvider')
-  return { enabled: true, tracerProvider: o.tracerProvider, meterProvider: o.meterProvider }
+  const sessionId = o.sessionId ?? 'hashed'
+  if (sessionId !== 'hashed' && sessionId !== 'raw' && sessionId !== 'omitted') fail('telemetry.sessionId', 'must be "hashed", "raw" or "omitted"')
+  return { enabled: true, tracerProvider: o.tracerProvider, meterProvider: o.meterProvider, sessionId }
+}
+
+/** The hashed form of a session id in spans: SHA-256, 22 base64url characters (132 bits). */
+export function hashSessionId (sessionId: string): string {
+  return createHash('sha256').update(sessionId).digest('base64url').slice(0, 22)
 }
 
 /** @internal See the module doc. */
@@ -75,9 +94,11 @@ export class Telemetry {
    * `LivePost` would compute outcomes and attributes nothing reads, on every POST.
    */
   readonly #quietWithoutSdk: boolean
+  readonly #sessionId: SessionIdAttribute
 
   constructor (options: ResolvedTelemetry, version: string, known: KnownNames, countsRoundTrips = true) {
     this.enabled = options.enabled
+    this.#sessionId = options.sessionId ?? 'hashed'
     this.known = known
     this.countsRoundTrips = countsRoundTrips
     this.tracer = (options.tracerProvider ?? trace).getTracer(SCOPE, version)
@@ -91,26 +112,32 @@ export class Telemetry {
   }
 
   /** The telemetry of a POST's messages (spans start now); {@link NO_POST} while {@link silent}. */
-  post (era: Era, sessionId: string | null, version: string | undefined, messages: Parsed[]): PostTrace {
-    return this.silent() ? NO_POST : new LivePost(this, era, sessionId, version, messages)
+  post (era: Era, sessionId: string | null, version: string | undefined, messages: Parsed[], peer?: Peer): PostTrace {
+    return this.silent() ? NO_POST : new LivePost(this, era, this.#shown(sessionId), version, messages, peer)
   }
 
   /**
    * Runs a handshake-era GET or DELETE (`fn`) in its span (see `stream-trace.ts`): `sessionId` the
    * checked `Mcp-Session-Id` or null, `version` the raw `Mcp-Protocol-Version` header.
    */
-  async stream<T> (method: StreamMethod, sessionId: string | null, version: unknown, fn: () => Promise<T>): Promise<T> {
-    return this.enabled ? await traceStream(this, method, sessionId, version, fn) : await fn()
+  async stream<T> (method: StreamMethod, sessionId: string | null, version: unknown, fn: () => Promise<T>, peer?: Peer): Promise<T> {
+    return this.enabled ? await traceStream(this, method, this.#shown(sessionId), version, fn, peer) : await fn()
   }
 
   /** A request to the client, under the active span. */
   clientRequest (method: string, id: string, sessionId: string): ClientRequestTrace {
-    return this.enabled ? startClientRequest(this.tracer, method, id, sessionId) : NO_CLIENT_REQUEST
+    return this.enabled ? startClientRequest(this.tracer, method, id, this.#shown(sessionId)) : NO_CLIENT_REQUEST
   }
 
   /** A client's answer arriving on this instance. */
   answer (id: unknown, sessionId: string): AnswerTrace {
-    return this.enabled ? new LiveAnswer(this.tracer, id, sessionId) : NO_ANSWER
+    return this.enabled ? new LiveAnswer(this.tracer, id, this.#shown(sessionId)) : NO_ANSWER
+  }
+
+  /** What `mcp.session.id` carries for `sessionId` (the `sessionId` choice); null: no attribute. */
+  #shown (sessionId: string | null): string | null {
+    if (sessionId === null || this.#sessionId === 'omitted') return null
+    return this.#sessionId === 'raw' ? sessionId : hashSessionId(sessionId)
   }
 
   /** A session ended by its client (DELETE) after `seconds`. */

@@ -149,7 +149,7 @@ class Client implements InjectClient {
     return await this.request('tools/call', { name, arguments: args }, options) as InjectToolResult
   }
 
-  async listTools (): Promise<Array<Record<string, any>>> {
+  async listTools (): Promise<{ tools: Array<Record<string, any>> }> {
     const tools: Array<Record<string, any>> = []
     let cursor: string | undefined
     do {
@@ -157,7 +157,7 @@ class Client implements InjectClient {
       tools.push(...(page.tools as Array<Record<string, any>>))
       cursor = page.nextCursor
     } while (cursor !== undefined)
-    return tools
+    return { tools }
   }
 
   async readResource (uri: string, options?: InjectRequestOptions): Promise<Record<string, any>> {
@@ -245,7 +245,7 @@ class Client implements InjectClient {
   async #paramHeaders (params: Record<string, unknown>): Promise<Record<string, string>> {
     if (this.#toolSchemas === null) {
       this.#toolSchemas = new Map()
-      const tools = await this.listTools()
+      const { tools } = await this.listTools()
       for (const t of tools) this.#toolSchemas.set(t.name, t.inputSchema ?? {})
     }
     const schema = this.#toolSchemas.get(String(params.name))

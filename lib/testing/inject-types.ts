@@ -77,8 +77,8 @@ export interface InjectClient {
   notify (method: string, params?: Record<string, unknown>): Promise<void>
   /** `tools/call`: the tool's result (`isError: true` when the tool failed). */
   callTool (name: string, args?: Record<string, unknown>, options?: InjectRequestOptions): Promise<InjectToolResult>
-  /** `tools/list`, every page. */
-  listTools (): Promise<Array<Record<string, any>>>
+  /** `tools/list`, every page: `{ tools }`, as the official client's `listTools()` resolves (one page there). */
+  listTools (): Promise<{ tools: Array<Record<string, any>> }>
   /** `resources/read`. */
   readResource (uri: string, options?: InjectRequestOptions): Promise<Record<string, any>>
   /** `prompts/get`. */

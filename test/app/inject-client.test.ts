@@ -57,7 +57,7 @@ for (const era of ['2025-11-25', '2026-07-28']) {
     t.same((await client.callTool('two_questions')).content, [{ type: 'text', text: 'red L' }])
     t.match((await client.callTool('summarize', { text: 'long text' })).content[0], { text: /short/ })
     t.same((await client.callTool('where')).content, [{ type: 'text', text: 'file:///work' }])
-    t.equal((await client.listTools()).length, 13)
+    t.equal((await client.listTools()).tools.length, 13, 'the official client\'s shape: { tools }')
     await client.close()
   })
 

@@ -270,7 +270,11 @@ t.test('terminateSession (DELETE), then calls fail', async t => {
   await transport.terminateSession()
   t.ok(requests.some(r => r.method === 'DELETE' && r.sid === sid), 'the client sent DELETE with the session id')
   t.equal(transport.sessionId, undefined, 'the client forgot the session')
-  await t.rejects(client.callTool({ name: 'counter_get', arguments: {} }), 'a call without the session fails')
+  // Without a session id the request is served without a session (docs/clients.md): a tool that
+  // needs one says so, as a tool error the model reads.
+  const without = await client.callTool({ name: 'counter_get', arguments: {} })
+  t.equal(without.isError, true, 'a session-only tool called without the session answers isError')
+  t.match((without.content as Array<{ text: string }>)[0].text, /send back the Mcp-Session-Id/)
 
   // A client still holding the terminated id gets 404 (so it knows to start a new session).
   const stale = new Client({ name: 'stale', version: '1.0.0' })

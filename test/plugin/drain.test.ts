@@ -15,7 +15,7 @@ import { modernSend, readReply, send, serve, type Served } from '../helpers/http
 import { SseReader } from '../helpers/sse.js'
 import { until } from '../helpers/time.js'
 import { settleWithin } from '../../lib/settle.js'
-import { initializeBody, rpc, SSE_ACCEPT, type Session } from '../helpers/wire.js'
+import { headers, initializeBody, rpc, SSE_ACCEPT, type Session } from '../helpers/wire.js'
 
 const STOPPED = 'Server is shutting down: the request was stopped before it finished.'
 const REFUSED = 'Server is shutting down; retry on another instance.'
@@ -242,15 +242,25 @@ t.test('drainTimeout is validated; Fastify\'s own return503OnClosing is warned a
     await t.rejects(async () => { await app.register(mcp, { drainTimeout: bad as never }).ready() }, { code: 'FST_ERR_MCP_INVALID_OPTION', message: /drainTimeout/ })
     await app.close()
   }
-  const warned = async (fastifyOpts: Record<string, unknown>): Promise<boolean> => {
+  const warned = async (fastifyOpts: Record<string, unknown>, running: boolean): Promise<boolean> => {
     const lines: string[] = []
     const stream = new Writable({ write (chunk, _enc, done) { lines.push(String(chunk)); done() } })
     const app = Fastify({ logger: { level: 'warn', stream }, ...fastifyOpts })
-    await app.register(mcp, { requestStateSecret: 'a-secret-of-sixteen-chars' })
+    await app.register(mcp, { requestStateSecret: 'a-secret-of-sixteen-chars', drainTimeout: 2000 })
+    let started = (): void => {}
+    const inside = new Promise<void>(resolve => { started = resolve })
+    app.mcp.tool({ name: 'wait', description: 'Waits a little' }, async () => { started(); await new Promise(resolve => setTimeout(resolve, 200)); return 'done' })
     await app.ready()
+    let call: Promise<unknown> = Promise.resolve()
+    if (running) {
+      call = app.inject({ method: 'POST', url: '/mcp', headers: headers(null, { 'mcp-protocol-version': '2025-11-25' }), payload: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'wait', arguments: {} } } })
+      await inside
+    }
     await app.close()
+    await call
     return lines.some(l => l.includes('return503OnClosing'))
   }
-  t.ok(await warned({}), 'warned with the default')
-  t.notOk(await warned({ return503OnClosing: false }), 'not with return503OnClosing: false')
+  t.notOk(await warned({}, false), 'not when nothing runs as the app closes (it does not matter then)')
+  t.ok(await warned({}, true), 'warned with the default when requests run as the app closes')
+  t.notOk(await warned({ return503OnClosing: false }, true), 'not with return503OnClosing: false')
 })

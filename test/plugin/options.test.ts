@@ -2,7 +2,10 @@ import t from 'tap'
 import Fastify from 'fastify'
 import mcp, { type McpPluginOptions } from '../../lib/index.js'
 import { build } from './helper.js'
-import { headers } from '../helpers/wire.js'
+import { headers, initializeBody } from '../helpers/wire.js'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 
 async function registerWith (opts: unknown): Promise<unknown> {
   const app = Fastify({ logger: false })
@@ -54,6 +57,34 @@ t.test('invalid options fail at register time, naming the option', async (t) => 
   // Valid edge values are accepted.
   t.equal(await registerWith({ sessions: { gcProbability: 0, gcDivisor: 1 }, keepAliveInterval: 0, retryInterval: 0 }), null)
   t.equal(await registerWith({ allowedOrigins: () => true, allowedHosts: ['example.com'] }), null)
+})
+
+t.test('unknown option keys and malformed Redis URLs fail app.ready(), naming them', async (t) => {
+  const unknown = await registerWith({ pth: '/x', sessions: { lok: {}, gcDivisor: 2 }, redisPrefx: 'a:' }) as Error & { code?: string }
+  t.equal(unknown?.code, 'FST_ERR_MCP_INVALID_OPTION')
+  t.match(unknown?.message, /"pth", "redisPrefx", "sessions\.lok": unknown options/)
+  for (const url of ['not a url', 'http://127.0.0.1:6379']) {
+    const err = await registerWith({ redis: url }) as Error & { code?: string }
+    t.equal(err?.code, 'FST_ERR_MCP_INVALID_OPTION', `${url}: refused before any connection`)
+    t.match(err?.message, '"redis"')
+  }
+  t.equal(await registerWith({ logLevel: 'warn', prefix: '/api' }), null, 'Fastify\'s own register options are known')
+})
+
+t.test('serverInfo defaults to the app\'s package.json name and version', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'mcp-app-'))
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'my-shop', version: '4.2.0' }))
+  const cwd = process.cwd()
+  process.chdir(dir)
+  let app
+  try {
+    app = await build(t)
+  } finally {
+    process.chdir(cwd)
+    rmSync(dir, { recursive: true, force: true })
+  }
+  const res = await app.inject({ method: 'POST', url: '/mcp', headers: headers(), payload: initializeBody({ id: 1 }) })
+  t.same(res.json().result.serverInfo, { name: 'my-shop', version: '4.2.0' })
 })
 
 t.test('invalid definitions throw FST_ERR_MCP_INVALID_DEFINITION', async (t) => {

@@ -234,6 +234,23 @@ export function runSessionStoreContract (t: Test, name: string, factory: StoreFa
       await store.destroy(long)
     })
 
+    t.test('a record created with unusedTtl expires by it until its first load or save, then by the ttl', async t => {
+      const store = await make(t, 5000)
+      const never = generateSessionId()
+      const loaded = generateSessionId()
+      const saved = generateSessionId()
+      for (const id of [never, loaded, saved]) await store.create(id, { a: 1 }, { unusedTtl: 300 })
+      t.ok(await store.load(loaded), 'loaded once: used')
+      t.equal(await store.save(saved, { set: { a: 2 }, delete: [] }), 'ok', 'saved once: used')
+      await sleep(600)
+      t.equal(await store.exists(never), false, 'never used: expired by unusedTtl')
+      t.equal(await store.load(never), null)
+      t.equal(await store.exists(loaded), true, 'used: alive by the store\'s ttl')
+      t.equal(await store.exists(saved), true)
+      await store.gc()
+      t.equal(await store.exists(loaded), true, 'gc keeps the used ones')
+    })
+
     t.test('gc resolves to the ids it removed and keeps live sessions', async t => {
       const store = await make(t, 250)
       const old = generateSessionId()

@@ -215,7 +215,7 @@ t.test('2025-11-25: waiting for the client releases the session and the handle; 
 
 t.test('descriptions carry the lifetime; bad declarations are refused at definition', async t => {
   const app = await build(t)
-  const tools = await client(app, '2026-07-28').listTools()
+  const { tools } = await client(app, '2026-07-28').listTools()
   t.equal(tools.find(x => x.name === 'basket_add')?.description,
     'Adds an item to a basket (after waiting `delayMs`) and returns how many items it holds. The basket handle expires after 1 hour without use.')
   t.equal(tools.find(x => x.name === 'basket_create')?.description?.includes('expires'), false, 'a tool that only mints says nothing')

@@ -112,7 +112,7 @@ for (const backend of ['memory', 'redis', 'file'] as const) {
   t.test(`${backend}: declaring`, async t => {
     const { app } = await build(t, backend)
     const alice = client(app, 'a')
-    const tools = await alice.listTools()
+    const { tools } = await alice.listTools()
     t.same(tools.find(x => x.name === 'quick')?.execution, { taskSupport: 'optional' }, 'advertised per tool')
     t.equal(tools.find(x => x.name === 'plain')?.execution, undefined, 'forbidden: no execution field')
     t.same((await alice.initialize()).capabilities.extensions, { [EXT]: {} }, 'the extension in server/discover')

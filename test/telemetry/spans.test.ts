@@ -8,6 +8,7 @@
 import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type TracerProvider } from '@opentelemetry/api'
 import { Type } from '@sinclair/typebox'
 import t from 'tap'
+import { hashSessionId } from '../../lib/telemetry/index.js'
 import { MemorySessionLock, type McpDecorator } from '../../lib/index.js'
 import { attrs, holdingTool, otel, useGlobally } from '../helpers/otel.js'
 import { sleep } from '../helpers/time.js'
@@ -41,7 +42,7 @@ t.test('legacy wire: a tool call is a SERVER span named "tools/call echo" with t
   t.equal(span.kind, SpanKind.SERVER)
   t.match(attrs(span), {
     'mcp.method.name': 'tools/call',
-    'mcp.session.id': s.sid,
+    'mcp.session.id': hashSessionId(s.sid),
     'jsonrpc.request.id': 'r-7',
     'gen_ai.tool.name': 'echo',
     'gen_ai.operation.name': 'execute_tool',
@@ -54,6 +55,26 @@ t.test('legacy wire: a tool call is a SERVER span named "tools/call echo" with t
   t.type(span.attributes['fastify_mcp.store.load_ms'], 'number', 'the session load is measured')
   t.type(span.attributes['fastify_mcp.store.save_ms'], 'number', 'the save is measured')
   t.ok(o.named('initialize').length === 1, 'initialize has its span too')
+})
+
+t.test('mcp.session.id: hashed by default (never the id itself), raw or omitted when chosen', async t => {
+  for (const choice of [undefined, 'hashed', 'raw', 'omitted'] as const) {
+    const o = otel(t)
+    const app = await build(t, { telemetry: { tracerProvider: o.tracerProvider, meterProvider: o.meterProvider, sessionId: choice } }, tools)
+    const s = await initialize(app)
+    await call(app, s, 'tools/call', { name: 'echo', arguments: { text: 'hi' } })
+    const [span] = o.named('tools/call echo')
+    const expected = choice === 'raw' ? s.sid : choice === 'omitted' ? undefined : hashSessionId(s.sid)
+    t.equal(span.attributes['mcp.session.id'], expected, `${choice ?? 'default'}: ${String(expected)}`)
+    if (choice !== 'raw') t.notOk(JSON.stringify(o.spans().map(x => x.attributes)).includes(s.sid), `${choice ?? 'default'}: no span carries the id`)
+  }
+  t.equal(hashSessionId('a').length, 22)
+  const o = otel(t)
+  const app = await build(t, { telemetry: { tracerProvider: o.tracerProvider, meterProvider: o.meterProvider } }, tools)
+  await call(app, await initialize(app), 'tools/call', { name: 'echo', arguments: { text: 'hi' } })
+  t.match(attrs(o.named('tools/call echo')[0]), { 'network.protocol.version': '1.1', 'client.address': '127.0.0.1' }, 'the conventions\' peer and HTTP version')
+  const bad = build(t, { telemetry: { sessionId: 'plain' as never } }, tools)
+  await t.rejects(bad, { code: 'FST_ERR_MCP_INVALID_OPTION', message: /telemetry\.sessionId/ })
 })
 
 t.test('modern wire: the same span, without a session', async t => {

@@ -8,6 +8,7 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import { Type } from '@sinclair/typebox'
 import t from 'tap'
+import { hashSessionId } from '../../lib/telemetry/index.js'
 import type { McpDecorator } from '../../lib/index.js'
 import { attrs, otel, useGlobally } from '../helpers/otel.js'
 import { SseReader } from '../helpers/sse.js'
@@ -37,7 +38,7 @@ t.test('GET stream: a SERVER span with the session\'s attributes, ended once the
   await until(() => o.named('GET stream').length === 1, { what: 'the GET stream\'s span' })
   const [span] = o.named('GET stream')
   t.equal(span.kind, SpanKind.SERVER)
-  t.match(attrs(span), { 'mcp.session.id': s.sid, 'mcp.protocol.version': s.version, 'network.transport': 'tcp', 'network.protocol.name': 'http', 'fastify_mcp.era': '2025' })
+  t.match(attrs(span), { 'mcp.session.id': hashSessionId(s.sid), 'mcp.protocol.version': s.version, 'network.transport': 'tcp', 'network.protocol.name': 'http', 'fastify_mcp.era': '2025' })
   t.notOk('mcp.method.name' in span.attributes, 'a GET is no MCP method')
   t.notOk('error.type' in span.attributes)
   t.equal(span.status.code, SpanStatusCode.UNSET)
@@ -47,7 +48,7 @@ t.test('GET stream: a SERVER span with the session\'s attributes, ended once the
   await second.body?.cancel()
   await until(() => o.named('GET stream').length === 2, { what: 'the refused GET\'s span' })
   const refused = o.named('GET stream')[1]
-  t.match(attrs(refused), { 'mcp.session.id': s.sid, 'error.type': '-32000', 'rpc.response.status_code': '-32000', 'fastify_mcp.refusal.reason': 'session_streams' })
+  t.match(attrs(refused), { 'mcp.session.id': hashSessionId(s.sid), 'error.type': '-32000', 'rpc.response.status_code': '-32000', 'fastify_mcp.refusal.reason': 'session_streams' })
   t.equal(refused.status.code, SpanStatusCode.ERROR)
   const refusals = await o.points('fastify_mcp.refusals')
   t.match(refusals.map(p => ({ ...p.attributes, value: p.value })), [{ 'http.response.status_code': 429, 'fastify_mcp.refusal.reason': 'session_streams', value: 1 }])
@@ -62,7 +63,7 @@ t.test('DELETE: a SERVER span with the session\'s attributes; a DELETE of an unk
   t.equal(await del(), 200)
   const [span] = o.named('DELETE session')
   t.equal(span.kind, SpanKind.SERVER)
-  t.match(attrs(span), { 'mcp.session.id': s.sid, 'mcp.protocol.version': s.version, 'network.transport': 'tcp', 'fastify_mcp.era': '2025' })
+  t.match(attrs(span), { 'mcp.session.id': hashSessionId(s.sid), 'mcp.protocol.version': s.version, 'network.transport': 'tcp', 'fastify_mcp.era': '2025', 'network.protocol.version': '1.1', 'client.address': '127.0.0.1' })
   t.notOk('error.type' in span.attributes)
 
   t.equal(await del(), 404, 'the session is gone')
