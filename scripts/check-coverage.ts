@@ -17,6 +17,7 @@ import { METRICS, belowFloor, coverageUnder, raisedFloor, readFloor, repairSourc
 
 const COVERAGE_DIR = join(ROOT, '.tap', 'coverage')
 const SUMMARY = join(ROOT, '.tap', 'report', 'coverage-summary.json')
+const TAP = join(ROOT, 'node_modules', '.bin', 'tap')
 const FLOOR_FILE = join(ROOT, 'scripts', 'coverage-floor.json')
 
 function main (argv: string[]): number {
@@ -25,7 +26,7 @@ function main (argv: string[]): number {
     return 1
   }
   repairSourcesContent(COVERAGE_DIR)
-  const report = spawnSync('tap', ['report', 'json-summary', 'text-summary'], { cwd: ROOT, stdio: 'inherit' })
+  const report = spawnSync(TAP, ['report', 'json-summary', 'text-summary'], { cwd: ROOT, stdio: 'inherit' })
   if (report.error !== undefined || report.status !== 0) {
     console.error('coverage: `tap report` failed', report.error ?? `(exit ${report.status})`)
     return 1

@@ -5,9 +5,10 @@
  *   tsx scripts/test-tiers.ts list                  print every test file's tier and why
  */
 import { spawn } from 'node:child_process'
-import { resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { ROOT, classify, quickFiles, testFiles } from './tiers.js'
+
+const TAP = join(ROOT, 'node_modules', '.bin', 'tap')
 
 function main (argv: string[]): void {
   const [command, ...rest] = argv
@@ -25,9 +26,9 @@ function main (argv: string[]): void {
   }
   const files = quickFiles()
   console.log(`test:quick: ${files.length} of ${testFiles().length} test files (\`tsx scripts/test-tiers.ts list\` says which and why)`)
-  const tap = spawn('tap', [...rest, ...files], { cwd: ROOT, stdio: 'inherit' })
+  const tap = spawn(TAP, [...rest, ...files], { cwd: ROOT, stdio: 'inherit' })
   tap.once('error', err => { console.error(err); process.exitCode = 1 })
-  tap.once('exit', (code, signal) => { process.exitCode = code ?? (signal === null ? 1 : 128) })
+  tap.once('exit', code => { process.exitCode = code ?? 1 })
 }
 
-if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) main(process.argv.slice(2))
+main(process.argv.slice(2))
