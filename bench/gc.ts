@@ -60,7 +60,12 @@ async function main (): Promise<void> {
     await new Promise(resolve => setTimeout(resolve, 200))
     const events = parseGcTrace(trace.slice(start))
     console.log(JSON.stringify({
-      config: args.config, server: load.server, request: load.request, requests, connections, sessions: load.sessions,
+      config: args.config,
+      server: load.server,
+      request: load.request,
+      requests,
+      connections,
+      sessions: load.sessions,
       ...summarizeGc(events, requests)
     }))
   } finally {

@@ -104,7 +104,13 @@ async function main (): Promise<void> {
       }
     }
     console.log(JSON.stringify({
-      config: args.config, server: args.server, before: args.before ?? null, request: args.request, requests, connections, sessions: args.sessions,
+      config: args.config,
+      server: args.server,
+      before: args.before ?? null,
+      request: args.request,
+      requests,
+      connections,
+      sessions: args.sessions,
       instructionsPerRequest: Math.round(total / requests),
       mainThreadPerRequest: Math.round(main / requests),
       slowLiteralsPerRequest: slowLiterals

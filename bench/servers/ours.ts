@@ -135,7 +135,7 @@ app.mcp.tool({
 
 // State handles (issue 13's bench block): a basket holds a count, so its state stays the same size
 // over a run of thousands of calls; `basket_count` lets the driver check no update was lost.
-app.mcp.handleKind('basket', { ttl: ttl })
+app.mcp.handleKind('basket', { ttl })
 const basket = Type.String()
 
 app.mcp.tool({

@@ -319,7 +319,12 @@ export class LegacyWire {
     const request = run.exchange.request
     const { abort, tracking } = (run.tracked.batch?.get(msg) ?? run.tracked.only) as TrackedRequest
     const ctx = new LegacyContext(this.#clientRequests, run.scope, {
-      request, principal: run.principal, requestId: msg.id, meta: msg.params?._meta as Record<string, unknown> | undefined, channel: run.channel, abort,
+      request,
+      principal: run.principal,
+      requestId: msg.id,
+      meta: msg.params?._meta as Record<string, unknown> | undefined,
+      channel: run.channel,
+      abort,
       handles: this.#d.handles.minter
     })
     try {
@@ -367,7 +372,12 @@ export class LegacyWire {
     if (entry !== undefined) {
       needCapability(caps, entry.capability, msg.method)
       return entry.handler({
-        registry: this.#d.registry, params, ctx: entry.context ? ctx : null, principal: ctx.principal, pageSize: this.#d.opts.pageSize, log,
+        registry: this.#d.registry,
+        params,
+        ctx: entry.context ? ctx : null,
+        principal: ctx.principal,
+        pageSize: this.#d.opts.pageSize,
+        log,
         resourceNotFound,
         limiter: this.#d.limiter,
         state: this.#d.handles

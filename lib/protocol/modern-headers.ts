@@ -166,4 +166,3 @@ export function refuseUnservable (body: ParsedBody & { ok: true }): void {
   if (m.kind === 'response') throw bad(ErrorCode.InvalidRequest, 'Invalid Request: clients do not send responses on this protocol revision')
   if (m.kind === 'invalid') throw bad(m.error.code, m.error.message)
 }
-

@@ -72,7 +72,6 @@ function asWireError (err: unknown): unknown {
     { requiredCapabilities: err.requiredCapabilities }, 400)
 }
 
-
 /** @internal The modern engine. */
 export class ModernWire {
   readonly #d: ModernDeps
@@ -203,8 +202,17 @@ export class ModernWire {
       }
       try {
         result = await entry.handler({
-          registry, params, ctx, principal: r.principal, pageSize: opts.pageSize, log: request.log, resourceNotFound, isProtocolError: isClientCapabilityError,
-          limiter: this.#d.limiter, state: this.#d.handles, tasks: this.#d.tasks
+          registry,
+          params,
+          ctx,
+          principal: r.principal,
+          pageSize: opts.pageSize,
+          log: request.log,
+          resourceNotFound,
+          isProtocolError: isClientCapabilityError,
+          limiter: this.#d.limiter,
+          state: this.#d.handles,
+          tasks: this.#d.tasks
         })
       } catch (err) {
         if (!(err instanceof InputRequiredSignal) || ctx?.asked !== true) throw err

@@ -114,7 +114,6 @@ export interface SessionStore {
   close? (): Promise<void>
 }
 
-
 /** A lease taken together with the session it protects (see {@link LockingSessionStore}). */
 export interface LockedSession {
   /** The lease; release it with {@link LockingSessionStore.saveAndRelease} or `lease.release()`. */

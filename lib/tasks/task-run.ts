@@ -176,9 +176,15 @@ export class TaskRun {
         const cancelled = record.data[K.cancel] !== undefined
         const now = Date.now()
         const set: Record<string, JsonValue> = { [K.lastUpdatedAt]: new Date(now).toISOString(), [K.expiresAt]: now + this.#d.ttlMs }
-        if (cancelled) set[K.status] = 'cancelled'
-        else if ('result' in outcome) { set[K.status] = 'completed'; set[K.result] = outcome.result as JsonValue }
-        else { set[K.status] = 'failed'; set[K.error] = outcome.error as JsonValue }
+        if (cancelled) {
+          set[K.status] = 'cancelled'
+        } else if ('result' in outcome) {
+          set[K.status] = 'completed'
+          set[K.result] = outcome.result as JsonValue
+        } else {
+          set[K.status] = 'failed'
+          set[K.error] = outcome.error as JsonValue
+        }
         await this.#save(set, [K.inputRequests], record.version)
       })
     } catch (err) {

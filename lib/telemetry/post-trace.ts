@@ -156,8 +156,10 @@ export class LivePost implements PostTrace {
     const known = this.#t.known
     const method = msg.method
     const name = typeof msg.params?.name === 'string' ? msg.params.name : undefined
-    const target = name === undefined ? undefined
-      : method === 'tools/call' ? (known.tool(name) ? name : undefined)
+    const target = name === undefined
+      ? undefined
+      : method === 'tools/call'
+        ? (known.tool(name) ? name : undefined)
         : method === 'prompts/get' ? (known.prompt(name) ? name : undefined) : undefined
     // `_meta`'s trace context is the parent; the HTTP request's (ambient) one is linked.
     const remote = contextFromMeta(ambient, msg.params?._meta)

@@ -215,4 +215,3 @@ t.test('options are validated', async t => {
   t.throws(() => createJwtVerifier({ ...base, clockToleranceSec: -1 }), /clockToleranceSec/)
   t.throws(() => createJwtVerifier({ ...base, jwksCooldownMs: 1.5 }), /jwksCooldownMs/)
 })
-

@@ -12,9 +12,23 @@ function row (server: string, rates: number[]): Row {
   const sorted = [...rates].sort((a, b) => a - b)
   const mid = sorted[Math.floor(sorted.length / 2)] as number
   return {
-    scenario: 'modern', title: 'modern tools/call (JSON)', connections: 50, server, baseline: BARE, isBaseline: server === BARE,
-    rounds: rates.length, reqPerSec: mid, p50: 1, p99: 2, cpuUsPerReq: 1e6 / mid, rssMiB: 80, otherCores: 0, failures: 0,
-    statusCodes: { 200: 1 }, ratio: { reqPerSec: NaN, p50: NaN, p99: NaN, cpuUsPerReq: NaN, rssMiB: NaN }, perRound
+    scenario: 'modern',
+    title: 'modern tools/call (JSON)',
+    connections: 50,
+    server,
+    baseline: BARE,
+    isBaseline: server === BARE,
+    rounds: rates.length,
+    reqPerSec: mid,
+    p50: 1,
+    p99: 2,
+    cpuUsPerReq: 1e6 / mid,
+    rssMiB: 80,
+    otherCores: 0,
+    failures: 0,
+    statusCodes: { 200: 1 },
+    ratio: { reqPerSec: NaN, p50: NaN, p99: NaN, cpuUsPerReq: NaN, rssMiB: NaN },
+    perRound
   }
 }
 

@@ -218,7 +218,7 @@ function lifetimeChecks (t: Test, options: EventLogContractOptions): void {
     t.ok(await log.append(other.sid, other.streamId, 'still') !== null, 'and still writes')
   })
 
-  t.test("a stream expires ttl ms after its last event; each append renews it", async t => {
+  t.test('a stream expires ttl ms after its last event; each append renews it', async t => {
     const ttl = 400
     const log = await options.open(t, { ttl })
     const s = await stream(log, await live(options), ['0'])

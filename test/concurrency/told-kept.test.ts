@@ -240,7 +240,6 @@ t.test('an undecodable session file: a clear 503, the lock released; repaired, i
 
 // ─── 4. batches under the lock ────────────────────────────────────────────────────────────────
 
-
 t.test('a batch on a Redis-locked 2025-03-26 session: its members see each other\'s changes', async t => {
   const { store, lock, close } = await redisBackends(t)
   const s = await app(t, store, lock, close)

@@ -36,7 +36,6 @@ import {
   resolveRef, RUNS, SEED, serverRequestIds, VERSIONS
 } from './fixtures/arbitraries.js'
 
-
 // ─── the server under test ──────────────────────────────────────────────────────────────────────
 
 const store = new MemorySessionStore({ sweepInterval: 0 })
@@ -175,8 +174,6 @@ async function refillPool (): Promise<void> {
   if (pool.length > 30) pool.splice(0, pool.length - 30)
 }
 
-
-
 // ─── the property ───────────────────────────────────────────────────────────────────────────────
 
 const debug = new Map<string, number>()
@@ -215,7 +212,6 @@ async function readBody (res: LightMyRequestResponse, openAfter: number): Promis
   }
   return { text: Buffer.concat(chunks).toString('utf8'), open }
 }
-
 
 async function runOne (input: RequestInput): Promise<void> {
   await refillPool()

@@ -194,52 +194,54 @@ t.test('a burst written in one turn (across nextTicks and microtasks) leaves in 
   w.end()
 })
 
-for (const lazy of [false, true]) t.test(`a reader that stops reading is disconnected once the buffer passes the bound${lazy ? ' (context made when logged)' : ''}`, async t => {
-  const s = await serve(t)
-  const { client, server } = await s.open({ name: 'slow', session: 'sid-slow', ...(lazy ? { lazy: '1' } : {}) })
-  const w = server.writer
-  let closedCalls = 0
-  w.onClose(() => { closedCalls++ })
-  const closing = closedOnServer(w)
-  await nextTurn()
-  // The client stops reading: the kernel buffers fill, then the server's.
-  client.res.pause()
-  client.res.socket?.pause()
-
-  const frame = 'x'.repeat(64 * 1024)
-  let written = 0
-  let accepted = true
-  let destroyedBefore = false
-  // One frame per turn, as a stream producing events would; well past the bound if need be.
-  while (written < 16 * MAX_BUFFERED_BYTES) {
-    destroyedBefore = server.raw.destroyed
-    accepted = w.event(null, frame)
-    if (!accepted) break
-    written += frame.length
+for (const lazy of [false, true]) {
+  t.test(`a reader that stops reading is disconnected once the buffer passes the bound${lazy ? ' (context made when logged)' : ''}`, async t => {
+    const s = await serve(t)
+    const { client, server } = await s.open({ name: 'slow', session: 'sid-slow', ...(lazy ? { lazy: '1' } : {}) })
+    const w = server.writer
+    let closedCalls = 0
+    w.onClose(() => { closedCalls++ })
+    const closing = closedOnServer(w)
     await nextTurn()
-  }
-  t.equal(accepted, false, `the writer gave up (after ${written} bytes)`)
-  t.equal(destroyedBefore, false, 'the write that passed the bound is the one that reports false')
-  t.ok(written >= MAX_BUFFERED_BYTES - frame.length, 'not before the bound was reached')
-  t.equal(server.raw.destroyed, true, 'the connection is destroyed')
-  t.equal(w.closed, true)
-  for (let i = 0; i < 3; i++) t.equal(w.event(null, 'more'), false, 'event() stays false')
-  w.comment('more')
-  w.end(1000)
+    // The client stops reading: the kernel buffers fill, then the server's.
+    client.res.pause()
+    client.res.socket?.pause()
 
-  const warns = s.logs.filter(l => l.msg === 'SSE reader too slow; closing its connection')
-  t.equal(warns.length, 1, 'one warn line')
-  t.match(warns[0], { level: 40, stream: 'slow', sessionId: 'sid-slow' }, 'with the what context')
-  if (lazy) t.equal(server.whatCalls(), 1, 'the context was made for the line, once')
-  await closing
-  t.equal(closedCalls, 1, 'onClose fired')
-  // Reading again, the client drains what the kernel held and then sees the connection end
-  // before the stream did.
-  client.res.socket?.resume()
-  client.res.resume()
-  await client.until(c => c.closed, 'the client connection to close')
-  t.equal(client.ended, false, 'cut off, not a finished response')
-})
+    const frame = 'x'.repeat(64 * 1024)
+    let written = 0
+    let accepted = true
+    let destroyedBefore = false
+    // One frame per turn, as a stream producing events would; well past the bound if need be.
+    while (written < 16 * MAX_BUFFERED_BYTES) {
+      destroyedBefore = server.raw.destroyed
+      accepted = w.event(null, frame)
+      if (!accepted) break
+      written += frame.length
+      await nextTurn()
+    }
+    t.equal(accepted, false, `the writer gave up (after ${written} bytes)`)
+    t.equal(destroyedBefore, false, 'the write that passed the bound is the one that reports false')
+    t.ok(written >= MAX_BUFFERED_BYTES - frame.length, 'not before the bound was reached')
+    t.equal(server.raw.destroyed, true, 'the connection is destroyed')
+    t.equal(w.closed, true)
+    for (let i = 0; i < 3; i++) t.equal(w.event(null, 'more'), false, 'event() stays false')
+    w.comment('more')
+    w.end(1000)
+
+    const warns = s.logs.filter(l => l.msg === 'SSE reader too slow; closing its connection')
+    t.equal(warns.length, 1, 'one warn line')
+    t.match(warns[0], { level: 40, stream: 'slow', sessionId: 'sid-slow' }, 'with the what context')
+    if (lazy) t.equal(server.whatCalls(), 1, 'the context was made for the line, once')
+    await closing
+    t.equal(closedCalls, 1, 'onClose fired')
+    // Reading again, the client drains what the kernel held and then sees the connection end
+    // before the stream did.
+    client.res.socket?.resume()
+    client.res.resume()
+    await client.until(c => c.closed, 'the client connection to close')
+    t.equal(client.ended, false, 'cut off, not a finished response')
+  })
+}
 
 t.test('one frame larger than the bound reaches a reader that keeps up', async t => {
   const s = await serve(t)

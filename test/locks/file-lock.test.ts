@@ -166,17 +166,17 @@ t.test('the inode re-check: a file removed between open and lock is not a lock',
   let afterOpen: (() => Promise<void>) | undefined
   const { FileSessionLock: Hooked } = await t.mockImport<typeof import('../../lib/locks/file-lock.js')>(
     '../../lib/locks/file-lock.js', {
-      'node:fs/promises': {
-        ...fsp,
-        open: async (...args: Parameters<typeof fsp.open>) => {
-          const handle = await fsp.open(...args)
-          const hook = afterOpen
-          afterOpen = undefined
-          await hook?.()
-          return handle
-        }
+    'node:fs/promises': {
+      ...fsp,
+      open: async (...args: Parameters<typeof fsp.open>) => {
+        const handle = await fsp.open(...args)
+        const hook = afterOpen
+        afterOpen = undefined
+        await hook?.()
+        return handle
       }
-    })
+    }
+  })
   const dir = await tempDir(t)
   const newcomer = newLock(t, dir)
   const hooked = new Hooked({ dir })

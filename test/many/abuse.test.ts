@@ -21,7 +21,6 @@ t.setTimeout(90_000)
 const many = await startMany(t)
 t.comment(`redis-server + 3 instances + proxy started in ${many.startedInMs} ms`)
 
-
 /** Runs slow_count with progress on a session; the whole SSE response. */
 async function slowCount (session: Session, steps: number, token: string): Promise<SseEvent[]> {
   const res = await fetch(many.url, {

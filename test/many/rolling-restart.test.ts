@@ -23,6 +23,7 @@ t.test('rolling restart of 3 instances under counter_add load: counter = success
   const note = (what: string): void => { statuses.set(what, (statuses.get(what) ?? 0) + 1) }
   let stop = false
   const worker = async (): Promise<void> => {
+    // eslint-disable-next-line no-unmodified-loop-condition -- the test sets it once the restart is over
     while (!stop) {
       try {
         const r = await callTool(many.url, s, 'counter_add', { delayMs: 20 })

@@ -164,16 +164,19 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
     { weight: 1, arbitrary: anyJson }
   )
   const metaArb = fc.oneof(
-    { weight: 16, arbitrary: fc.record({
-      [META_VERSION]: version,
-      [META_CAPS]: caps,
-      [META_CLIENT]: fc.oneof({ weight: 12, arbitrary: fc.constant({ name: 'fuzz', version: '1' }) }, { weight: 1, arbitrary: anyJson }),
-      [META_LOG]: fc.oneof({ weight: 6, arbitrary: fc.constantFrom('debug', 'info', 'emergency') }, { weight: 1, arbitrary: fc.constantFrom('verbose', 3, null, 'INFO') }),
-      progressToken: fc.oneof({ weight: 4, arbitrary: fc.string({ maxLength: 8 }) }, { weight: 4, arbitrary: fc.integer() }, { weight: 1, arbitrary: longToken }),
-      junk: anyJson,
-      // Now and then a huge _meta, within the body limit.
-      huge: fc.oneof({ weight: 30, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.integer({ min: 10_000, max: 900_000 }).map(n => 'x'.repeat(n)) })
-    }, { requiredKeys: [META_VERSION, META_CAPS] }) },
+    {
+      weight: 16,
+      arbitrary: fc.record({
+        [META_VERSION]: version,
+        [META_CAPS]: caps,
+        [META_CLIENT]: fc.oneof({ weight: 12, arbitrary: fc.constant({ name: 'fuzz', version: '1' }) }, { weight: 1, arbitrary: anyJson }),
+        [META_LOG]: fc.oneof({ weight: 6, arbitrary: fc.constantFrom('debug', 'info', 'emergency') }, { weight: 1, arbitrary: fc.constantFrom('verbose', 3, null, 'INFO') }),
+        progressToken: fc.oneof({ weight: 4, arbitrary: fc.string({ maxLength: 8 }) }, { weight: 4, arbitrary: fc.integer() }, { weight: 1, arbitrary: longToken }),
+        junk: anyJson,
+        // Now and then a huge _meta, within the body limit.
+        huge: fc.oneof({ weight: 30, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.integer({ min: 10_000, max: 900_000 }).map(n => 'x'.repeat(n)) })
+      }, { requiredKeys: [META_VERSION, META_CAPS] })
+    },
     { weight: 1, arbitrary: fc.record({ [META_VERSION]: version, [META_CAPS]: caps }, { requiredKeys: [] }) },
     { weight: 1, arbitrary: anyJson }
   )
@@ -193,11 +196,14 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
     { weight: 3, arbitrary: fc.constant(undefined) },
     { weight: 3, arbitrary: fc.record({ genuine: fc.integer({ min: 0, max: genuine.length - 1 }), own: fc.boolean() }) },
     { weight: 2, arbitrary: fc.record({ forged: fc.constantFrom(...forgeries), own: fc.boolean() }) },
-    { weight: 1, arbitrary: fc.tuple(fc.integer({ min: 0, max: genuine.length - 1 }), fc.nat(), fc.constantFrom(...'AB_-x0'.split(''))).map(([i, at, ch]) => {
-      const s = genuine[i].state
-      const k = at % s.length
-      return { forged: s.slice(0, k) + (s[k] === ch ? 'Q' : ch) + s.slice(k + 1) }
-    }) },
+    {
+      weight: 1,
+      arbitrary: fc.tuple(fc.integer({ min: 0, max: genuine.length - 1 }), fc.nat(), fc.constantFrom(...'AB_-x0'.split(''))).map(([i, at, ch]) => {
+        const s = genuine[i].state
+        const k = at % s.length
+        return { forged: s.slice(0, k) + (s[k] === ch ? 'Q' : ch) + s.slice(k + 1) }
+      })
+    },
     { weight: 1, arbitrary: anyJson.map(v => ({ forged: v })) }
   )
   const method = fc.oneof(

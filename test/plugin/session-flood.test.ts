@@ -19,7 +19,9 @@ t.test('a used session survives twice `max` fresh initializes (memory store, the
   // Bare `initialize` calls, never followed by anything (what a flood looks like).
   for (let i = 0; i < 2 * max; i++) {
     const res = await post(app, {
-      jsonrpc: '2.0', id: i, method: 'initialize',
+      jsonrpc: '2.0',
+      id: i,
+      method: 'initialize',
       params: { protocolVersion: LATEST, capabilities: {}, clientInfo: { name: 'flood', version: '1' } }
     })
     t.equal(res.statusCode, 200, `flood initialize ${i}`)

@@ -15,7 +15,9 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
 
 const INITIALIZE = JSON.stringify({
-  jsonrpc: '2.0', id: 0, method: 'initialize',
+  jsonrpc: '2.0',
+  id: 0,
+  method: 'initialize',
   params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'outage', version: '1' } }
 })
 

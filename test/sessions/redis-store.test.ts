@@ -34,7 +34,6 @@ Promise<{ store: RedisSessionStore, lock: RedisSessionLock, other: RedisSessionL
   return { store, lock, other, prefix }
 }
 
-
 runSessionStoreContract(t, 'RedisSessionStore', (t, { ttl }) => {
   const client = new Redis(server.url)
   t.teardown(() => { client.disconnect() })

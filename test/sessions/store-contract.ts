@@ -99,6 +99,7 @@ export function runSessionStoreContract (t: Test, name: string, factory: StoreFa
         // Mutated every way a handler could: none of it may reach the next load.
         ;((record?.data.list as JsonValue[])[1] as { two: JsonValue[] }).two.push(3)
         ;(nested.a as Record<string, JsonValue>).b = 'changed'
+        // eslint-disable-next-line no-proto -- an own key named __proto__ (parsed JSON), not the prototype
         ;((nested.__proto__ as Record<string, JsonValue>).evil as JsonValue[]).push(false)
         ;(record?.data.list as JsonValue[]).length = 0
         delete record?.data.n

@@ -302,4 +302,3 @@ t.test('passOn: an unchanged session and its lease go to the next waiter of this
     t.equal(await admin.exists(`${prefix}{${id}}:lock`), 0, 'and the lease was released in Redis')
   })
 })
-

@@ -132,7 +132,6 @@ t.test('fast path: a store implementing LockingSessionStore for the lock', async
   }
 })
 
-
 t.test('a cancellation whose signal is made on demand (an AbortSource): made only for a lock that needs it', async t => {
   /** A request's cancellation: counts the signals it was asked for. */
   class Source {

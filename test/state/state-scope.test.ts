@@ -325,23 +325,25 @@ for (const kind of ['Lease', 'plain'] as const) {
   })
 }
 
-for (const kind of ['Lease', 'plain'] as const) t.test(`a ${kind} lease lost while the state was being read counts as lost at once`, async t => {
+for (const kind of ['Lease', 'plain'] as const) {
+  t.test(`a ${kind} lease lost while the state was being read counts as lost at once`, async t => {
   // The scope starts watching after the load: a Lease tells a late watcher (whenLost); for a
   // plain lease the scope must look at the signal first, since a listener added to an already
   // aborted signal never hears of it.
-  const f = fixture(kind)
-  f.store.put('s1', {})
-  f.store.onLoad = async (id) => {
-    lose(f.lock.leases[0])
-    return f.store.read(id)
-  }
-  const scope = await open(f, 's1', { lock: true })
-  t.equal(scope.lost, true)
-  let fired = 0
-  scope.onLost(() => { fired++ })
-  t.equal(fired, 1)
-  await scope.close()
-})
+    const f = fixture(kind)
+    f.store.put('s1', {})
+    f.store.onLoad = async (id) => {
+      lose(f.lock.leases[0])
+      return f.store.read(id)
+    }
+    const scope = await open(f, 's1', { lock: true })
+    t.equal(scope.lost, true)
+    let fired = 0
+    scope.onLost(() => { fired++ })
+    t.equal(fired, 1)
+    await scope.close()
+  })
+}
 
 t.test('resume of a scope opened without the lock re-reads the state and takes no lock', async t => {
   const f = fixture()

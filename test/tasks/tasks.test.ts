@@ -27,7 +27,7 @@ t.teardown(() => { admin.disconnect() })
 
 function deferred (): { promise: Promise<void>, resolve: () => void } {
   let resolve!: () => void
-  const promise = new Promise<void>(r => { resolve = r })
+  const promise = new Promise<void>(_resolve => { resolve = _resolve })
   return { promise, resolve }
 }
 

@@ -1,0 +1,14 @@
+// Lint in the Fastify organisation's style for TypeScript: neostandard (standard, with
+// typescript-eslint). The stylistic rules stay on: the code already follows standard's style.
+import neostandard from 'neostandard'
+
+export default [
+  ...neostandard({ ts: true, ignores: ['dist/**', 'coverage/**', '.tap/**', 'bench/.build/**', 'bench/.build-before/**'] }),
+  {
+    rules: {
+      // `void promise;` marks a promise deliberately left unawaited (its errors handled on it);
+      // `void` as an expression stays an error.
+      'no-void': ['error', { allowAsStatement: true }]
+    }
+  }
+]
