@@ -125,7 +125,12 @@ export async function postWithoutSession (d: SessionlessDeps, exchange: Exchange
 async function runRequest (d: SessionlessDeps, run: Run, msg: JsonRpcRequest, channel: ResponseChannel): Promise<unknown> {
   const request = run.exchange.request
   const ctx = new SessionlessContext({
-    request, principal: run.principal, requestId: msg.id, meta: msg.params?._meta as Record<string, unknown> | undefined, channel, abort: run.abort,
+    request,
+    principal: run.principal,
+    requestId: msg.id,
+    meta: msg.params?._meta as Record<string, unknown> | undefined,
+    channel,
+    abort: run.abort,
     handles: d.handles.minter
   })
   try {

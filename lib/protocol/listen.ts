@@ -31,7 +31,6 @@ interface ListenStream {
   client: string
 }
 
-
 /**
  * Why a `subscriptions/listen` filter is malformed, or `null`: `notifications` is required, an
  * object whose flags are booleans and whose `resourceSubscriptions` is an array of strings

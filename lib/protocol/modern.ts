@@ -89,8 +89,12 @@ export class ModernWire {
     this.#d = deps
     // Its JSON is made once: the POST's answer copies it in (`stringifyMessage`).
     this.#serverMeta = presetMeta({ [META_SERVER]: deps.opts.serverInfo })
-    this.listeners = new ListenStreams({ max: deps.opts.maxListenStreams, maxPerClient: deps.opts.maxListenStreamsPerClient, keepAlive: deps.opts.keepAliveInterval,
-      clientKey: (principal, ip) => deps.limiter.clientKey(principal, ip) })
+    this.listeners = new ListenStreams({
+      max: deps.opts.maxListenStreams,
+      maxPerClient: deps.opts.maxListenStreamsPerClient,
+      keepAlive: deps.opts.keepAliveInterval,
+      clientKey: (principal, ip) => deps.limiter.clientKey(principal, ip)
+    })
   }
 
   /** Handles a modern POST whose body parsed. */

@@ -114,8 +114,19 @@ export class MemorySessionStore implements SessionStore {
       this.#expiry.report([victim.id])
     }
     const session: StoredSession = {
-      id, used: false, prev: null, next: null, fields, snapshot: null, parsed: null, version: 0, touched: performance.now(),
-      owner: null, ownerUsed: false, ownerPrev: null, ownerNext: null
+      id,
+      used: false,
+      prev: null,
+      next: null,
+      fields,
+      snapshot: null,
+      parsed: null,
+      version: 0,
+      touched: performance.now(),
+      owner: null,
+      ownerUsed: false,
+      ownerPrev: null,
+      ownerNext: null
     }
     if (ttl !== undefined && ttl !== this.ttl) session.ttl = ttl
     if (options.unusedTtl !== undefined) session.unusedTtl = checkTtl(options.unusedTtl)

@@ -97,9 +97,10 @@ export class OwnerIndex {
   victim (): Owned | null {
     const bucket = this.#byCount[this.#most]
     if (bucket === undefined) return null
-    for (const owner of bucket.withFresh) return owner.fresh.head
-    for (const owner of bucket.allUsed) return owner.used.head
-    return null
+    // The first owner of each set (any of them holds the most): sets iterate in insertion order.
+    const fresh = first(bucket.withFresh)
+    if (fresh !== undefined) return fresh.fresh.head
+    return first(bucket.allUsed)?.used.head ?? null
   }
 
   /** Takes `owner` out of its bucket (before its count or its never-used records change). */
@@ -142,4 +143,8 @@ function unlink (chain: Chain, record: Owned): void {
   else next.ownerPrev = prev
   record.ownerPrev = null
   record.ownerNext = null
+}
+
+function first<T> (set: Set<T>): T | undefined {
+  return set.values().next().value
 }

@@ -22,7 +22,9 @@ t.test('401 and 403 log their reason, never the token', async t => {
   t.equal(await send({ authorization: 'Bearer secret-wrong-token-456' }), 401)
   t.equal(await send({ authorization: 'Bearer good-token-123', origin: 'https://evil.example' }), 403)
   const call = await app.inject({
-    method: 'POST', url: '/mcp', headers: headers(null, { authorization: 'Bearer good-token-123', 'mcp-protocol-version': '2025-11-25' }),
+    method: 'POST',
+    url: '/mcp',
+    headers: headers(null, { authorization: 'Bearer good-token-123', 'mcp-protocol-version': '2025-11-25' }),
     payload: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'admin', arguments: {} } }
   })
   t.equal(call.statusCode, 403, 'missing scope → 403')

@@ -34,7 +34,9 @@ async function oneCall (app: FastifyInstance, echo: boolean): Promise<number[]> 
   const sid = init.headers['mcp-session-id'] as string
   const session = echo ? { sid, version: LEGACY } : null
   const call = await app.inject({
-    method: 'POST', url: '/mcp', headers: headers(session, { 'mcp-protocol-version': LEGACY }),
+    method: 'POST',
+    url: '/mcp',
+    headers: headers(session, { 'mcp-protocol-version': LEGACY }),
     payload: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'hello', arguments: {} } }
   })
   return [init.statusCode, call.statusCode, finalOf(call).result?.isError === true ? 1 : 0]

@@ -142,4 +142,3 @@ t.test('Redis stopped: read-only calls answer 503 at once (session and handle), 
   }, { timeout: 10_000, what: 'the store to serve again' })
   t.same((await modern.callTool('basket_get', { basket: again })).structuredContent, { items: [] })
 })
-

@@ -141,7 +141,7 @@ async function pairsSeen (c: InjectClient, basket: string): Promise<Array<{ a: u
   })()
   const seen: Array<{ a: unknown, b: unknown }> = []
   const readers = Array.from({ length: 4 }, async () => {
-    while (writing) {
+    while (writing) { // eslint-disable-line no-unmodified-loop-condition -- the writer task above clears it
       const r = await c.callTool('pair_get', { basket })
       seen.push(r.structuredContent as { a: unknown, b: unknown })
     }
