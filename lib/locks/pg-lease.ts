@@ -1,0 +1,78 @@
+/** The lease a `PgSessionLock` hands out (see `pg-lock.ts`): a row of `<prefix>leases`. */
+import { performance } from 'node:perf_hooks'
+import type { PgPoolLike } from '../postgres/pool.js'
+import type { SteadySet } from '../steady-map.js'
+import { roundTrip } from '../telemetry/index.js'
+import { SessionLockError, SessionLockErrorCodes } from './errors.js'
+import type { FifoRelease } from './keyed-fifo.js'
+import { Lease } from './lease.js'
+import type { Renewal, RenewalClock, RenewalTarget } from './renewal.js'
+
+/** The statements a lease runs, written once per lock (the table name is the lock's). */
+export interface LeaseStatements {
+  readonly release: { name: string, text: string }
+  readonly extend: { name: string, text: string }
+}
+
+/** A lease row of a `PgSessionLock`, released, renewed and ended by its own methods. */
+export class PgLease extends Lease implements RenewalTarget {
+  tracked = true
+  readonly renewal: Renewal
+
+  constructor (
+    id: string,
+    /** The lock that handed it out, and its lease ttl. */
+    readonly lock: object,
+    readonly ttl: number,
+    readonly pool: PgPoolLike,
+    readonly statements: LeaseStatements,
+    readonly token: string,
+    readonly slot: FifoRelease,
+    readonly leases: SteadySet<Lease>,
+    clock: RenewalClock,
+    sentAt: number
+  ) {
+    super(id, noRelease, { key: id, token })
+    this.renewal = clock.start(sentAt, this)
+    leases.add(this)
+  }
+
+  /** Stops tracking the lease; returns false when it was not tracked. */
+  forget (): boolean {
+    if (!this.tracked) return false
+    this.tracked = false
+    this.renewal.stop()
+    this.leases.delete(this)
+    return true
+  }
+
+  protected override async runRelease (): Promise<void> {
+    this.forget()
+    roundTrip()
+    try {
+      await this.pool.query({ ...this.statements.release, values: [this.id, this.token] })
+    } catch (err) {
+      throw new SessionLockError(`Failed to release the lock of session ${this.id}; it expires in ${this.ttl} ms`, { cause: err })
+    } finally {
+      // After the reply, not when sent: the next waiter's take may run on another connection.
+      this.slot()
+    }
+  }
+
+  /** Can it still be ours by the clock (a process paused past the ttl resumes before the timer). */
+  override get expired (): boolean {
+    return this.lost || performance.now() >= this.renewal.confirmedAt + this.ttl
+  }
+
+  async extendLease (): Promise<number> {
+    const { rowCount } = await this.pool.query({ ...this.statements.extend, values: [this.id, this.token, this.ttl] })
+    return rowCount === 1 ? 1 : 0
+  }
+
+  leaseLost (): void {
+    this.lose(new SessionLockError(`The lock of session ${this.id} was lost`, { code: SessionLockErrorCodes.LEASE_LOST }))
+  }
+}
+
+/** PgLease releases through its own method. */
+function noRelease (): void {}

@@ -1,0 +1,265 @@
+/**
+ * `PgSessionLock`: the per-session lock of many machines on PostgreSQL, a lease row.
+ *
+ * - Acquire: `INSERT … ON CONFLICT (id) DO UPDATE … WHERE expired` into `<prefix>leases`, with a
+ *   fresh random 128-bit token per acquisition; one statement, atomic under concurrent takers. In
+ *   front of it, an in-process FIFO, so only one request per process contends in the database;
+ *   while the lease is busy, polls with exponential backoff and full jitter (cap 50 ms).
+ * - Release: delete the row where the token is ours, so a holder whose lease ran out never frees
+ *   the next holder's lease.
+ * - Renewal: every ttl/3, push `expires_at` where the token is ours and the lease has not expired
+ *   (it never revives a lease that ran out). "Not ours any more" aborts `lease.signal` at once;
+ *   database errors are retried until the lease would have expired, then the signal aborts.
+ * - Fencing: `lease.fence` lets the PostgreSQL store refuse, in the save's own call, the save of a
+ *   holder whose lease was lost once someone else took it or wrote the state.
+ *
+ * Lease rows, not advisory locks: a session-level advisory lock belongs to one connection, which
+ * a pooler in transaction mode (PgBouncer, most managed poolers) hands to other clients between
+ * transactions, and which the holder must keep checked out for the whole request. A row works
+ * through any pooler, expires by itself when its holder dies, and can be checked by a save.
+ * Every time is the database's clock.
+ */
+import { randomBytes } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
+import { createPgPool, isPgPool, type PgPoolLike } from '../postgres/pool.js'
+import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema } from '../postgres/schema.js'
+import { settleWithin } from '../settle.js'
+import { SteadySet } from '../steady-map.js'
+import { roundTrip } from '../telemetry/index.js'
+import {
+  SessionLockError, SessionLockTimeoutError, alreadyHeldError, backendError, closedError, notHeldError
+} from './errors.js'
+import { KeyedFifo, type FifoRelease } from './keyed-fifo.js'
+import { Lease } from './lease.js'
+import { PgLease, type LeaseStatements } from './pg-lease.js'
+import { RenewalClock } from './renewal.js'
+import { signalOf, type AcquireOptions, type LocalAcquireOptions, type SessionLease, type SessionLock } from './session-lock.js'
+import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
+
+/** Options of {@link PgSessionLock}. */
+export interface PgSessionLockOptions {
+  /**
+   * A pg Pool (never closed by the lock), or a connection string from which the lock makes a
+   * pool of the app's pg with bounded waits (closed by `close()`).
+   */
+  pool: PgPoolLike | string
+  /** Default acquire timeout in milliseconds (default 30,000; `0` tries once). Must be >= 0. */
+  timeout?: number
+  /** Lease time-to-live in milliseconds (default 30,000), renewed every ttl/3 while held. */
+  ttl?: number
+  /** Table-name prefix (default `'mcp_'`): the leases are rows of `<prefix>leases`. */
+  prefix?: string
+}
+
+/** What a {@link PgLeaseAttempt} resolves when the lease is busy. */
+export const PG_LEASE_BUSY: unique symbol = Symbol('lease busy')
+/** What a {@link PgLeaseAttempt} resolves when the state does not exist (no lease taken). */
+export const PG_STATE_MISSING: unique symbol = Symbol('state missing')
+
+/**
+ * One try at the lease (one statement), given the pool, the lease id and the token: resolves
+ * the value read when the lease was taken, else a marker.
+ */
+export type PgLeaseAttempt<T> = (pool: PgPoolLike, id: string, token: string) =>
+Promise<T | typeof PG_LEASE_BUSY | typeof PG_STATE_MISSING>
+
+/** How long close() waits for the lease releases and the pool's end (ms). */
+const CLOSE_TIMEOUT = 1000
+
+/** Session lock backed by PostgreSQL lease rows. */
+export class PgSessionLock implements SessionLock {
+  readonly timeout: number
+  /** Lease time-to-live in milliseconds. */
+  readonly ttl: number
+  /** Table-name prefix. */
+  readonly prefix: string
+  readonly #pool: PgPoolLike
+  readonly #ownsPool: boolean
+  readonly #fifo = new KeyedFifo()
+  readonly #leases = new SteadySet<Lease>()
+  readonly #closing = new AbortController()
+  readonly #renewals: RenewalClock
+  readonly #take: { name: string, text: string }
+  readonly #statements: LeaseStatements
+  #schemaReady = false
+
+  /** @throws {RangeError} for a negative `timeout` or a `ttl` below 3; {@link TypeError} for a bad prefix or pool. */
+  constructor (options: PgSessionLockOptions) {
+    this.timeout = checkTimeout(options.timeout ?? DEFAULT_LOCK_TIMEOUT)
+    const ttl = options.ttl ?? 30_000
+    if (!Number.isInteger(ttl) || ttl < 3) throw new RangeError('ttl must be an integer greater than or equal to 3.')
+    this.ttl = ttl
+    this.#renewals = new RenewalClock(ttl)
+    const p = this.prefix = checkPgPrefix(options.prefix ?? DEFAULT_PG_PREFIX)
+    if (typeof options.pool === 'string') {
+      this.#pool = createPgPool(options.pool)
+      this.#ownsPool = true
+    } else if (isPgPool(options.pool)) {
+      this.#pool = options.pool
+      this.#ownsPool = false
+    } else {
+      throw new TypeError('pool must be a pg Pool or a connection string.')
+    }
+    const expiresIn = "clock_timestamp() + $3::float8 * interval '1 millisecond'"
+    this.#take = {
+      name: `${p}lease_take`,
+      text: `INSERT INTO ${p}leases AS l (id, token, expires_at) VALUES ($1, $2, ${expiresIn})
+        ON CONFLICT (id) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
+        WHERE l.expires_at <= clock_timestamp()`
+    }
+    this.#statements = {
+      release: { name: `${p}lease_release`, text: `DELETE FROM ${p}leases WHERE id = $1 AND token = $2` },
+      extend: {
+        name: `${p}lease_extend`,
+        text: `UPDATE ${p}leases SET expires_at = ${expiresIn} WHERE id = $1 AND token = $2 AND expires_at > clock_timestamp()`
+      }
+    }
+  }
+
+  /** The pool this lock uses. */
+  get pool (): PgPoolLike {
+    return this.#pool
+  }
+
+  /** Sessions held or waited for by this instance right now (0 when idle). */
+  get size (): number {
+    return this.#fifo.size
+  }
+
+  /** Requests of this process queued behind a holder, over all sessions. */
+  get pending (): number {
+    return this.#fifo.waiting
+  }
+
+  /** Leases this instance holds right now. */
+  get held (): number {
+    return this.#leases.size
+  }
+
+  /** Resolves once the database answers and the schema exists; rejects with a `SessionLockError` otherwise. */
+  async ready (): Promise<void> {
+    try {
+      await this.#schema()
+    } catch (err) {
+      throw new SessionLockError(`PostgreSQL is not reachable (${(err as Error).message})`, { cause: err })
+    }
+  }
+
+  async #schema (): Promise<void> {
+    if (this.#schemaReady) return
+    await ensureSchema(this.#pool, this.prefix)
+    this.#schemaReady = true
+  }
+
+  async acquire (id: string, options: LocalAcquireOptions = {}): Promise<SessionLease> {
+    const taken = await this.acquireWith(id, options, async (pool, key, token) => {
+      roundTrip()
+      const { rowCount } = await pool.query({ ...this.#take, values: [key, token, this.ttl] })
+      return rowCount === 1 ? undefined : PG_LEASE_BUSY
+    })
+    return (taken as NonNullable<typeof taken>).lease
+  }
+
+  async tryAcquire (id: string, options: Pick<AcquireOptions, 'owner'> = {}): Promise<SessionLease | null> {
+    try {
+      return await this.acquire(id, { owner: options.owner, timeout: 0 })
+    } catch (err) {
+      if (err instanceof SessionLockTimeoutError) return null
+      throw err
+    }
+  }
+
+  /**
+   * Rejects waiters, stops renewals, releases held leases (aborting their signals) and ends the
+   * pool if the lock made it. Bounded; never throws.
+   */
+  async close (): Promise<void> {
+    if (this.#closing.signal.aborted) return
+    this.#closing.abort(closedError())
+    this.#fifo.rejectAll(closedError())
+    await settleWithin(Promise.all(this.#leases.values().map(lease => lease.revoke(closedError()))), CLOSE_TIMEOUT, { keepAlive: false })
+    this.#renewals.stopAll()
+    if (this.#ownsPool) await settleWithin(this.#pool.end(), CLOSE_TIMEOUT, { keepAlive: false })
+  }
+
+  /**
+   * Waits for the lease like `acquire()`, taking it with `attempt` (one statement). Resolves null,
+   * holding nothing, when the attempt reports the state missing. For the store + lock pairing
+   * (`sessions/pg-store.ts`).
+   * @internal
+   */
+  async acquireWith<T> (id: string, options: LocalAcquireOptions, attempt: PgLeaseAttempt<T>): Promise<{ lease: Lease, value: T } | null> {
+    if (this.#closing.signal.aborted) throw closedError()
+    const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout)
+    if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)
+    const deadline = performance.now() + timeout
+    const onTimeout = (): Error => new SessionLockTimeoutError(id, timeout)
+    const slot = this.#fifo.grantNow(id, options) ??
+      await this.#fifo.acquire(id, { timeout, signal: options.signal, owner: options.owner, front: options.priority, onTimeout })
+    const token = randomBytes(16).toString('hex')
+    try {
+      for (let poll = 0; ; poll++) {
+        const sentAt = performance.now()
+        let result: Awaited<ReturnType<PgLeaseAttempt<T>>>
+        try {
+          await this.#schema()
+          result = await attempt(this.#pool, id, token)
+        } catch (err) {
+          // A statement whose connection broke may still have committed: free what we may hold.
+          this.#releaseQuietly(id, token)
+          throw backendError(id, err)
+        }
+        if (result === PG_STATE_MISSING) {
+          slot()
+          return null
+        }
+        if (result !== PG_LEASE_BUSY) {
+          if (this.#closing.signal.aborted) {
+            this.#releaseQuietly(id, token)
+            throw closedError()
+          }
+          return { lease: this.#lease(id, token, slot, sentAt), value: result }
+        }
+        const remaining = deadline - performance.now()
+        if (remaining <= 0) throw onTimeout()
+        await delay(Math.max(1, Math.min(remaining, fullJitter(poll, 5, 50))), signalOf(options.signal), this.#closing.signal)
+      }
+    } catch (err) {
+      slot()
+      throw err
+    }
+  }
+
+  #releaseQuietly (id: string, token: string): void {
+    this.#pool.query({ ...this.#statements.release, values: [id, token] }).catch(() => {})
+  }
+
+  #lease (id: string, token: string, slot: FifoRelease, sentAt: number): Lease {
+    return new PgLease(id, this, this.ttl, this.#pool, this.#statements, token, slot, this.#leases, this.#renewals, sentAt)
+  }
+
+  /**
+   * Ends a lease of this lock with `finish` (one statement that also deletes the lease row)
+   * instead of the plain release; the local slot is freed once `finish` has answered.
+   * @internal
+   */
+  async releaseWith<T> (lease: SessionLease, finish: (pool: PgPoolLike, id: string, token: string) => Promise<T>): Promise<T> {
+    const state = lease instanceof PgLease && lease.tracked && lease.lock === this ? lease : undefined
+    if (state === undefined) {
+      if (lease instanceof Lease && !lease.held) throw notHeldError(lease.id)
+      throw new TypeError('Not a lease of a PgSessionLock')
+    }
+    if (!state.claim()) throw notHeldError(lease.id)
+    state.forget()
+    try {
+      return await finish(this.#pool, state.id, state.token)
+    } catch (err) {
+      // The call failed (connection lost): it may not have released the row; try once more.
+      this.#releaseQuietly(state.id, state.token)
+      throw err
+    } finally {
+      state.slot()
+    }
+  }
+}
+

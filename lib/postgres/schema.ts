@@ -1,0 +1,190 @@
+/**
+ * The tables and functions of the PostgreSQL backends, and the migration that makes them.
+ *
+ * - `<prefix>state`: sessions, state handles and task records. `data` is a jsonb object mapping
+ *   each key to `[position, JSON text of its value]`: the text is a jsonb string, so any value
+ *   JSON can carry is kept as it was written (NUL characters included, which jsonb itself
+ *   refuses); the position keeps the keys in the order they were first set, as the other stores
+ *   do (jsonb sorts an object's keys). `next_pos` is the next key's position. A save merges the
+ *   changed keys into it (`||`) and removes the deleted ones (`-`), so it writes only those.
+ *   `ttl_ms` is a record's own idle TTL (null: the store's), `expires_at` when it expires.
+ * - `<prefix>leases`: the lock's lease rows (`id`, random `token`, `expires_at`).
+ * - `<prefix>save(...)`: the fenced save, and with `p_release` the lease's release in the same
+ *   call. It locks the state row first, then reads the lease: a taker locks the same row before
+ *   it takes the lease (`<prefix>take_and_load`), so a save and a take on one key are serialized
+ *   by that row lock, and each statement of these functions sees what committed before it.
+ * - `<prefix>take_and_load(...)`: the lease and the record in one call (status 2: no record,
+ *   nothing taken; 0: lease busy; 1: taken, with the record).
+ * - `<prefix>events`: the event log (an append table with a cursor).
+ *
+ * Every time is the database's clock (`clock_timestamp()`): one clock for every instance.
+ */
+import type { PgPoolLike } from './pool.js'
+
+/** Default prefix of every table and function the plugin makes. */
+export const DEFAULT_PG_PREFIX = 'mcp_'
+
+/**
+ * Validates a table-name prefix: a lower-case SQL identifier start (it is spliced into the SQL;
+ * nothing else is), at most 40 characters so that every name stays within PostgreSQL's 63.
+ * @throws {TypeError} for anything else.
+ */
+export function checkPgPrefix (prefix: unknown): string {
+  if (typeof prefix !== 'string' || !/^[a-z_][a-z0-9_]{0,39}$/.test(prefix)) {
+    throw new TypeError('prefix must be lower-case letters, digits and underscores (at most 40), not starting with a digit.')
+  }
+  return prefix
+}
+
+/** The statements that make (or update) the schema of `prefix`. Idempotent. */
+export function schemaStatements (p: string): string[] {
+  const expiresIn = (ms: string): string => `clock_timestamp() + (${ms})::float8 * interval '1 millisecond'`
+  return [
+    `CREATE TABLE IF NOT EXISTS ${p}state (
+      id text PRIMARY KEY,
+      data jsonb NOT NULL,
+      next_pos bigint NOT NULL DEFAULT 0,
+      version bigint NOT NULL DEFAULT 0,
+      ttl_ms bigint,
+      expires_at timestamptz NOT NULL
+    )`,
+    `CREATE INDEX IF NOT EXISTS ${p}state_expires ON ${p}state (expires_at)`,
+    `CREATE TABLE IF NOT EXISTS ${p}leases (
+      id text PRIMARY KEY,
+      token text NOT NULL,
+      expires_at timestamptz NOT NULL
+    )`,
+    `CREATE TABLE IF NOT EXISTS ${p}events (
+      seq bigserial PRIMARY KEY,
+      stream text NOT NULL,
+      session text NOT NULL,
+      message text NOT NULL,
+      at timestamptz NOT NULL DEFAULT clock_timestamp()
+    )`,
+    `CREATE INDEX IF NOT EXISTS ${p}events_stream ON ${p}events (stream, seq)`,
+    `CREATE INDEX IF NOT EXISTS ${p}events_session ON ${p}events (session)`,
+    `CREATE INDEX IF NOT EXISTS ${p}events_at ON ${p}events (at)`,
+    `CREATE TABLE IF NOT EXISTS ${p}limits (
+      key text PRIMARY KEY,
+      value float8 NOT NULL,
+      expires_at timestamptz NOT NULL
+    )`,
+    `CREATE TABLE IF NOT EXISTS ${p}slots (
+      key text NOT NULL,
+      holder text NOT NULL,
+      expires_at timestamptz NOT NULL,
+      PRIMARY KEY (key, holder)
+    )`,
+    `CREATE OR REPLACE FUNCTION ${p}save(
+      p_id text, p_lock text, p_token text, p_version bigint, p_ttl bigint,
+      p_keys text[], p_values text[], p_delete text[], p_release boolean
+    ) RETURNS text LANGUAGE plpgsql AS $fn$
+    DECLARE
+      cur_version bigint;
+      holder text;
+      result text := 'ok';
+    BEGIN
+      -- The row first: a taker of the lease locks it before taking (see take_and_load).
+      SELECT version INTO cur_version FROM ${p}state
+        WHERE id = p_id AND expires_at > clock_timestamp() FOR UPDATE;
+      IF NOT FOUND THEN
+        result := 'gone';
+      ELSE
+        IF p_token IS NOT NULL THEN
+          SELECT token INTO holder FROM ${p}leases WHERE id = p_lock AND expires_at > clock_timestamp();
+        END IF;
+        IF p_token IS NOT NULL AND holder IS DISTINCT FROM p_token
+          AND (holder IS NOT NULL OR p_version IS NULL OR cur_version <> p_version) THEN
+          -- the lease is not ours: write only if nobody holds it and nobody wrote since our read
+          result := 'fenced';
+        ELSE
+          UPDATE ${p}state s SET data = (s.data || ${positioned('s.data', 's.next_pos', 'p_keys', 'p_values')}) - p_delete,
+            next_pos = s.next_pos + cardinality(p_keys), version = s.version + 1,
+            expires_at = ${expiresIn('coalesce(s.ttl_ms, p_ttl)')}
+            WHERE s.id = p_id;
+        END IF;
+      END IF;
+      IF p_release THEN
+        DELETE FROM ${p}leases WHERE id = p_lock AND token = p_token;
+      END IF;
+      RETURN result;
+    END $fn$`,
+    `CREATE OR REPLACE FUNCTION ${p}take_and_load(
+      p_lock text, p_id text, p_token text, p_lock_ttl bigint, p_ttl bigint,
+      OUT status int, OUT data jsonb, OUT version bigint
+    ) LANGUAGE plpgsql AS $fn$
+    BEGIN
+      -- The row first (see save), refreshing its idle TTL.
+      UPDATE ${p}state s SET expires_at = ${expiresIn('coalesce(s.ttl_ms, p_ttl)')}
+        WHERE s.id = p_id AND s.expires_at > clock_timestamp()
+        RETURNING s.data, s.version INTO data, version;
+      IF NOT FOUND THEN
+        status := 2;
+        RETURN;
+      END IF;
+      INSERT INTO ${p}leases AS l (id, token, expires_at) VALUES (p_lock, p_token, ${expiresIn('p_lock_ttl')})
+        ON CONFLICT (id) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
+        WHERE l.expires_at <= clock_timestamp();
+      IF FOUND THEN
+        status := 1;
+      ELSE
+        -- Busy: nothing taken (the refresh above stands: the record is in use).
+        status := 0; data := NULL; version := NULL;
+      END IF;
+    END $fn$`
+  ]
+}
+
+/**
+ * SQL: the keys and values set (arrays, in the caller's order) as a jsonb object of
+ * `[position, text]`, a key already in `data` keeping its position, a new one numbered on from
+ * `next`.
+ */
+export function positioned (data: string, next: string, keys: string, values: string): string {
+  return `coalesce((SELECT jsonb_object_agg(e.k, jsonb_build_array(coalesce((${data} -> e.k ->> 0)::bigint, ${next} + e.n), e.v))
+    FROM unnest(${keys}, ${values}) WITH ORDINALITY AS e(k, v, n)), '{}'::jsonb)`
+}
+
+/** Schemas made (or being made) by this process, by pool and prefix. */
+const made = new WeakMap<PgPoolLike, Map<string, Promise<void>>>()
+
+/**
+ * Makes the tables and functions of `prefix` (default `'mcp_'`) on `pool` if they are missing, in
+ * one transaction under an advisory lock (instances starting together do not trip over each
+ * other). Safe to run on every start; the backends run it on first use, so calling it is only
+ * needed where the app's database user may not create tables at run time (run it from a
+ * migration step with a user that may).
+ */
+export async function migratePostgres (pool: PgPoolLike, options: { prefix?: string } = {}): Promise<void> {
+  const prefix = checkPgPrefix(options.prefix ?? DEFAULT_PG_PREFIX)
+  const client = await pool.connect()
+  let failed: unknown
+  try {
+    await client.query('BEGIN')
+    await client.query("SELECT pg_advisory_xact_lock(hashtextextended('fastify-mcp-http schema', 0))")
+    for (const statement of schemaStatements(prefix)) await client.query(statement)
+    await client.query('COMMIT')
+  } catch (err) {
+    failed = err
+    await client.query('ROLLBACK').catch(() => {})
+    throw err
+  } finally {
+    client.release(failed !== undefined)
+  }
+}
+
+/**
+ * Resolves once the schema of `prefix` exists on `pool`, making it on the first call of this
+ * process (a failed attempt is tried again by the next call).
+ */
+export function ensureSchema (pool: PgPoolLike, prefix: string): Promise<void> {
+  let byPrefix = made.get(pool)
+  if (byPrefix === undefined) made.set(pool, byPrefix = new Map())
+  let ready = byPrefix.get(prefix)
+  if (ready === undefined) {
+    ready = migratePostgres(pool, { prefix })
+    ready.catch(() => { byPrefix.delete(prefix) })
+    byPrefix.set(prefix, ready)
+  }
+  return ready
+}
