@@ -15,7 +15,10 @@
  *   by that row lock, and each statement of these functions sees what committed before it.
  * - `<prefix>take_and_load(...)`: the lease and the record in one call (status 2: no record,
  *   nothing taken; 0: lease busy; 1: taken, with the record).
- * - `<prefix>events`: the event log (an append table with a cursor).
+ * - `<prefix>answers`: the bus's expected and kept answers; `<prefix>bus_messages`: bus messages
+ *   too large for a NOTIFY payload (the notification then carries the row's id).
+ * - `<prefix>streams` and `<prefix>events`: the event log (an append table with a cursor per
+ *   stream); `<prefix>ended`: sessions whose late writes the log refuses.
  *
  * Every time is the database's clock (`clock_timestamp()`): one clock for every instance.
  */
@@ -54,16 +57,38 @@ export function schemaStatements (p: string): string[] {
       token text NOT NULL,
       expires_at timestamptz NOT NULL
     )`,
-    `CREATE TABLE IF NOT EXISTS ${p}events (
-      seq bigserial PRIMARY KEY,
-      stream text NOT NULL,
-      session text NOT NULL,
-      message text NOT NULL,
+    `CREATE TABLE IF NOT EXISTS ${p}answers (
+      sid text NOT NULL,
+      key text NOT NULL,
+      tag text,
+      value text,
+      expires_at timestamptz NOT NULL,
+      PRIMARY KEY (sid, key)
+    )`,
+    `CREATE TABLE IF NOT EXISTS ${p}bus_messages (
+      id bigserial PRIMARY KEY,
+      body text NOT NULL,
       at timestamptz NOT NULL DEFAULT clock_timestamp()
     )`,
-    `CREATE INDEX IF NOT EXISTS ${p}events_stream ON ${p}events (stream, seq)`,
-    `CREATE INDEX IF NOT EXISTS ${p}events_session ON ${p}events (session)`,
-    `CREATE INDEX IF NOT EXISTS ${p}events_at ON ${p}events (at)`,
+    `CREATE TABLE IF NOT EXISTS ${p}streams (
+      id text PRIMARY KEY,
+      session text NOT NULL,
+      seq bigint NOT NULL,
+      finished boolean NOT NULL DEFAULT false,
+      expires_at timestamptz NOT NULL
+    )`,
+    `CREATE INDEX IF NOT EXISTS ${p}streams_session ON ${p}streams (session)`,
+    `CREATE INDEX IF NOT EXISTS ${p}streams_expires ON ${p}streams (expires_at)`,
+    `CREATE TABLE IF NOT EXISTS ${p}events (
+      stream text NOT NULL REFERENCES ${p}streams (id) ON DELETE CASCADE,
+      seq bigint NOT NULL,
+      data text NOT NULL,
+      PRIMARY KEY (stream, seq)
+    )`,
+    `CREATE TABLE IF NOT EXISTS ${p}ended (
+      session text PRIMARY KEY,
+      until timestamptz NOT NULL
+    )`,
     `CREATE TABLE IF NOT EXISTS ${p}limits (
       key text PRIMARY KEY,
       value float8 NOT NULL,
