@@ -82,6 +82,7 @@ export function schemaStatements (p: string): string[] {
     `CREATE TABLE IF NOT EXISTS ${p}events (
       stream text NOT NULL REFERENCES ${p}streams (id) ON DELETE CASCADE,
       seq bigint NOT NULL,
+      kind "char" NOT NULL,
       data text NOT NULL,
       PRIMARY KEY (stream, seq)
     )`,
@@ -133,6 +134,39 @@ export function schemaStatements (p: string): string[] {
         DELETE FROM ${p}leases WHERE id = p_lock AND token = p_token;
       END IF;
       RETURN result;
+    END $fn$`,
+    `CREATE OR REPLACE FUNCTION ${p}event_write(
+      p_session text, p_stream text, p_kind "char", p_data text, p_max bigint, p_ttl bigint, p_guard_state boolean
+    ) RETURNS bigint LANGUAGE plpgsql AS $fn$
+    DECLARE
+      next_seq bigint;
+      v_until timestamptz := ${expiresIn('p_ttl')};
+    BEGIN
+      -- An ended session writes nothing: its record must live (the store on this database and
+      -- prefix), or, without that, it must carry no end mark.
+      IF p_guard_state THEN
+        PERFORM 1 FROM ${p}state WHERE id = p_session AND expires_at > clock_timestamp();
+        IF NOT FOUND THEN RETURN NULL; END IF;
+      ELSE
+        PERFORM 1 FROM ${p}ended WHERE session = p_session AND until > clock_timestamp();
+        IF FOUND THEN RETURN NULL; END IF;
+      END IF;
+      IF p_kind = 's' THEN
+        -- A few streams that ran out go with each stream opened: the table stays bounded by age.
+        DELETE FROM ${p}streams WHERE id IN (
+          SELECT id FROM ${p}streams WHERE expires_at <= clock_timestamp() LIMIT 20 FOR UPDATE SKIP LOCKED);
+        DELETE FROM ${p}ended WHERE session IN (
+          SELECT session FROM ${p}ended WHERE until <= clock_timestamp() LIMIT 20 FOR UPDATE SKIP LOCKED);
+      END IF;
+      DELETE FROM ${p}streams WHERE id = p_stream AND expires_at <= clock_timestamp();
+      INSERT INTO ${p}streams AS st (id, session, seq, expires_at) VALUES (p_stream, p_session, 1, v_until)
+        ON CONFLICT (id) DO UPDATE SET seq = st.seq + 1, expires_at = excluded.expires_at
+        WHERE st.session = p_session
+        RETURNING seq INTO next_seq;
+      IF next_seq IS NULL THEN RETURN NULL; END IF; -- another session's stream id
+      INSERT INTO ${p}events (stream, seq, kind, data) VALUES (p_stream, next_seq, p_kind, p_data);
+      DELETE FROM ${p}events WHERE stream = p_stream AND seq <= next_seq - p_max;
+      RETURN next_seq;
     END $fn$`,
     `CREATE OR REPLACE FUNCTION ${p}take_and_load(
       p_lock text, p_id text, p_token text, p_lock_ttl bigint, p_ttl bigint,
