@@ -90,17 +90,70 @@ export function schemaStatements (p: string): string[] {
       session text PRIMARY KEY,
       until timestamptz NOT NULL
     )`,
-    `CREATE TABLE IF NOT EXISTS ${p}limits (
+    `CREATE TABLE IF NOT EXISTS ${p}buckets (
       key text PRIMARY KEY,
-      value float8 NOT NULL,
+      tat float8 NOT NULL,
       expires_at timestamptz NOT NULL
     )`,
+    `CREATE INDEX IF NOT EXISTS ${p}buckets_expires ON ${p}buckets (expires_at)`,
     `CREATE TABLE IF NOT EXISTS ${p}slots (
       key text NOT NULL,
       holder text NOT NULL,
       expires_at timestamptz NOT NULL,
       PRIMARY KEY (key, holder)
     )`,
+    `CREATE INDEX IF NOT EXISTS ${p}slots_expires ON ${p}slots (expires_at)`,
+    `CREATE OR REPLACE FUNCTION ${p}limit_acquire(
+      p_key text, p_interval float8, p_burst float8, p_cap int, p_lease_ms bigint, p_call text,
+      OUT ok boolean, OUT kind text, OUT retry_ms bigint
+    ) LANGUAGE plpgsql AS $fn$
+    DECLARE
+      now_us float8;
+      tat float8;
+      wait float8 := 0;
+      busy boolean := false;
+      first_end float8;
+    BEGIN
+      -- One check of a key at a time (a transaction-level lock: released at commit, and safe
+      -- behind a pooler in transaction mode); each statement below sees what committed before.
+      PERFORM pg_advisory_xact_lock(hashtextextended('${p}limit:' || p_key, 0));
+      now_us := extract(epoch from clock_timestamp()) * 1000000;
+      -- A few rows that ran out go with each check: a flood of callers leaves nothing for long.
+      DELETE FROM ${p}buckets WHERE key IN (
+        SELECT key FROM ${p}buckets WHERE expires_at <= clock_timestamp() LIMIT 20 FOR UPDATE SKIP LOCKED);
+      DELETE FROM ${p}slots WHERE (key, holder) IN (
+        SELECT key, holder FROM ${p}slots WHERE expires_at <= clock_timestamp() LIMIT 20 FOR UPDATE SKIP LOCKED);
+      tat := now_us;
+      IF p_interval > 0 THEN
+        SELECT greatest(b.tat, now_us) INTO tat FROM ${p}buckets b WHERE b.key = p_key;
+        IF NOT FOUND THEN tat := now_us; END IF;
+        wait := tat + p_interval - now_us - p_interval * p_burst;
+      END IF;
+      IF p_cap > 0 THEN
+        DELETE FROM ${p}slots WHERE key = p_key AND expires_at <= clock_timestamp();
+        busy := (SELECT count(*) FROM ${p}slots WHERE key = p_key) >= p_cap;
+      END IF;
+      IF wait > 0 THEN
+        ok := false; kind := 'rate'; retry_ms := ceil(wait / 1000);
+        RETURN;
+      END IF;
+      IF busy THEN
+        SELECT min(extract(epoch from expires_at) * 1000000) INTO first_end FROM ${p}slots WHERE key = p_key;
+        ok := false; kind := 'concurrency'; retry_ms := ceil((first_end - now_us) / 1000);
+        RETURN;
+      END IF;
+      IF p_interval > 0 THEN
+        tat := tat + p_interval;
+        INSERT INTO ${p}buckets AS b (key, tat, expires_at)
+          VALUES (p_key, tat, to_timestamp(tat / 1000000))
+          ON CONFLICT (key) DO UPDATE SET tat = excluded.tat, expires_at = excluded.expires_at;
+      END IF;
+      IF p_cap > 0 THEN
+        INSERT INTO ${p}slots (key, holder, expires_at) VALUES (p_key, p_call, ${expiresIn('p_lease_ms')})
+          ON CONFLICT (key, holder) DO UPDATE SET expires_at = excluded.expires_at;
+      END IF;
+      ok := true;
+    END $fn$`,
     `CREATE OR REPLACE FUNCTION ${p}save(
       p_id text, p_lock text, p_token text, p_version bigint, p_ttl bigint,
       p_keys text[], p_values text[], p_delete text[], p_release boolean
