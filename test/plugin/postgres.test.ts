@@ -95,3 +95,24 @@ t.test('the database cuts every connection mid-request: 503 at once with Retry-A
   const healed = await call(a, session, 'tools/call', { name: 'counter_add', arguments: {} })
   t.ok(counterOf(healed) >= 2, `serves again (${counterOf(healed)})`)
 })
+
+t.test('a pool exhausted: the request waits the pool\'s bounded time, then 503 with Retry-After; nothing is kept', async t => {
+  const pool = db.pool({ max: 3, connectionTimeoutMillis: 300 })
+  const a = await build(t, { postgres: pool, postgresPrefix: 'full_' }, m => { registerDemoTools(m) })
+  const session = await initialize(a)
+  t.equal(counterOf(await call(a, session, 'tools/call', { name: 'counter_add', arguments: {} })), 1)
+  // Everything the pool has left is taken by someone else (the bus may hold one for LISTEN).
+  const held: Array<{ release: () => void }> = []
+  for (;;) {
+    const client = await pool.connect().catch(() => null)
+    if (client === null) break // the pool's wait ran out: nothing left
+    held.push(client)
+  }
+  t.ok(held.length >= 2, `${held.length} connections taken`)
+  const res = await request(a, session, 'tools/call', { name: 'counter_add', arguments: {} })
+  t.equal(res.statusCode, 503, 'refused once the pool\'s wait ran out')
+  t.equal(res.headers['retry-after'], '1')
+  for (const c of held) c.release()
+  t.equal(counterOf(await call(a, session, 'tools/call', { name: 'counter_get', arguments: {} })), 1, 'nothing was kept')
+  t.equal(counterOf(await call(a, session, 'tools/call', { name: 'counter_add', arguments: {} })), 2, 'served again once connections are free')
+})
