@@ -8,10 +8,12 @@ import type { FifoRelease } from './keyed-fifo.js'
 import { Lease } from './lease.js'
 import type { Renewal, RenewalClock, RenewalTarget } from './renewal.js'
 
-/** The statements a lease runs, written once per lock (the table name is the lock's). */
+/** What a lease runs, made once per lock: its statements (the table is the lock's), and where a failed release goes. */
 export interface LeaseStatements {
   readonly release: { name: string, text: string }
   readonly extend: { name: string, text: string }
+  /** A release that failed (the database unreachable): the lock deletes the row once it can. */
+  readonly orphan: (id: string, token: string, ttl: number) => void
 }
 
 /** A lease row of a `PgSessionLock`, released, renewed and ended by its own methods. */
@@ -52,6 +54,7 @@ export class PgLease extends Lease implements RenewalTarget {
     try {
       await this.pool.query({ ...this.statements.release, values: [this.id, this.token] })
     } catch (err) {
+      this.statements.orphan(this.id, this.token, this.ttl)
       throw new SessionLockError(`Failed to release the lock of session ${this.id}; it expires in ${this.ttl} ms`, { cause: err })
     } finally {
       // After the reply, not when sent: the next waiter's take may run on another connection.

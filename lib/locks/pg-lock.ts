@@ -63,6 +63,9 @@ export const PG_STATE_MISSING: unique symbol = Symbol('state missing')
 export type PgLeaseAttempt<T> = (pool: PgPoolLike, id: string, token: string) =>
 Promise<T | typeof PG_LEASE_BUSY | typeof PG_STATE_MISSING>
 
+/** Milliseconds between two tries at deleting the rows of releases that failed. */
+const ORPHAN_RETRY = 1000
+
 /** How long close() waits for the lease releases and the pool's end (ms). */
 const CLOSE_TIMEOUT = 1000
 
@@ -112,7 +115,44 @@ export class PgSessionLock implements SessionLock {
       extend: {
         name: `${p}lease_extend`,
         text: `UPDATE ${p}leases SET expires_at = ${expiresIn} WHERE id = $1 AND token = $2 AND expires_at > clock_timestamp()`
+      },
+      orphan: (id, token, ttl) => { this.#orphan(id, token, ttl) }
+    }
+  }
+
+  /**
+   * Lease rows this process failed to release (the database was unreachable), by token: the id,
+   * and until when the row can still hold the key (`performance.now()` ms). Deleted once the
+   * database answers again (a retry every second, and before this process takes the key again),
+   * so that a restart does not leave a key busy for a whole lease ttl; at most a ttl, as the row
+   * would expire by then anyway.
+   */
+  readonly #orphans = new Map<string, { id: string, until: number }>()
+  #orphanTimer: NodeJS.Timeout | null = null
+
+  #orphan (id: string, token: string, ttl: number): void {
+    if (this.#closing.signal.aborted) return
+    this.#orphans.set(token, { id, until: performance.now() + ttl })
+    if (this.#orphanTimer !== null) return
+    this.#orphanTimer = setInterval(() => { void this.#releaseOrphans() }, ORPHAN_RETRY)
+    this.#orphanTimer.unref()
+  }
+
+  async #releaseOrphans (id?: string): Promise<void> {
+    const now = performance.now()
+    for (const [token, orphan] of this.#orphans) {
+      if (id !== undefined && orphan.id !== id) continue
+      if (orphan.until <= now) { this.#orphans.delete(token); continue }
+      try {
+        await this.#pool.query({ ...this.#statements.release, values: [orphan.id, token] })
+        this.#orphans.delete(token)
+      } catch {
+        if (id === undefined) break // still unreachable: the next tick tries again
       }
+    }
+    if (this.#orphans.size === 0 && this.#orphanTimer !== null) {
+      clearInterval(this.#orphanTimer)
+      this.#orphanTimer = null
     }
   }
 
@@ -179,6 +219,8 @@ export class PgSessionLock implements SessionLock {
     this.#fifo.rejectAll(closedError())
     await settleWithin(Promise.all(this.#leases.values().map(lease => lease.revoke(closedError()))), CLOSE_TIMEOUT, { keepAlive: false })
     this.#renewals.stopAll()
+    if (this.#orphanTimer !== null) clearInterval(this.#orphanTimer)
+    this.#orphans.clear()
     if (this.#ownsPool) await settleWithin(this.#pool.end(), CLOSE_TIMEOUT, { keepAlive: false })
   }
 
@@ -198,6 +240,8 @@ export class PgSessionLock implements SessionLock {
       await this.#fifo.acquire(id, { timeout, signal: options.signal, owner: options.owner, front: options.priority, onTimeout })
     const token = randomBytes(16).toString('hex')
     try {
+      // A row of ours left by a release that failed: deleted first, or we would wait for it.
+      if (this.#orphans.size > 0) await this.#releaseOrphans(id)
       for (let poll = 0; ; poll++) {
         const sentAt = performance.now()
         let result: Awaited<ReturnType<PgLeaseAttempt<T>>>
@@ -231,7 +275,7 @@ export class PgSessionLock implements SessionLock {
   }
 
   #releaseQuietly (id: string, token: string): void {
-    this.#pool.query({ ...this.#statements.release, values: [id, token] }).catch(() => {})
+    this.#pool.query({ ...this.#statements.release, values: [id, token] }).catch(() => { this.#orphan(id, token, this.ttl) })
   }
 
   #lease (id: string, token: string, slot: FifoRelease, sentAt: number): Lease {

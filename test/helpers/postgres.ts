@@ -67,3 +67,64 @@ export async function createTestDatabase (t: Teardown): Promise<TestDatabase> {
     }
   }
 }
+
+/** A PostgreSQL server of the test's own, which it may stop and start (a database restart). */
+export interface PrivateCluster {
+  /** Connection string of its `postgres` database. */
+  readonly url: string
+  /** Stops it (`pg_ctl stop -m fast`: connections are cut, as in a restart) and waits. */
+  stop (): Promise<void>
+  /** Starts it again on the same port and waits until it accepts connections. */
+  start (): Promise<void>
+}
+
+const PG_BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin'
+
+/**
+ * Makes a throwaway cluster (initdb in a temp dir, trust auth, no fsync) on a free port and starts
+ * it; stopped and removed in teardown. Run as root, its programs run as the `postgres` user
+ * (initdb refuses root). Throws, saying what is missing, when it cannot be made.
+ */
+export async function startPrivateCluster (t: Teardown): Promise<PrivateCluster> {
+  const { mkdtemp, rm, chown } = await import('node:fs/promises')
+  const { execFile } = await import('node:child_process')
+  const { promisify } = await import('node:util')
+  const { tmpdir } = await import('node:os')
+  const { join } = await import('node:path')
+  const { createServer } = await import('node:net')
+  const run = promisify(execFile)
+  const dir = await mkdtemp(join(tmpdir(), 'mcp-pg-'))
+  const asRoot = process.getuid?.() === 0
+  let uid = 0
+  if (asRoot) {
+    uid = Number((await run('id', ['-u', 'postgres'])).stdout.trim())
+    await chown(dir, uid, Number((await run('id', ['-g', 'postgres'])).stdout.trim()))
+  }
+  const pg = async (program: string, args: string[]): Promise<void> => {
+    const bin = join(PG_BIN, program)
+    if (asRoot) await run('runuser', ['-u', 'postgres', '--', bin, ...args])
+    else await run(bin, args)
+  }
+  const port = await new Promise<number>((resolve, reject) => {
+    const server = createServer()
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => { typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')) })
+    })
+  })
+  const data = join(dir, 'data')
+  try {
+    await pg('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync'])
+  } catch (err) {
+    throw new Error(`Cannot make a private PostgreSQL cluster with ${PG_BIN}/initdb (${(err as Error).message}); set PG_BIN to the server's bin directory.`, { cause: err })
+  }
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50`
+  const start = async (): Promise<void> => { await pg('pg_ctl', ['-D', data, '-o', options, '-l', join(dir, 'log'), '-w', 'start']) }
+  const stop = async (): Promise<void> => { await pg('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']) }
+  await start()
+  t.teardown(async () => {
+    await stop().catch(() => {})
+    await rm(dir, { recursive: true, force: true })
+  })
+  return { url: `postgres://postgres@127.0.0.1:${port}/postgres`, stop, start }
+}
