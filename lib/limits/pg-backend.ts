@@ -8,13 +8,13 @@
  * calls in flight. Rows that ran out are deleted a few at a time by every check, so a flood of
  * distinct callers leaves nothing behind for long.
  *
- * Failing fast: a check that takes longer than `timeout` rejects (the limiter then applies its
+ * Failing fast: a check that takes longer than `timeout` rejects (`bounded.ts`) (the limiter then applies its
  * `onBackendError`); a lease it may still have taken is released when the late answer arrives.
  */
 import type { PgPoolLike } from '../postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema } from '../postgres/schema.js'
 import { ALLOWED, type LimitBackend, type LimitDecision, type LimitSpec } from './backend.js'
-import { LimitBackendTimeoutError } from './redis-backend.js'
+import { bounded } from './bounded.js'
 
 /** Options of {@link PgLimitBackend}. */
 export interface PgLimitBackendOptions {
@@ -53,7 +53,7 @@ export class PgLimitBackend implements LimitBackend {
   async acquire (key: string, spec: LimitSpec, callId: string): Promise<LimitDecision> {
     const work = this.#query('limit_acquire', `SELECT ok, kind, retry_ms FROM ${this.prefix}limit_acquire($1, $2, $3, $4, $5, $6)`,
       [key, spec.intervalUs, spec.burst, spec.concurrency, spec.leaseMs, callId])
-    const { rows } = await this.#bounded(work, (late) => {
+    const { rows } = await bounded(work, this.timeout, (late) => {
       // Answered after we gave up on it: a lease it took is nobody's.
       if (late.rows[0]?.ok === true && spec.concurrency > 0) this.release(key, callId).catch(() => {})
     })
@@ -76,22 +76,6 @@ export class PgLimitBackend implements LimitBackend {
 
   /** Resolves once the database answers (at most `timeout` ms); rejects otherwise. */
   async ready (timeout = 5000): Promise<void> {
-    await this.#bounded(this.#query('limit_ping', 'SELECT 1', []), () => {}, timeout)
-  }
-
-  /** `work`, or a {@link LimitBackendTimeoutError} after `timeout` ms (then `late` gets its answer). */
-  async #bounded<T> (work: Promise<T>, late: (value: T) => void, ms = this.timeout): Promise<T> {
-    if (ms === 0) return await work
-    let timer: NodeJS.Timeout | undefined
-    let timedOut = false
-    const expired = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => { timedOut = true; reject(new LimitBackendTimeoutError(ms)) }, ms)
-    })
-    try {
-      return await Promise.race([work, expired])
-    } finally {
-      clearTimeout(timer)
-      if (timedOut) work.then(late, () => {})
-    }
+    await bounded(this.#query('limit_ping', 'SELECT 1', []), timeout, () => {})
   }
 }

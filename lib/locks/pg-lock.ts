@@ -21,7 +21,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
-import { createPgPool, isPgPool, type PgPoolLike } from '../postgres/pool.js'
+import { resolvePgPool, type PgPoolLike } from '../postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema } from '../postgres/schema.js'
 import { settleWithin } from '../settle.js'
 import { SteadySet } from '../steady-map.js'
@@ -94,15 +94,9 @@ export class PgSessionLock implements SessionLock {
     this.ttl = ttl
     this.#renewals = new RenewalClock(ttl)
     const p = this.prefix = checkPgPrefix(options.prefix ?? DEFAULT_PG_PREFIX)
-    if (typeof options.pool === 'string') {
-      this.#pool = createPgPool(options.pool)
-      this.#ownsPool = true
-    } else if (isPgPool(options.pool)) {
-      this.#pool = options.pool
-      this.#ownsPool = false
-    } else {
-      throw new TypeError('pool must be a pg Pool or a connection string.')
-    }
+    const { pool, owned } = resolvePgPool(options.pool)
+    this.#pool = pool
+    this.#ownsPool = owned
     const expiresIn = "clock_timestamp() + $3::float8 * interval '1 millisecond'"
     this.#take = {
       name: `${p}lease_take`,

@@ -67,3 +67,14 @@ export function createPgPool (connectionString: string, overrides: Record<string
   pool.on('error', () => {})
   return pool
 }
+
+/**
+ * A backend's `pool` option: a pool of the app's (never ended by the backend), or a connection
+ * string, from which a pool is made (`owned`: the backend ends it on close).
+ * @throws {TypeError} for anything else.
+ */
+export function resolvePgPool (option: PgPoolLike | string): { pool: PgPoolLike, owned: boolean } {
+  if (typeof option === 'string') return { pool: createPgPool(option), owned: true }
+  if (isPgPool(option)) return { pool: option, owned: false }
+  throw new TypeError('pool must be a pg Pool or a connection string.')
+}

@@ -15,7 +15,7 @@
 import type { Lease } from '../locks/lease.js'
 import { PG_LEASE_BUSY, PG_STATE_MISSING, PgSessionLock } from '../locks/pg-lock.js'
 import type { AcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
-import { createPgPool, isPgPool, type PgPoolLike, type PgResult } from '../postgres/pool.js'
+import { resolvePgPool, type PgPoolLike, type PgResult } from '../postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema, positioned } from '../postgres/schema.js'
 import { settleWithin } from '../settle.js'
 import { roundTrip } from '../telemetry/index.js'
@@ -59,15 +59,9 @@ export class PgSessionStore implements LockingSessionStore {
     this.ttl = checkTtl(options.ttl ?? DEFAULT_SESSION_TTL)
     if (!Number.isInteger(this.ttl)) throw new RangeError('ttl must be an integer number of milliseconds.')
     const p = this.prefix = checkPgPrefix(options.prefix ?? DEFAULT_PG_PREFIX)
-    if (typeof options.pool === 'string') {
-      this.#pool = createPgPool(options.pool)
-      this.#ownsPool = true
-    } else if (isPgPool(options.pool)) {
-      this.#pool = options.pool
-      this.#ownsPool = false
-    } else {
-      throw new TypeError('pool must be a pg Pool or a connection string.')
-    }
+    const { pool, owned } = resolvePgPool(options.pool)
+    this.#pool = pool
+    this.#ownsPool = owned
     const live = 'expires_at > clock_timestamp()'
     const expiresIn = (ms: string): string => `clock_timestamp() + (${ms})::float8 * interval '1 millisecond'`
     this.#sql = {
