@@ -68,8 +68,8 @@ export class PgLease extends Lease implements RenewalTarget {
   }
 
   async extendLease (): Promise<number> {
-    const { rowCount } = await this.pool.query({ ...this.statements.extend, values: [this.id, this.token, this.ttl] })
-    return rowCount === 1 ? 1 : 0
+    const { rows } = await this.pool.query({ ...this.statements.extend, values: [this.id, this.token, this.ttl] })
+    return rows[0]?.ok === true ? 1 : 0
   }
 
   leaseLost (): void {

@@ -17,7 +17,9 @@
  * a pooler in transaction mode (PgBouncer, most managed poolers) hands to other clients between
  * transactions, and which the holder must keep checked out for the whole request. A row works
  * through any pooler, expires by itself when its holder dies, and can be checked by a save.
- * Every time is the database's clock.
+ * Every time is the database's clock. Taking, renewing and releasing a lease commit without
+ * waiting for the WAL flush (`synchronous_commit` off for those transactions only): a lease lost
+ * in a database crash is safe, as every save is fenced; saves wait for the flush as usual.
  */
 import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
@@ -97,19 +99,11 @@ export class PgSessionLock implements SessionLock {
     const { pool, owned } = resolvePgPool(options.pool)
     this.#pool = pool
     this.#ownsPool = owned
-    const expiresIn = "clock_timestamp() + $3::float8 * interval '1 millisecond'"
-    this.#take = {
-      name: `${p}lease_take`,
-      text: `INSERT INTO ${p}leases AS l (id, token, expires_at) VALUES ($1, $2, ${expiresIn})
-        ON CONFLICT (id) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
-        WHERE l.expires_at <= clock_timestamp()`
-    }
+    // The functions of schema.ts: each commits without waiting for the WAL flush (see there).
+    this.#take = { name: `${p}lease_take`, text: `SELECT ${p}lease_take($1, $2, $3) AS ok` }
     this.#statements = {
-      release: { name: `${p}lease_release`, text: `DELETE FROM ${p}leases WHERE id = $1 AND token = $2` },
-      extend: {
-        name: `${p}lease_extend`,
-        text: `UPDATE ${p}leases SET expires_at = ${expiresIn} WHERE id = $1 AND token = $2 AND expires_at > clock_timestamp()`
-      },
+      release: { name: `${p}lease_release`, text: `SELECT ${p}lease_release($1, $2)` },
+      extend: { name: `${p}lease_extend`, text: `SELECT ${p}lease_extend($1, $2, $3) AS ok` },
       orphan: (id, token, ttl) => { this.#orphan(id, token, ttl) }
     }
   }
@@ -188,8 +182,8 @@ export class PgSessionLock implements SessionLock {
   async acquire (id: string, options: LocalAcquireOptions = {}): Promise<SessionLease> {
     const taken = await this.acquireWith(id, options, async (pool, key, token) => {
       roundTrip()
-      const { rowCount } = await pool.query({ ...this.#take, values: [key, token, this.ttl] })
-      return rowCount === 1 ? undefined : PG_LEASE_BUSY
+      const { rows } = await pool.query({ ...this.#take, values: [key, token, this.ttl] })
+      return rows[0]?.ok === true ? undefined : PG_LEASE_BUSY
     })
     return (taken as NonNullable<typeof taken>).lease
   }

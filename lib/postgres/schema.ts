@@ -15,6 +15,12 @@
  *   by that row lock, and each statement of these functions sees what committed before it.
  * - `<prefix>take_and_load(...)`: the lease and the record in one call (status 2: no record,
  *   nothing taken; 0: lease busy; 1: taken, with the record).
+ * - `<prefix>lease_take`, `<prefix>lease_extend`, `<prefix>lease_release`: the lock's own calls.
+ *   These and `take_and_load` commit without waiting for the WAL flush (`synchronous_commit` off
+ *   for their transaction only): a lease lost in a database crash cannot cause a lost update,
+ *   since every save is fenced (a save by a holder whose lease row is gone writes only if nobody
+ *   took the key and nobody wrote since its read). A save waits for the flush: what a client is
+ *   told was kept is on disk.
  * - `<prefix>answers`: the bus's expected and kept answers; `<prefix>bus_messages`: bus messages
  *   too large for a NOTIFY payload (the notification then carries the row's id).
  * - `<prefix>streams` and `<prefix>events`: the event log (an append table with a cursor per
@@ -221,11 +227,35 @@ export function schemaStatements (p: string): string[] {
       DELETE FROM ${p}events WHERE stream = p_stream AND seq <= next_seq - p_max;
       RETURN next_seq;
     END $fn$`,
+    `CREATE OR REPLACE FUNCTION ${p}lease_take(p_id text, p_token text, p_ttl bigint) RETURNS boolean
+    LANGUAGE plpgsql AS $fn$
+    BEGIN
+      PERFORM set_config('synchronous_commit', 'off', true);
+      INSERT INTO ${p}leases AS l (id, token, expires_at) VALUES (p_id, p_token, ${expiresIn('p_ttl')})
+        ON CONFLICT (id) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
+        WHERE l.expires_at <= clock_timestamp();
+      RETURN FOUND;
+    END $fn$`,
+    `CREATE OR REPLACE FUNCTION ${p}lease_extend(p_id text, p_token text, p_ttl bigint) RETURNS boolean
+    LANGUAGE plpgsql AS $fn$
+    BEGIN
+      PERFORM set_config('synchronous_commit', 'off', true);
+      UPDATE ${p}leases SET expires_at = ${expiresIn('p_ttl')}
+        WHERE id = p_id AND token = p_token AND expires_at > clock_timestamp();
+      RETURN FOUND;
+    END $fn$`,
+    `CREATE OR REPLACE FUNCTION ${p}lease_release(p_id text, p_token text) RETURNS void
+    LANGUAGE plpgsql AS $fn$
+    BEGIN
+      PERFORM set_config('synchronous_commit', 'off', true);
+      DELETE FROM ${p}leases WHERE id = p_id AND token = p_token;
+    END $fn$`,
     `CREATE OR REPLACE FUNCTION ${p}take_and_load(
       p_lock text, p_id text, p_token text, p_lock_ttl bigint, p_ttl bigint,
       OUT status int, OUT data jsonb, OUT version bigint
     ) LANGUAGE plpgsql AS $fn$
     BEGIN
+      PERFORM set_config('synchronous_commit', 'off', true);
       -- The row first (see save), refreshing its idle TTL.
       UPDATE ${p}state s SET expires_at = ${expiresIn('coalesce(s.ttl_ms, p_ttl)')}
         WHERE s.id = p_id AND s.expires_at > clock_timestamp()

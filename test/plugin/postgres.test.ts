@@ -116,3 +116,27 @@ t.test('a pool exhausted: the request waits the pool\'s bounded time, then 503 w
   t.equal(counterOf(await call(a, session, 'tools/call', { name: 'counter_get', arguments: {} })), 1, 'nothing was kept')
   t.equal(counterOf(await call(a, session, 'tools/call', { name: 'counter_add', arguments: {} })), 2, 'served again once connections are free')
 })
+
+t.test('through the plugin a locked request is 2 round trips: take+load, then save+release or release', async t => {
+  const pool = db.pool({ max: 5 })
+  const sent: string[] = []
+  const query = pool.query.bind(pool) as (...args: unknown[]) => unknown
+  ;(pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    const q = args[0] as string | { name?: string }
+    sent.push(typeof q === 'string' ? q : q.name ?? '?')
+    return query(...args)
+  }
+  const store = new PgSessionStore({ pool, prefix: 'rt_' })
+  const lock = new PgSessionLock({ pool, prefix: 'rt_' })
+  t.teardown(() => lock.close())
+  const a = await build(t, { sessions: { store, lock } }, m => { registerDemoTools(m) })
+  const session = await initialize(a)
+  for (let i = 1; i <= 3; i++) {
+    sent.length = 0
+    t.equal(counterOf(await call(a, session, 'tools/call', { name: 'counter_add', arguments: {} })), i)
+    t.same(sent, ['rt_state_take_and_load', 'rt_state_save'], `counter_add ${i}: 2 queries`)
+    sent.length = 0
+    await call(a, session, 'tools/call', { name: 'counter_get', arguments: {} })
+    t.same(sent, ['rt_state_take_and_load', 'rt_lease_release'], `counter_get ${i} (nothing changed): 2 queries`)
+  }
+})
