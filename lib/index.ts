@@ -27,11 +27,11 @@ import { recordEndpoint } from './testing/inject-client.js'
 const VERSION = '0.1.0'
 
 /**
- * Whether the options say that several processes share sessions: Redis, or a store, lock, bus or
+ * Whether the options say that several processes share sessions: Redis, PostgreSQL, or a store, lock, bus or
  * event log other than the in-process ones (a file store serves the workers of one machine).
  */
 function sharedDeployment (b: ResolvedBackends): boolean {
-  return b.redis !== undefined ||
+  return b.redis !== undefined || b.postgres !== undefined ||
     (b.store !== undefined && !(b.store instanceof MemorySessionStore)) ||
     (b.lock !== null && !(b.lock instanceof MemorySessionLock)) ||
     (b.bus !== undefined && !(b.bus instanceof MemoryBus)) ||

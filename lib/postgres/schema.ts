@@ -63,6 +63,7 @@ export function schemaStatements (p: string): string[] {
       token text NOT NULL,
       expires_at timestamptz NOT NULL
     )`,
+    `CREATE INDEX IF NOT EXISTS ${p}leases_expires ON ${p}leases (expires_at)`,
     `CREATE TABLE IF NOT EXISTS ${p}answers (
       sid text NOT NULL,
       key text NOT NULL,
@@ -71,11 +72,13 @@ export function schemaStatements (p: string): string[] {
       expires_at timestamptz NOT NULL,
       PRIMARY KEY (sid, key)
     )`,
+    `CREATE INDEX IF NOT EXISTS ${p}answers_expires ON ${p}answers (expires_at)`,
     `CREATE TABLE IF NOT EXISTS ${p}bus_messages (
       id bigserial PRIMARY KEY,
       body text NOT NULL,
       at timestamptz NOT NULL DEFAULT clock_timestamp()
     )`,
+    `CREATE INDEX IF NOT EXISTS ${p}bus_messages_at ON ${p}bus_messages (at)`,
     `CREATE TABLE IF NOT EXISTS ${p}streams (
       id text PRIMARY KEY,
       session text NOT NULL,

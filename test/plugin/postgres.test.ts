@@ -140,3 +140,13 @@ t.test('through the plugin a locked request is 2 round trips: take+load, then sa
     t.same(sent, ['rt_state_take_and_load', 'rt_lease_release'], `counter_get ${i} (nothing changed): 2 queries`)
   }
 })
+
+t.test('without requestStateSecret, the postgres option warns: its instances must share one', async t => {
+  const lines: Array<{ level: number, msg: string }> = []
+  const stream = { write: (line: string) => { lines.push(JSON.parse(line)) } }
+  const f = Fastify({ logger: { level: 'info', stream } })
+  t.teardown(() => f.close())
+  await f.register(mcp, { postgres: db.url, postgresPrefix: 'warn_' })
+  await f.ready()
+  t.ok(lines.some(l => l.level === 40 && /requestStateSecret/.test(l.msg)), 'a warning, not an info line')
+})
