@@ -116,3 +116,24 @@ t.test('a holder SIGKILLed mid-call: its lease row frees the handle after the le
   t.comment(`served ${Math.round(waited)} ms after the kill (lease TTL 1,000 ms, renewed every 333 ms)`)
   t.same(await itemsOf(survivor.url, basket), ['first', 'after'], 'the killed call wrote nothing')
 })
+
+t.test('a holder SIGSTOPped past its lease TTL: its save is fenced, it answers 503, the newer basket stands', async t => {
+  const [, frozen, other] = locked as [ServerProcess, ServerProcess, ServerProcess]
+  const basket = await newBasket(other.url)
+  let continued = false
+  t.teardown(() => { if (!continued) frozen.signal('SIGCONT') })
+  const stale = modernCall(frozen.url, 'basket_add', { basket, item: 'stale', delayMs: 500 })
+  await until(async () => (await db.admin.query('SELECT 1 FROM mcp_leases WHERE expires_at > clock_timestamp()')).rows.length === 1,
+    { timeout: 5000, what: 'the lease row to be taken' })
+  frozen.signal('SIGSTOP')
+  const stoppedAt = performance.now()
+  const fresh = await modernCall(other.url, 'basket_add', { basket, item: 'fresh' })
+  t.equal(fresh.status, 200, 'the other process gets the handle once the frozen lease expired')
+  await new Promise(resolve => setTimeout(resolve, Math.max(0, 1500 - (performance.now() - stoppedAt))))
+  frozen.signal('SIGCONT')
+  continued = true
+  const r = await stale
+  t.equal(r.status, 503, 'the frozen holder is not told its item was added')
+  t.same(r.last?.error, { code: -32000, message: 'Handle lock was lost; the changes of this call were not saved.' })
+  t.same(await itemsOf(other.url, basket), ['fresh'], 'the stale save was fenced')
+})
