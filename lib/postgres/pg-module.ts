@@ -4,11 +4,10 @@
  * connection string), and nowhere else; a pool the app hands in needs no loading at all.
  */
 import { createRequire } from 'node:module'
-import type { PgPoolLike } from './pool.js'
 
-/** The part of the pg module the plugin uses. */
+/** The part of the pg module the plugin uses (the pool's shape is `PgPoolLike`, in `pool.ts`). */
 export interface PgModule {
-  Pool: new (config: Record<string, unknown>) => PgPoolLike
+  Pool: new (config: Record<string, unknown>) => unknown
 }
 
 let pg: PgModule | undefined

@@ -63,7 +63,7 @@ export const POOL_DEFAULTS = {
  */
 export function createPgPool (connectionString: string, overrides: Record<string, unknown> = {}): PgPoolLike {
   const { Pool } = loadPg()
-  const pool = new Pool({ ...POOL_DEFAULTS, ...overrides, connectionString })
+  const pool = new Pool({ ...POOL_DEFAULTS, ...overrides, connectionString }) as PgPoolLike
   pool.on('error', () => {})
   return pool
 }
