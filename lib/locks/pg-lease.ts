@@ -20,6 +20,12 @@ export interface LeaseStatements {
 export class PgLease extends Lease implements RenewalTarget {
   tracked = true
   readonly renewal: Renewal
+  /**
+   * What the store + lock pairing read under this lease, and which store read it (see
+   * `sessions/pg-store.ts`): what a pass-on hands to the next holder.
+   */
+  read: unknown = undefined
+  readBy: object | null = null
 
   constructor (
     id: string,
@@ -32,7 +38,9 @@ export class PgLease extends Lease implements RenewalTarget {
     readonly slot: FifoRelease,
     readonly leases: SteadySet<Lease>,
     clock: RenewalClock,
-    sentAt: number
+    sentAt: number,
+    /** Times this lease was passed on in a row before this holder got it. */
+    readonly passes = 0
   ) {
     super(id, noRelease, { key: id, token })
     this.renewal = clock.start(sentAt, this)
@@ -45,6 +53,9 @@ export class PgLease extends Lease implements RenewalTarget {
     this.tracked = false
     this.renewal.stop()
     this.leases.delete(this)
+    // What was read under it is the request's: an ended lease lets go (see `Lease.claim()`).
+    this.read = undefined
+    this.readBy = null
     return true
   }
 

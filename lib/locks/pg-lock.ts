@@ -65,6 +65,25 @@ export const PG_STATE_MISSING: unique symbol = Symbol('state missing')
 export type PgLeaseAttempt<T> = (pool: PgPoolLike, id: string, token: string) =>
 Promise<T | typeof PG_LEASE_BUSY | typeof PG_STATE_MISSING>
 
+/** What an `adopt` of {@link PgSessionLock.acquireWith} returns for a value it does not know. */
+export const PG_NOT_ADOPTED: unique symbol = Symbol('not adopted')
+
+/**
+ * Leases passed on in a row inside one process before the lease goes back through the database
+ * (the release and the next take re-read the record and refresh its idle TTL there).
+ */
+export const PG_MAX_PASS_ON = 16
+
+/** A lease on its way from one holder of this process to the next (see `passOn`). */
+interface Baton {
+  readonly token: string
+  /** When the last statement that confirmed the lease was sent (`performance.now()`). */
+  readonly confirmedAt: number
+  readonly passes: number
+  /** What the passing holder hands over (the store: the record as read under the lease). */
+  readonly value: unknown
+}
+
 /** Milliseconds between two tries at deleting the rows of releases that failed. */
 const ORPHAN_RETRY = 1000
 
@@ -84,6 +103,8 @@ export class PgSessionLock implements SessionLock {
   readonly #leases = new SteadySet<Lease>()
   readonly #closing = new AbortController()
   readonly #renewals: RenewalClock
+  /** Leases being passed on, by key: set just before the slot goes to the next waiter. */
+  readonly #batons = new Map<string, Baton>()
   readonly #take: { name: string, text: string }
   readonly #statements: LeaseStatements
   #schemaReady = false
@@ -205,7 +226,10 @@ export class PgSessionLock implements SessionLock {
     if (this.#closing.signal.aborted) return
     this.#closing.abort(closedError())
     this.#fifo.rejectAll(closedError())
-    await settleWithin(Promise.all(this.#leases.values().map(lease => lease.revoke(closedError()))), CLOSE_TIMEOUT, { keepAlive: false })
+    // Leases on their way to a next holder, who will find the lock closed.
+    const passing = [...this.#batons].map(async ([id, b]) => { await this.#pool.query({ ...this.#statements.release, values: [id, b.token] }).catch(() => {}) })
+    this.#batons.clear()
+    await settleWithin(Promise.all([...passing, ...this.#leases.values().map(lease => lease.revoke(closedError()))]), CLOSE_TIMEOUT, { keepAlive: false })
     this.#renewals.stopAll()
     if (this.#orphanTimer !== null) clearInterval(this.#orphanTimer)
     this.#orphans.clear()
@@ -218,7 +242,8 @@ export class PgSessionLock implements SessionLock {
    * (`sessions/pg-store.ts`).
    * @internal
    */
-  async acquireWith<T> (id: string, options: LocalAcquireOptions, attempt: PgLeaseAttempt<T>): Promise<{ lease: Lease, value: T } | null> {
+  async acquireWith<T> (id: string, options: LocalAcquireOptions, attempt: PgLeaseAttempt<T>,
+    adopt: (handed: unknown) => T | typeof PG_NOT_ADOPTED = () => PG_NOT_ADOPTED): Promise<{ lease: Lease, value: T } | null> {
     if (this.#closing.signal.aborted) throw closedError()
     const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout)
     if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)
@@ -226,6 +251,21 @@ export class PgSessionLock implements SessionLock {
     const onTimeout = (): Error => new SessionLockTimeoutError(id, timeout)
     const slot = this.#fifo.grantNow(id, options) ??
       await this.#fifo.acquire(id, { timeout, signal: options.signal, owner: options.owner, front: options.priority, onTimeout })
+    const baton = this.#batons.get(id)
+    if (baton !== undefined) {
+      this.#batons.delete(id)
+      const adopted = adopt(baton.value)
+      if (adopted !== PG_NOT_ADOPTED) return { lease: this.#lease(id, baton.token, slot, baton.confirmedAt, baton.passes), value: adopted }
+      // Not ours to adopt: its row goes before our take (on a pool, a release sent alongside
+      // could run after it, and the take would find the key busy).
+      try {
+        await this.#pool.query({ ...this.#statements.release, values: [id, baton.token] })
+      } catch (err) {
+        this.#orphan(id, baton.token, this.ttl)
+        slot()
+        throw backendError(id, err)
+      }
+    }
     const token = randomBytes(16).toString('hex')
     try {
       // A row of ours left by a release that failed: deleted first, or we would wait for it.
@@ -266,8 +306,29 @@ export class PgSessionLock implements SessionLock {
     this.#pool.query({ ...this.#statements.release, values: [id, token] }).catch(() => { this.#orphan(id, token, this.ttl) })
   }
 
-  #lease (id: string, token: string, slot: FifoRelease, sentAt: number): Lease {
-    return new PgLease(id, this, this.ttl, this.#pool, this.#statements, token, slot, this.#leases, this.#renewals, sentAt)
+  #lease (id: string, token: string, slot: FifoRelease, sentAt: number, passes = 0): Lease {
+    return new PgLease(id, this, this.ttl, this.#pool, this.#statements, token, slot, this.#leases, this.#renewals, sentAt, passes)
+  }
+
+  /**
+   * Passes a held lease to the next request of this process waiting for the same key, with
+   * `value` for it (see {@link acquireWith}'s `adopt`): no statement is sent, and the row stays
+   * ours, renewed as before. Ends the caller's lease (like `release()`) and returns true; returns
+   * false, changing nothing, when there is no such waiter, when the lease was lost or is not
+   * confirmed recently enough, when the lock is closing, or after {@link PG_MAX_PASS_ON} passes
+   * in a row (the caller then releases it, so that another instance can take the key).
+   * @internal
+   */
+  passOn (lease: SessionLease, value: unknown): boolean {
+    if (!(lease instanceof PgLease) || !lease.tracked || lease.lock !== this || lease.lost || !lease.held) return false
+    if (this.#closing.signal.aborted || lease.passes >= PG_MAX_PASS_ON || !this.#fifo.hasWaiters(lease.id)) return false
+    // Renewals confirm the lease every ttl/3; one overdue means the database is slow or gone.
+    if (performance.now() - lease.renewal.confirmedAt > this.ttl / 2) return false
+    lease.claim()
+    lease.forget()
+    this.#batons.set(lease.id, { token: lease.token, confirmedAt: lease.renewal.confirmedAt, passes: lease.passes + 1, value })
+    lease.slot()
+    return true
   }
 
   /**

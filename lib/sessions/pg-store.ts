@@ -13,7 +13,8 @@
  * per locked request.
  */
 import type { Lease } from '../locks/lease.js'
-import { PG_LEASE_BUSY, PG_STATE_MISSING, PgSessionLock } from '../locks/pg-lock.js'
+import { PgLease } from '../locks/pg-lease.js'
+import { PG_LEASE_BUSY, PG_NOT_ADOPTED, PG_STATE_MISSING, PgSessionLock } from '../locks/pg-lock.js'
 import type { AcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
 import { resolvePgPool, type PgPoolLike, type PgResult } from '../postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema, positioned } from '../postgres/schema.js'
@@ -42,6 +43,17 @@ const GC_BATCH = 1000
 
 /** A statement: its text, and a name that makes it a prepared statement on each connection. */
 interface Statement { name: string, text: string }
+
+/** A row read under a lease: what take_and_load answered. */
+interface TakenRow { status: number, data: unknown, version: unknown }
+
+/**
+ * What a pass-on hands to the next holder: the row as read, and which store read it. Every holder
+ * decodes its own copy, so what one request mutated without saving never reaches the next.
+ */
+class PassedRow {
+  constructor (readonly by: PgSessionStore, readonly row: TakenRow) {}
+}
 
 /** Sessions in PostgreSQL rows. */
 export class PgSessionStore implements LockingSessionStore {
@@ -174,11 +186,11 @@ export class PgSessionStore implements LockingSessionStore {
     const pgLock = lock as PgSessionLock
     const taken = await pgLock.acquireWith(id, options, async (_pool, key, token) => {
       const rows = await this.#query(this.#sql.takeAndLoad, [key, id, token, pgLock.ttl, this.ttl])
-      const row = rows[0] as { status: number, data: unknown, version: unknown }
+      const row = rows[0] as unknown as TakenRow
       if (row.status === 2) return PG_STATE_MISSING
       if (row.status === 0) return PG_LEASE_BUSY
       return row
-    })
+    }, (handed) => handed instanceof PassedRow && handed.by === this ? handed.row : PG_NOT_ADOPTED)
     if (taken === null) return null
     let record
     try {
@@ -187,7 +199,21 @@ export class PgSessionStore implements LockingSessionStore {
       await taken.lease.release().catch(() => {})
       throw err
     }
+    // The row read under the lease, for passing it on (taken.lease is a PgLease).
+    const lease = taken.lease as PgLease
+    lease.read = taken.value
+    lease.readBy = this
     return { lease: taken.lease, record }
+  }
+
+  /**
+   * Passes an unchanged record and its lease to the next request of this process waiting for it
+   * (no round trip: nobody else can have written the record while the lease was held, since every
+   * locked write goes through it). False when the lease cannot be passed on; release it then.
+   */
+  passOn (_id: string, lease: SessionLease): boolean {
+    if (!(lease instanceof PgLease) || lease.readBy !== this || !(lease.lock instanceof PgSessionLock)) return false
+    return lease.lock.passOn(lease, new PassedRow(this, lease.read as TakenRow))
   }
 
   /**

@@ -185,3 +185,40 @@ t.test('concurrent locked increments through two instances keep every update', a
   }))
   t.same((await store.load(id))?.data, { n: 40 })
 })
+
+t.test('pass-on: an unchanged record and its lease go to the next waiter of this process without a round trip', async t => {
+  const { pool, sent } = countingPool()
+  const store = new PgSessionStore({ pool, prefix: 'pass_' })
+  const lock = new PgSessionLock({ pool, prefix: 'pass_' })
+  t.teardown(() => lock.close())
+  const access = lockedAccess(store, lock)
+  const id = generateSessionId()
+  await store.create(id, { cart: { items: ['a'] } })
+  const first = await access?.acquireAndLoad(id)
+  ;((first?.record.data.cart as { items: string[] }).items).push('mutated, never saved')
+  const next = access?.acquireAndLoad(id) // queued behind the first, in this process
+  await new Promise(resolve => setTimeout(resolve, 20))
+  const before = sent()
+  t.equal(access?.passOn(id, first?.lease as SessionLease), true, 'passed on to the waiter')
+  const second = await next
+  t.equal(sent() - before, 0, 'no query for the hand-over')
+  t.same(second?.record, { data: { cart: { items: ['a'] } }, version: 0 }, 'its own copy, without what the first mutated')
+  t.equal(second?.lease.fence?.token, first?.lease.fence?.token, 'the same lease row')
+  t.equal(access?.passOn(id, second?.lease as SessionLease), false, 'nobody waits: not passed on')
+  await second?.lease.release()
+  t.same((await db.admin.query('SELECT * FROM pass_leases')).rows, [], 'released once, by the last holder')
+  await t.rejects((first?.lease as SessionLease).release(), { code: 'MCP_SESSION_LOCK_NOT_HELD' }, 'the first holder has let go')
+  // A chain of passes goes back through the database after PG_MAX_PASS_ON.
+  let lease = (await access?.acquireAndLoad(id))?.lease as SessionLease
+  const passed: boolean[] = []
+  for (let i = 0; i < 20; i++) {
+    const waiting = access?.acquireAndLoad(id)
+    await new Promise(resolve => setTimeout(resolve, 5))
+    const on = access?.passOn(id, lease) === true
+    passed.push(on)
+    if (!on) await lease.release()
+    lease = (await waiting)?.lease as SessionLease
+  }
+  await lease.release()
+  t.same(passed.map((on, i) => on ? -1 : i).filter(i => i >= 0), [16], 'after 16 passes in a row the lease goes back through the database once')
+})
