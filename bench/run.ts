@@ -15,10 +15,10 @@
  * between `<!-- bench:start -->` and `<!-- bench:end -->` (that table is generated, not hand-typed).
  *
  * Scenarios: modern (2026-07-28 tools/call, JSON), session (2025-wire tools/call on an existing
- * session, memory store), stores (memory/file/Redis stores, lock off and on, one request at a time,
+ * session, memory store), stores (memory/file/Redis/PostgreSQL stores, lock off and on, one request at a time,
  * and at the largest connection count one session and one per connection; Redis round trips per
  * request), handles (2026-07-28 basket_add on a state handle, one for all connections and one per
- * connection, memory and Redis store + lock, against a handle-less 2026 call on the Redis
+ * connection, memory, Redis and PostgreSQL store + lock, against a handle-less 2026 call on the Redis
  * server; every run checks that no update was lost), sse (10 progress notifications on SSE),
  * parallel (100 parallel calls on one session with the lock on), idle (10,000 idle sessions),
  * tracing (2025-wire tools/call with the memory lock: telemetry off vs on without an SDK, and with
@@ -41,6 +41,7 @@ import {
   type IdleResult, type ParallelResult, type Results, type Row
 } from './report.js'
 import { probeMachine, type MachineProbe } from './machine-probe.js'
+import { createBenchDatabase, type BenchDatabase } from './postgres.js'
 import { ECHO_TEXT, expectToolResult, initializeRequest, legacyCall, modernCall, openSession, post, type RequestSpec } from './requests.js'
 
 /** Windows of the machine probe (each as long as a measured run) before the first block and after each. */
@@ -420,7 +421,7 @@ function tracingBlock (): Block {
   }
 }
 
-async function storesBlock (redis: PrivateRedis, dirs: string[]): Promise<Block> {
+async function storesBlock (redis: PrivateRedis, dirs: string[], pgUrl: string): Promise<Block> {
   const dir = async (): Promise<string> => {
     const d = await mkdtemp(join(tmpdir(), 'mcp-bench-sessions-'))
     dirs.push(d)
@@ -439,7 +440,9 @@ async function storesBlock (redis: PrivateRedis, dirs: string[]): Promise<Block>
       { label: 'ours, file store', kind: 'ours', config: { store: 'file', dir: await dir() } },
       { label: 'ours, file store + file lock', kind: 'ours', config: { store: 'file', lock: 'file', dir: await dir() } },
       { label: 'ours, Redis store', kind: 'ours', config: { store: 'redis', redisUrl: redis.url }, redis: true },
-      { label: OURS_REDIS_LOCKED, kind: 'ours', config: { store: 'redis', lock: 'redis', redisUrl: redis.url }, redis: true, compare: true }
+      { label: OURS_REDIS_LOCKED, kind: 'ours', config: { store: 'redis', lock: 'redis', redisUrl: redis.url }, redis: true, compare: true },
+      { label: 'ours, PostgreSQL store', kind: 'ours', config: { store: 'postgres', pgUrl } },
+      { label: 'ours, PostgreSQL store + PostgreSQL lock', kind: 'ours', config: { store: 'postgres', lock: 'postgres', pgUrl } }
     ],
     request: (_s, sid) => legacyCall('echo', echoArgs, sid),
     validate: (s, answer) => expectToolResult(s.label, answer, { text: ECHO_TEXT })
@@ -461,7 +464,7 @@ function structured (answer: Awaited<ReturnType<typeof post>>): Record<string, u
  * server's handle-less `echo` (the baseline). Every run checks that the handles gained exactly one
  * item per 2xx answer.
  */
-function handlesBlock (redis: PrivateRedis): Block {
+function handlesBlock (redis: PrivateRedis, pgUrl: string): Block {
   const redisConfig = { store: 'redis', lock: 'redis', redisUrl: redis.url }
   return {
     scenario: 'handles',
@@ -483,7 +486,8 @@ function handlesBlock (redis: PrivateRedis): Block {
     servers: [
       { label: 'ours, echo without a handle, Redis store + Redis lock', kind: 'ours', config: redisConfig, redis: true, compare: true },
       { label: 'ours, basket_add, memory store + memory lock', kind: 'ours', config: { store: 'memory', lock: 'memory' } },
-      { label: HANDLES_REDIS, kind: 'ours', config: redisConfig, redis: true, compare: true }
+      { label: HANDLES_REDIS, kind: 'ours', config: redisConfig, redis: true, compare: true },
+      { label: 'ours, basket_add, PostgreSQL store + PostgreSQL lock', kind: 'ours', config: { store: 'postgres', lock: 'postgres', pgUrl } }
     ],
     request: (s, basket) => s.label.includes('basket_add')
       ? modernCall('basket_add', { basket, item: 'apple' })
@@ -685,6 +689,7 @@ async function main (): Promise<void> {
   const needsRedis = wants('stores') || wants('handles') || wants('parallel')
   const dirs: string[] = []
   let redis: PrivateRedis | null = null
+  let database: BenchDatabase | null = null
   const results: Results = { meta: machine(), options: { ...opts, out: undefined }, rows: [], parallel: [], idle: [], targets: [] }
   if (opts.pin) results.meta.pinned = pinProcesses()
   if (profileDir !== undefined) await mkdir(profileDir, { recursive: true })
@@ -695,6 +700,10 @@ async function main (): Promise<void> {
     if (needsRedis) {
       redis = await startRedis()
       log(`private redis-server on ${redis.url}`)
+    }
+    if (wants('stores') || wants('handles')) {
+      database = await createBenchDatabase()
+      log('PostgreSQL database of this run created')
     }
     const probe: MachineProbe = { windowMs: opts.duration * 1000, loopsPerSecond: [] }
     results.meta.probe = probe
@@ -712,14 +721,15 @@ async function main (): Promise<void> {
     await probed()
     if (wants('modern')) await block(modernBlock())
     if (wants('session')) await block(sessionBlock())
-    if (wants('stores') && redis !== null) await block(storesBlock(redis, dirs))
-    if (wants('handles') && redis !== null) await block(handlesBlock(redis))
+    if (wants('stores') && redis !== null && database !== null) await block(storesBlock(redis, dirs, database.url))
+    if (wants('handles') && redis !== null && database !== null) await block(handlesBlock(redis, database.url))
     if (wants('sse')) await block(sseBlock())
     if (wants('parallel')) results.parallel = await parallelScenario(redis, dirs)
     if (wants('idle')) results.idle = await idleScenario(dirs)
     if (wants('tracing')) await block(tracingBlock())
   } finally {
     await redis?.stop()
+    await database?.drop()
     await Promise.all(dirs.map(async d => await rm(d, { recursive: true, force: true })))
   }
   addRatios(results.rows)

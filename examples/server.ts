@@ -6,9 +6,10 @@
  * both wires), slow_count (progress and cancellation), long_job (a task for 2026-07-28 clients that
  * take tasks).
  *
- * Switches (env): MCP_STORE = memory | file | redis; MCP_LOCK = none | memory | file | redis;
- * MCP_SESSION_DIR (file store/lock, default ./.mcp-sessions); REDIS_URL (default
- * redis://127.0.0.1:6379); MCP_LOCK_TIMEOUT_MS (acquire timeout); MCP_LOCK_TTL_MS (Redis lease TTL);
+ * Switches (env): MCP_STORE = memory | file | redis | postgres; MCP_LOCK = none | memory | file |
+ * redis | postgres; MCP_SESSION_DIR (file store/lock, default ./.mcp-sessions); REDIS_URL (default
+ * redis://127.0.0.1:6379); DATABASE_URL (PostgreSQL, default postgres://postgres@127.0.0.1:5432/postgres);
+ * MCP_LOCK_TIMEOUT_MS (acquire timeout); MCP_LOCK_TTL_MS (Redis or PostgreSQL lease TTL);
  * MCP_STATE_SECRET (seals 2026-07-28 requestState; the same on every instance); MCP_DEMO_TOKENS
  * (`token:principal,…`: bearer tokens and the principal each stands for; requests without a known
  * token then get 401, and baskets and tasks belong to their principal); MCP_TASK_TTL_MS (how long a
@@ -16,12 +17,14 @@
  * (how long SIGTERM lets running requests finish, default 10,000); MCP_REQUIRE_SESSION_ID=1 (a
  * handshake-era request without Mcp-Session-Id gets 400 instead of being served without a session). With REDIS_URL set,
  * the bus and the event log are in Redis too, so instances behind a load balancer need no sticky
- * sessions.
+ * sessions; with MCP_STORE=postgres they are in PostgreSQL (the `postgres` option), and so are the
+ * tool limits.
  */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
 import mcp, {
-  createRedisClient, FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
-  type McpPrincipal, type RedisClientLike, type SessionLock, type SessionStore
+  createPgPool, createRedisClient, FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, PgSessionLock, PgSessionStore,
+  RedisSessionLock, RedisSessionStore,
+  type McpPrincipal, type PgPoolLike, type RedisClientLike, type SessionLock, type SessionStore
 } from '../lib/index.js'
 import { registerDemoTools } from './demo-tools.js'
 
@@ -37,7 +40,8 @@ export interface DemoOptions {
  * client fails fast and has an error listener: the store's (below) logs through `log`, the lock's
  * and the plugin's (made from the URL) have their own.
  */
-function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyBaseLogger): { store: SessionStore, lock?: SessionLock, close: () => Promise<void> } {
+function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyBaseLogger):
+{ store: SessionStore, lock?: SessionLock | false, postgres?: PgPoolLike, close: () => Promise<void> } {
   const storeKind = env.MCP_STORE ?? 'memory'
   const lockKind = env.MCP_LOCK ?? 'none'
   const dir = env.MCP_SESSION_DIR ?? '.mcp-sessions'
@@ -45,6 +49,10 @@ function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyB
   const timeout = env.MCP_LOCK_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_LOCK_TIMEOUT_MS)
   const ttl = env.MCP_LOCK_TTL_MS === undefined ? undefined : Number(env.MCP_LOCK_TTL_MS)
   const clients: RedisClientLike[] = []
+  // One pool for the store, the lock and the plugin's bus, event log and limits (a pool with
+  // bounded waits: a database that is down answers 503 within seconds).
+  let pool: PgPoolLike | undefined
+  const pgPool = (): PgPoolLike => (pool ??= createPgPool(env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'))
   let store: SessionStore
   switch (storeKind) {
     case 'memory': store = new MemorySessionStore(); break
@@ -57,24 +65,30 @@ function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyB
       store = new RedisSessionStore({ redis })
       break
     }
-    default: throw new Error(`MCP_STORE must be memory, file or redis (got ${storeKind})`)
+    case 'postgres': store = new PgSessionStore({ pool: pgPool() }); break
+    default: throw new Error(`MCP_STORE must be memory, file, redis or postgres (got ${storeKind})`)
   }
-  let lock: SessionLock | undefined
+  let lock: SessionLock | false | undefined
   switch (lockKind) {
-    case 'none': break
+    // With the postgres option the plugin's default is its lock: none must say so.
+    case 'none': lock = storeKind === 'postgres' ? false : undefined; break
     case 'memory': lock = new MemorySessionLock({ timeout }); break
     case 'file': lock = new FileSessionLock({ dir, timeout }); break
     // The lock makes its own fail-fast client from the URL (and closes it).
     case 'redis': lock = new RedisSessionLock({ redis: redisUrl, timeout, ttl }); break
-    default: throw new Error(`MCP_LOCK must be none, memory, file or redis (got ${lockKind})`)
+    // On the store's pool: the store then takes the lease and reads in one call.
+    case 'postgres': lock = new PgSessionLock({ pool: pgPool(), timeout, ttl }); break
+    default: throw new Error(`MCP_LOCK must be none, memory, file, redis or postgres (got ${lockKind})`)
   }
   return {
     store,
     lock,
+    postgres: storeKind === 'postgres' ? pool : undefined,
     close: async () => {
-      await lock?.close?.()
+      if (lock !== false) await lock?.close?.()
       await store.close?.()
       await Promise.all(clients.map(c => c.quit().catch(() => c.disconnect())))
+      await pool?.end()
     }
   }
 }
@@ -110,10 +124,11 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstanc
     path: '/mcp',
     serverInfo: { name: 'fastify-mcp-http-demo', version: '1.0.0' },
     sessions: { store: sessions.store, lock: sessions.lock, requireSessionId: env.MCP_REQUIRE_SESSION_ID === '1' },
+    postgres: sessions.postgres,
     requestStateSecret: env.MCP_STATE_SECRET,
     authenticate: tokensAuth(env.MCP_DEMO_TOKENS),
     // The plugin makes its own client from the URL and closes it on app.close().
-    redis: env.REDIS_URL,
+    redis: sessions.postgres === undefined ? env.REDIS_URL : undefined,
     drainTimeout: env.MCP_DRAIN_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_DRAIN_TIMEOUT_MS),
     tasks: env.MCP_TASK_TTL_MS === undefined ? undefined : { ttl: Number(env.MCP_TASK_TTL_MS), pollInterval: 200 }
   })

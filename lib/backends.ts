@@ -3,6 +3,11 @@
  * event log, an ioredis client) belongs to the caller and is never closed here; what the plugin
  * makes (the default memory store, a Redis client from a URL, the bus and event log over it) it
  * closes on `app.close()`, each step bounded and never throwing.
+ *
+ * With the `postgres` option everything the options do not name is built on one pool: the store,
+ * the lock (a lease row; the store and the lock then take and read, and save and release, in one
+ * call each), the bus, the event log (its writes checked against the session's row) and the
+ * limits.
  */
 import type { FastifyBaseLogger } from 'fastify'
 import { MemoryBus, type Bus } from './bus/bus.js'
@@ -20,6 +25,11 @@ import { MemorySessionStore } from './sessions/memory-store.js'
 import { RedisSessionStore } from './sessions/redis-store.js'
 import type { SessionStore } from './sessions/session-store.js'
 import { settleWithin } from './settle.js'
+import { PgBus } from './bus/pg-bus.js'
+import { PgEventLog } from './bus/pg-event-log.js'
+import { PgSessionLock } from './locks/pg-lock.js'
+import { createPgPool, type PgPoolLike } from './postgres/pool.js'
+import { PgSessionStore } from './sessions/pg-store.js'
 
 /** How long `close()` waits for the stores and the bus, and for the Redis client's QUIT (ms). */
 const CLOSE_TIMEOUT = 5000
@@ -45,6 +55,7 @@ export interface Backends {
 
 /** Makes the backends the options do not name. */
 export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Backends {
+  if (b.postgres !== undefined) return buildPgBackends(b, b.postgres, log)
   // A URL makes a client we own; it fails fast while Redis is down (the request gets a 503 at
   // once) rather than queueing commands. It is a client of the app's ioredis (an optional peer
   // dependency, loaded only when the plugin makes a client).
@@ -80,6 +91,36 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
         await settleWithin(ownRedis.quit(), QUIT_TIMEOUT, { keepAlive: false })
         ownRedis.disconnect()
       }
+    }
+  }
+}
+
+/** The backends on PostgreSQL (see the module doc). */
+function buildPgBackends (b: ResolvedBackends, postgres: PgPoolLike | string, log: FastifyBaseLogger): Backends {
+  const ownPool = typeof postgres === 'string' ? createPgPool(postgres) : undefined
+  const pool = ownPool ?? (postgres as PgPoolLike)
+  const prefix = b.postgresPrefix
+  const store = b.store ?? new PgSessionStore({ pool, prefix })
+  const lock = b.lock ?? (b.noLock ? null : new PgSessionLock({ pool, prefix }))
+  const bus = b.bus ?? new PgBus({ pool, prefix, log })
+  // With the sessions in this database under the same prefix, a write to the log checks the
+  // session's row: an ended session's streams are never created again, and no mark is kept.
+  const guardByStore = store instanceof PgSessionStore && store.pool === pool && store.prefix === prefix
+  const eventLog = b.eventLog ?? new PgEventLog({ pool, prefix, guardByStore, ...b.eventLogOptions })
+  const limiter = buildToolLimiter(b.limits ?? NO_LIMITS, { postgres: { pool, prefix }, log })
+  return {
+    store,
+    lock,
+    bus,
+    eventLog,
+    limiter,
+    close: async () => {
+      const steps: Array<Promise<unknown> | undefined> = [limiter.close()]
+      if (b.store === undefined) steps.push(store.close?.())
+      if (b.lock === null && lock !== null) steps.push(lock.close?.())
+      if (b.bus === undefined) steps.push(bus.close())
+      await settleWithin(Promise.allSettled(steps), CLOSE_TIMEOUT, { keepAlive: false })
+      if (ownPool !== undefined) await settleWithin(ownPool.end(), QUIT_TIMEOUT, { keepAlive: false })
     }
   }
 }

@@ -27,11 +27,11 @@ import { recordEndpoint } from './testing/inject-client.js'
 const VERSION = '0.1.0'
 
 /**
- * Whether the options say that several processes share sessions: Redis, or a store, lock, bus or
+ * Whether the options say that several processes share sessions: Redis, PostgreSQL, or a store, lock, bus or
  * event log other than the in-process ones (a file store serves the workers of one machine).
  */
 function sharedDeployment (b: ResolvedBackends): boolean {
-  return b.redis !== undefined ||
+  return b.redis !== undefined || b.postgres !== undefined ||
     (b.store !== undefined && !(b.store instanceof MemorySessionStore)) ||
     (b.lock !== null && !(b.lock instanceof MemorySessionLock)) ||
     (b.bus !== undefined && !(b.bus instanceof MemoryBus)) ||
@@ -196,6 +196,13 @@ export { FileSessionLock, type FileSessionLockOptions } from './locks/file-lock.
 export { RedisSessionLock, type RedisSessionLockOptions } from './locks/redis-lock.js'
 export { LOCK_CLIENT_OPTIONS, createLockClient, createRedisClient, type CreateRedisClientOptions, type RedisClientLogger } from './redis/client.js'
 export type { RedisClientLike, RedisConnectionOptions } from './redis/scripts.js'
+export { PgSessionStore, type PgSessionStoreOptions } from './sessions/pg-store.js'
+export { PgSessionLock, type PgSessionLockOptions } from './locks/pg-lock.js'
+export { PgBus, type PgBusOptions } from './bus/pg-bus.js'
+export { PgEventLog, type PgEventLogOptions } from './bus/pg-event-log.js'
+export { PgLimitBackend, type PgLimitBackendOptions } from './limits/pg-backend.js'
+export { migratePostgres, DEFAULT_PG_PREFIX } from './postgres/schema.js'
+export { createPgPool, POOL_DEFAULTS, type PgPoolLike, type PgClientLike, type PgQuery, type PgResult } from './postgres/pool.js'
 export { MemoryBus } from './bus/bus.js'
 export type { Bus, BusMessage } from './bus/bus.js'
 export { MemoryEventLog } from './bus/event-log.js'

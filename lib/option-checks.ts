@@ -116,7 +116,7 @@ const KNOWN_OPTIONS = new Set([
   'wwwAuthenticate', 'bodyLimit', 'clientRequestTimeout', 'keepAliveInterval', 'retryInterval', 'drainTimeout', 'pageSize',
   'maxPendingClientRequests', 'maxBatchSize', 'maxStreamsPerSession', 'requestStateSecret', 'requestStateTtl', 'cache', 'maxListenStreams',
   'maxListenStreamsPerClient', 'redis', 'eventLogOptions', 'redisPrefix', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute',
-  'logLevel', 'logSerializers'
+  'logLevel', 'logSerializers', 'postgres', 'postgresPrefix'
 ])
 const KNOWN_SESSION_OPTIONS = new Set(['store', 'lock', 'gcProbability', 'gcDivisor', 'requireSessionId', 'unusedTtl'])
 

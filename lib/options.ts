@@ -9,6 +9,8 @@ import type { SessionLock } from './locks/session-lock.js'
 import type { Bus } from './bus/bus.js'
 import type { EventLog } from './bus/event-log.js'
 import type { RedisClientLike } from './redis/scripts.js'
+import { isPgPool, type PgPoolLike } from './postgres/pool.js'
+import { DEFAULT_PG_PREFIX, checkPgPrefix } from './postgres/schema.js'
 import type { CacheOptions } from './features/cache-hints.js'
 import { appIdentity, boundedInt, checkCache, checkKnownKeys, checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
 import { resolveAuth, type AuthOptions, type ResolvedAuth } from './auth/resource-server.js'
@@ -29,8 +31,12 @@ export interface Implementation {
 export interface SessionOptions {
   /** Where sessions live. Default: a new bounded `MemorySessionStore` (one process only). */
   store?: SessionStore
-  /** Opt-in per-session lock. Default: none (requests of one session run concurrently). */
-  lock?: SessionLock
+  /**
+   * Per-session lock. Default: none (requests of one session run concurrently), except with the
+   * `postgres` option, whose default is a `PgSessionLock` on its pool. `false`: no lock even
+   * there (two requests of one session may then overwrite each other's changes).
+   */
+  lock?: SessionLock | false
   /** Probability numerator of running `store.gc()` on a request. Default 1; 0 disables. */
   gcProbability?: number
   /** Probability denominator. Default 100; must be ≥ 1. */
@@ -152,6 +158,17 @@ export interface McpPluginOptions {
    * event log, unless `bus` / `eventLog` are given.
    */
   redis?: RedisClientLike | string
+  /**
+   * PostgreSQL for many instances: a pg Pool, or a connection string (then the plugin makes a pool
+   * of the app's `pg` with bounded waits, see docs/postgresql.md, and ends it on `app.close()`; a
+   * pool you pass is never ended). Builds on it the session store, the session lock (lease rows),
+   * the bus (LISTEN/NOTIFY on one connection of the pool), the event log and the tool limits,
+   * unless `sessions.store`, `sessions.lock`, `bus`, `eventLog` or `limits.backend` name others.
+   * Not together with `redis`.
+   */
+  postgres?: PgPoolLike | string
+  /** Table-name prefix of what the plugin keeps in PostgreSQL. Default `mcp_`. */
+  postgresPrefix?: string
   /** Event log bounds: events per stream and age in ms. Defaults 1,000 and 300,000. */
   eventLogOptions?: { maxEvents?: number, ttl?: number }
   /** Key and channel prefix for what the plugin keeps in Redis. Default `mcp:`. */
@@ -190,7 +207,11 @@ export interface McpPluginOptions {
 export interface ResolvedBackends {
   store: SessionStore | undefined
   lock: SessionLock | null
+  /** `sessions.lock: false`: no lock, not even the one a backend option would make. */
+  noLock: boolean
   redis: RedisClientLike | string | undefined
+  postgres: PgPoolLike | string | undefined
+  postgresPrefix: string
   redisPrefix: string
   bus: Bus | undefined
   eventLog: EventLog | undefined
@@ -246,7 +267,7 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
   if (s.store !== undefined && (typeof s.store !== 'object' || typeof s.store.load !== 'function' || typeof s.store.save !== 'function')) {
     fail('sessions.store', 'must implement the SessionStore contract')
   }
-  if (s.lock !== undefined && (typeof s.lock !== 'object' || typeof s.lock.acquire !== 'function' || typeof s.lock.tryAcquire !== 'function')) {
+  if (s.lock !== undefined && s.lock !== false && (typeof s.lock !== 'object' || typeof s.lock.acquire !== 'function' || typeof s.lock.tryAcquire !== 'function')) {
     fail('sessions.lock', 'must implement the SessionLock contract')
   }
   if (opts.bus !== undefined && (typeof opts.bus !== 'object' || typeof opts.bus.publish !== 'function')) fail('bus', 'must implement the Bus contract')
@@ -254,6 +275,11 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
     fail('redis', 'must be an ioredis client, Cluster or URL')
   }
   if (typeof opts.redis === 'string') checkRedisUrl(opts.redis)
+  if (opts.postgres !== undefined && typeof opts.postgres !== 'string' && !isPgPool(opts.postgres)) fail('postgres', 'must be a pg Pool or a connection string')
+  if (opts.postgres !== undefined && opts.redis !== undefined) fail('postgres', 'cannot be combined with redis: pick one engine')
+  if (opts.postgresPrefix !== undefined) {
+    try { checkPgPrefix(opts.postgresPrefix) } catch { fail('postgresPrefix', 'must be lower-case letters, digits and underscores (at most 40), not starting with a digit') }
+  }
   if (opts.redisPrefix !== undefined && (typeof opts.redisPrefix !== 'string' || /[{}]/.test(opts.redisPrefix))) fail('redisPrefix', 'must be a string without braces')
   if (opts.eventLog !== undefined && (typeof opts.eventLog !== 'object' || typeof opts.eventLog.append !== 'function')) fail('eventLog', 'must implement the EventLog contract')
   const el = opts.eventLogOptions ?? {}
@@ -261,8 +287,11 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
   const elo = el as Record<string, unknown>
   return {
     store: s.store,
-    lock: s.lock ?? null,
+    lock: s.lock === false ? null : s.lock ?? null,
+    noLock: s.lock === false,
     redis: opts.redis,
+    postgres: opts.postgres,
+    postgresPrefix: opts.postgresPrefix ?? DEFAULT_PG_PREFIX,
     redisPrefix: opts.redisPrefix ?? 'mcp:',
     bus: opts.bus,
     eventLog: opts.eventLog,

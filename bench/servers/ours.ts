@@ -1,6 +1,7 @@
 /**
  * fastify-mcp-http with the store and lock the driver asks for (`BENCH_SERVER` JSON: store
- * memory | file | redis, lock none | memory | file | redis, dir, redisUrl, tracing off | api |
+ * memory | file | redis | postgres, lock none | memory | file | redis | postgres, dir, redisUrl,
+ * pgUrl (store and lock then share one pool, so a locked request is 2 round trips), tracing off | api |
  * sdk-off | sdk-noop: telemetry off, on with no SDK registered, off and on with an SDK registered
  * whose span processor does nothing). Tools: `echo` (the
  * tool every server has), `progress` (`steps` progress notifications, then the result: the SSE
@@ -15,15 +16,17 @@ import { Redis } from 'ioredis'
 import { Type } from '@sinclair/typebox'
 import mcp, {
   FileSessionLock, FileSessionStore, MemorySessionLock, createLockClient, MemorySessionStore, RedisSessionLock, RedisSessionStore,
+  PgSessionLock, PgSessionStore, createPgPool, type PgPoolLike,
   type SessionLock, type SessionStore
 } from '../../lib/index.js'
 import { config, serve } from './child.js'
 
 interface OursConfig {
-  store?: 'memory' | 'file' | 'redis'
-  lock?: 'none' | 'memory' | 'file' | 'redis'
+  store?: 'memory' | 'file' | 'redis' | 'postgres'
+  lock?: 'none' | 'memory' | 'file' | 'redis' | 'postgres'
   dir?: string
   redisUrl?: string
+  pgUrl?: string
   /** Session idle TTL (ms). */
   ttl?: number
   /** The Redis lock client's command timeout (ms), instead of the fail-fast 500 (valgrind runs). */
@@ -42,6 +45,8 @@ const ttl = cfg.ttl ?? 3_600_000
 const redisUrl = cfg.redisUrl ?? 'redis://127.0.0.1:6379'
 
 let redis: Redis | undefined
+let pool: PgPoolLike | undefined
+const pgPool = (): PgPoolLike => (pool ??= createPgPool(cfg.pgUrl ?? 'postgres://postgres@127.0.0.1:5432/postgres', { max: 20 }))
 let store: SessionStore
 switch (cfg.store ?? 'memory') {
   case 'memory': store = new MemorySessionStore({ ttl, max: cfg.max }); break
@@ -50,6 +55,7 @@ switch (cfg.store ?? 'memory') {
     redis = new Redis(redisUrl)
     store = new RedisSessionStore({ redis, ttl })
     break
+  case 'postgres': store = new PgSessionStore({ pool: pgPool(), ttl }); break
   default: throw new Error(`unknown store ${String(cfg.store)}`)
 }
 let lock: SessionLock | undefined
@@ -63,6 +69,12 @@ switch (cfg.lock ?? 'none') {
     const client = cfg.commandTimeout === undefined ? undefined : createLockClient(redisUrl)
     if (client !== undefined) (client.options as { commandTimeout?: number }).commandTimeout = cfg.commandTimeout
     const l = new RedisSessionLock({ redis: client ?? redisUrl })
+    await l.ready()
+    lock = l
+    break
+  }
+  case 'postgres': {
+    const l = new PgSessionLock({ pool: pgPool() })
     await l.ready()
     lock = l
     break
@@ -98,6 +110,7 @@ app.addHook('onClose', async () => {
   await lock?.close?.()
   await store.close?.()
   await redis?.quit().catch(() => redis?.disconnect())
+  await pool?.end()
 })
 
 app.mcp.tool({

@@ -22,6 +22,8 @@ import { ToolLimitError } from './errors.js'
 import { MemoryLimitBackend } from './memory-backend.js'
 import { limitSubject, toolPolicy, type ResolvedToolLimits, type ToolLimit, type ToolPolicy } from './policy.js'
 import { RedisLimitBackend } from './redis-backend.js'
+import { PgLimitBackend } from './pg-backend.js'
+import type { PgPoolLike } from '../postgres/pool.js'
 import type { RedisLimitClient } from './redis-scripts.js'
 import { settleWithin } from '../settle.js'
 
@@ -228,17 +230,21 @@ export interface BuildToolLimiterOptions {
   redis?: RedisLimitClient
   /** The plugin's `redisPrefix`; limit keys live under `<prefix>rl:`. */
   prefix?: string
+  /** The plugin's PostgreSQL pool (its `postgres` option), and its table prefix. */
+  postgres?: { pool: PgPoolLike, prefix: string }
   log: LimiterLog
 }
 
 /**
  * The limiter of the `limits` option: its `backend`, else a `RedisLimitBackend` on the plugin's
- * Redis client, else a `MemoryLimitBackend`. `close()` closes only a backend made here.
+ * Redis client, a `PgLimitBackend` on its PostgreSQL pool, else a `MemoryLimitBackend`. `close()` closes only a backend made here.
  */
 export function buildToolLimiter (limits: ResolvedToolLimits, options: BuildToolLimiterOptions): ToolLimiter {
   if (limits.backend !== undefined) return new ToolLimiter({ limits, backend: limits.backend, log: options.log })
   const backend = options.redis !== undefined
     ? new RedisLimitBackend({ redis: options.redis, prefix: `${options.prefix ?? 'mcp:'}rl:` })
-    : new MemoryLimitBackend()
+    : options.postgres !== undefined
+      ? new PgLimitBackend(options.postgres)
+      : new MemoryLimitBackend()
   return new ToolLimiter({ limits, backend, log: options.log, ownsBackend: true })
 }

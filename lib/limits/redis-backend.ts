@@ -21,6 +21,7 @@ import type { RedisConnectionOptions } from '../redis/scripts.js'
 import { ALLOWED, type LimitBackend, type LimitDecision, type LimitSpec } from './backend.js'
 import { defineLimitScripts, type LimitScripts, type RedisLimitClient } from './redis-scripts.js'
 import { settleWithin } from '../settle.js'
+import { LimitBackendTimeoutError, bounded } from './bounded.js'
 
 /** Options of {@link RedisLimitBackend}. */
 export interface RedisLimitBackendOptions {
@@ -41,13 +42,7 @@ export function limitKeys (prefix: string, key: string): { bucket: string, lease
   return { bucket: `${prefix}{${key}}:b`, leases: `${prefix}{${key}}:c` }
 }
 
-/** A check that did not answer within the backend's `timeout`. */
-export class LimitBackendTimeoutError extends Error {
-  constructor (ms: number) {
-    super(`The limit backend did not answer within ${ms} ms`)
-    this.name = 'LimitBackendTimeoutError'
-  }
-}
+export { LimitBackendTimeoutError }
 
 const CLOSE_TIMEOUT = 1000
 
@@ -91,7 +86,7 @@ export class RedisLimitBackend implements LimitBackend {
   async acquire (key: string, spec: LimitSpec, callId: string): Promise<LimitDecision> {
     const { bucket, leases } = limitKeys(this.prefix, key)
     const work = this.#client.mcpLimitAcquire(bucket, leases, spec.intervalUs, spec.burst, spec.concurrency, spec.leaseMs, callId)
-    const reply = await this.#bounded(work, (late) => {
+    const reply = await bounded(work, this.timeout, (late) => {
       // Answered after we gave up on it: a lease it took is nobody's.
       if (late[0] === 1 && spec.concurrency > 0) this.#client.zrem(leases, callId).catch(() => {})
     })
@@ -125,21 +120,5 @@ export class RedisLimitBackend implements LimitBackend {
     const client = this.#client
     await settleWithin(client.quit(), CLOSE_TIMEOUT, { keepAlive: false })
     client.disconnect()
-  }
-
-  /** `work`, or a {@link LimitBackendTimeoutError} after `timeout` ms (then `late` gets its answer). */
-  async #bounded<T> (work: Promise<T>, late: (value: T) => void): Promise<T> {
-    if (this.timeout === 0) return await work
-    let timer: NodeJS.Timeout | undefined
-    let timedOut = false
-    const expired = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => { timedOut = true; reject(new LimitBackendTimeoutError(this.timeout)) }, this.timeout)
-    })
-    try {
-      return await Promise.race([work, expired])
-    } finally {
-      clearTimeout(timer)
-      if (timedOut) work.then(late, () => {})
-    }
   }
 }

@@ -19,20 +19,20 @@ import type { StateHandles } from '../state/handles.js'
 import { SNAPSHOT, sealSnapshot } from '../state/snapshot.js'
 import type { CloseResult, StateScope } from '../state/state-scope.js'
 import type { BaseContext } from './base-context.js'
-import { OutageLog, openFailure } from './open-failure.js'
+import { OutageLog, backendRetry, openFailure } from './open-failure.js'
 
 /** The refusals of a handle call, by what happened (all 503: the client may retry). */
 export const handleRefusal = {
   busy: () => unavailable('Another call on this handle is still being processed.'),
-  lockDown: () => unavailable('State lock is unavailable.'),
-  storeDown: () => unavailable('State store is unavailable.'),
+  lockDown: () => unavailable('State lock is unavailable.', backendRetry()),
+  storeDown: () => unavailable('State store is unavailable.', backendRetry()),
   unreadable: () => unavailable('Handle data cannot be read.'),
   lost: () => unavailable('Handle lock was lost; the changes of this call were not saved.'),
   nested: () => new McpError(ErrorCode.InternalError, 'A call works on one state handle at a time.')
 }
 
-function unavailable (message: string): McpError {
-  return new McpError(ErrorCode.ServerError, message, undefined, 503)
+function unavailable (message: string, headers?: Record<string, string>): McpError {
+  return new McpError(ErrorCode.ServerError, message, undefined, 503, headers)
 }
 
 /** How {@link HandleCalls} serves. */

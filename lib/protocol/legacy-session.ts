@@ -10,7 +10,7 @@ import { ErrorCode, McpError, echoed } from '../jsonrpc/errors.js'
 import { K } from '../sessions/session-handle.js'
 import { isValidSessionId } from '../sessions/session-id.js'
 import type { CloseResult, StateBackend, StateScope } from '../state/state-scope.js'
-import { openFailure, outagesOf } from './open-failure.js'
+import { backendRetry, openFailure, outagesOf } from './open-failure.js'
 import type { RequestAbort } from './request-abort.js'
 import { isLegacyVersion } from './versions.js'
 import { shownId } from '../shown-id.js'
@@ -23,11 +23,11 @@ export const refuse = {
   /** 404: unknown, expired, ended, or another principal's (never tell others it exists). */
   notFound: () => new McpError(ErrorCode.SessionNotFound, 'Session not found', undefined, 404),
   busy: () => new McpError(ErrorCode.ServerError, 'Another request of this session is still being processed.', undefined, 503),
-  lockDown: () => new McpError(ErrorCode.ServerError, 'Session lock is unavailable.', undefined, 503),
-  storeDown: () => new McpError(ErrorCode.ServerError, 'Session store is unavailable.', undefined, 503),
+  lockDown: () => new McpError(ErrorCode.ServerError, 'Session lock is unavailable.', undefined, 503, backendRetry()),
+  storeDown: () => new McpError(ErrorCode.ServerError, 'Session store is unavailable.', undefined, 503, backendRetry()),
   /** 503: the stored session cannot be decoded; it can be served again once repaired or expired. */
   unreadable: () => new McpError(ErrorCode.ServerError, 'Session data cannot be read.', undefined, 503),
-  busDown: () => new McpError(ErrorCode.ServerError, 'Message bus is unavailable.', undefined, 503),
+  busDown: () => new McpError(ErrorCode.ServerError, 'Message bus is unavailable.', undefined, 503, backendRetry()),
   /** 429: what one session may hold open on this instance is bounded. */
   tooManyStreams: () => new McpError(ErrorCode.ServerError, 'Too many requests and streams open for this session; retry later', undefined, 429)
 }

@@ -8,6 +8,14 @@ import { McpError } from '../jsonrpc/errors.js'
 import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
 import { SessionDataError } from '../sessions/session-store.js'
 
+/**
+ * `Retry-After` of a 503 for a backend that failed (a database restarting, a Redis failing over):
+ * one second, so that clients come back soon rather than give up or hammer.
+ */
+export function backendRetry (): Record<string, string> {
+  return { 'retry-after': '1' }
+}
+
 /** The refusals of one kind of scope, by what happened. */
 export interface OpenRefusals {
   /** The lock wait timed out: another request holds the scope. */

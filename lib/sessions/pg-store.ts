@@ -1,0 +1,283 @@
+/**
+ * `PgSessionStore`: sessions, state handles and task records shared by every instance, one row of
+ * `<prefix>state` each (see `postgres/schema.ts`: each key's JSON text in a jsonb object, the
+ * version, the record's own TTL, when it expires). The database's clock keeps the idle TTL;
+ * `gc()` deletes the expired rows (an expired row is already gone for every operation).
+ *
+ * Every operation is one statement (a function where it reads and writes). A save writes only the
+ * changed keys, never re-creates a destroyed or expired record and, given a lease's fence, refuses
+ * to overwrite a record whose lease was lost and which someone else has since locked or written.
+ *
+ * With a `PgSessionLock` on the same database and prefix, the store takes the lease and reads the
+ * record in one call, and saves and releases in another (`LockingSessionStore`): two round trips
+ * per locked request.
+ */
+import type { Lease } from '../locks/lease.js'
+import { PgLease } from '../locks/pg-lease.js'
+import { PG_LEASE_BUSY, PG_NOT_ADOPTED, PG_STATE_MISSING, PgSessionLock } from '../locks/pg-lock.js'
+import type { AcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
+import { resolvePgPool, type PgPoolLike, type PgResult } from '../postgres/pool.js'
+import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema, positioned } from '../postgres/schema.js'
+import { settleWithin } from '../settle.js'
+import { roundTrip } from '../telemetry/index.js'
+import {
+  SessionDataError, encodeSessionValue,
+  type CreateOptions, type JsonValue, type LockedSession, type LockingSessionStore, type SaveGuard, type SaveResult,
+  type SessionChanges, type SessionRecord, type SessionStoreOptions
+} from './session-store.js'
+import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
+
+/** Options of {@link PgSessionStore}. */
+export interface PgSessionStoreOptions extends SessionStoreOptions {
+  /**
+   * A pg Pool (never closed by the store), or a connection string from which the store makes a
+   * pool of the app's pg with bounded waits (closed by `close()`).
+   */
+  pool: PgPoolLike | string
+  /** Table-name prefix (default `'mcp_'`): the records are rows of `<prefix>state`. */
+  prefix?: string
+}
+
+/** Most expired rows one `gc()` deletes (it is called again by the next gc run). */
+const GC_BATCH = 1000
+
+/** A statement: its text, and a name that makes it a prepared statement on each connection. */
+interface Statement { name: string, text: string }
+
+/** A row read under a lease: what take_and_load answered. */
+interface TakenRow { status: number, data: unknown, version: unknown }
+
+/**
+ * What a pass-on hands to the next holder: the row as read, and which store read it. Every holder
+ * decodes its own copy, so what one request mutated without saving never reaches the next.
+ */
+class PassedRow {
+  constructor (readonly by: PgSessionStore, readonly row: TakenRow) {}
+}
+
+/** Sessions in PostgreSQL rows. */
+export class PgSessionStore implements LockingSessionStore {
+  readonly ttl: number
+  /** Table-name prefix. */
+  readonly prefix: string
+  readonly #pool: PgPoolLike
+  readonly #ownsPool: boolean
+  readonly #sql: Record<'create' | 'load' | 'save' | 'destroy' | 'exists' | 'gc' | 'takeAndLoad', Statement>
+  #schemaReady = false
+  #closed = false
+
+  /** @throws {RangeError} for a bad ttl; {@link TypeError} for a bad prefix or pool. */
+  constructor (options: PgSessionStoreOptions) {
+    this.ttl = checkTtl(options.ttl ?? DEFAULT_SESSION_TTL)
+    if (!Number.isInteger(this.ttl)) throw new RangeError('ttl must be an integer number of milliseconds.')
+    const p = this.prefix = checkPgPrefix(options.prefix ?? DEFAULT_PG_PREFIX)
+    const { pool, owned } = resolvePgPool(options.pool)
+    this.#pool = pool
+    this.#ownsPool = owned
+    const live = 'expires_at > clock_timestamp()'
+    const expiresIn = (ms: string): string => `clock_timestamp() + (${ms})::float8 * interval '1 millisecond'`
+    this.#sql = {
+      // An expired row is not taken: it is replaced, version 0.
+      create: {
+        name: `${p}state_create`,
+        text: `INSERT INTO ${p}state AS s (id, data, next_pos, version, ttl_ms, expires_at)
+          VALUES ($1, ${positioned("'{}'::jsonb", '0', '$2::text[]', '$3::text[]')}, cardinality($2::text[]), 0, $4::bigint,
+            ${expiresIn('coalesce($4::bigint, $5::bigint)')})
+          ON CONFLICT (id) DO UPDATE SET data = excluded.data, next_pos = excluded.next_pos, version = 0,
+            ttl_ms = excluded.ttl_ms, expires_at = excluded.expires_at
+          WHERE s.expires_at <= clock_timestamp()`
+      },
+      load: {
+        name: `${p}state_load`,
+        text: `UPDATE ${p}state SET expires_at = ${expiresIn('coalesce(ttl_ms, $2::bigint)')}
+          WHERE id = $1 AND ${live} RETURNING data, version`
+      },
+      save: { name: `${p}state_save`, text: `SELECT ${p}save($1, $2, $3, $4, $5, $6::text[], $7::text[], $8::text[], $9) AS result` },
+      destroy: { name: `${p}state_destroy`, text: `DELETE FROM ${p}state WHERE id = $1 RETURNING ${live} AS live` },
+      exists: { name: `${p}state_exists`, text: `SELECT 1 FROM ${p}state WHERE id = $1 AND ${live}` },
+      gc: {
+        name: `${p}state_gc`,
+        text: `WITH gone AS (
+            DELETE FROM ${p}state WHERE id IN (
+              SELECT id FROM ${p}state WHERE expires_at <= clock_timestamp() LIMIT ${GC_BATCH} FOR UPDATE SKIP LOCKED)
+            RETURNING id),
+          stale AS (DELETE FROM ${p}leases WHERE expires_at <= clock_timestamp() - interval '1 minute')
+          SELECT id FROM gone`
+      },
+      takeAndLoad: { name: `${p}state_take_and_load`, text: `SELECT status, data, version FROM ${p}take_and_load($1, $2, $3, $4, $5)` }
+    }
+  }
+
+  /** The pool this store uses. */
+  get pool (): PgPoolLike {
+    return this.#pool
+  }
+
+  async #query (statement: Statement, values: unknown[]): Promise<Array<Record<string, unknown>>> {
+    return (await this.#run(statement, values)).rows
+  }
+
+  async #run (statement: Statement, values: unknown[]): Promise<PgResult> {
+    if (!this.#schemaReady) {
+      await ensureSchema(this.#pool, this.prefix)
+      this.#schemaReady = true
+    }
+    roundTrip()
+    return await this.#pool.query({ ...statement, values })
+  }
+
+  /** @throws {TypeError} for a value JSON cannot carry. */
+  async create (id: string, data: Record<string, JsonValue>, options: CreateOptions = {}): Promise<void> {
+    const ttl = options.ttl === undefined ? null : checkTtl(options.ttl)
+    if (ttl !== null && !Number.isInteger(ttl)) throw new RangeError('ttl must be an integer number of milliseconds.')
+    const [keys, values] = encodeFields(data)
+    const { rowCount } = await this.#run(this.#sql.create, [id, keys, values, ttl === this.ttl ? null : ttl, this.ttl])
+    // ON CONFLICT … WHERE: nothing written when a live record holds the id.
+    if (rowCount !== 1) throw new Error('Session already exists')
+  }
+
+  async load (id: string): Promise<SessionRecord | null> {
+    const rows = await this.#query(this.#sql.load, [id, this.ttl])
+    const row = rows[0]
+    return row === undefined ? null : decodeRecord(id, row.data, row.version)
+  }
+
+  /**
+   * Writes the changed keys in one call. With `guard.fence` (the lease the request ran under) the
+   * save goes through when the lease is still ours, or when nobody holds it and the record is
+   * still at `guard.version`; otherwise `'fenced'`.
+   */
+  async save (id: string, changes: SessionChanges, guard: SaveGuard = {}): Promise<SaveResult> {
+    const fence = guard.fence
+    return await this.#save(id, changes, fence?.key ?? id, fence?.token ?? null, guard.version, false)
+  }
+
+  async #save (id: string, changes: SessionChanges, lockId: string, token: string | null, version: number | undefined, release: boolean): Promise<SaveResult> {
+    const [keys, values] = encodeFields(changes.set)
+    const rows = await this.#query(this.#sql.save, [id, lockId, token, version ?? null, this.ttl, keys, values, changes.delete, release])
+    return rows[0]?.result as SaveResult
+  }
+
+  async destroy (id: string): Promise<boolean> {
+    const rows = await this.#query(this.#sql.destroy, [id])
+    return rows[0]?.live === true
+  }
+
+  async exists (id: string): Promise<boolean> {
+    return (await this.#query(this.#sql.exists, [id])).length === 1
+  }
+
+  /** Deletes expired records (at most 1,000 per call) and returns their ids. */
+  async gc (): Promise<string[]> {
+    return (await this.#query(this.#sql.gc, [])).map(row => row.id as string)
+  }
+
+  /** Whether this store can take `lock`'s leases in its own calls: a PgSessionLock of the same pool and prefix. */
+  canLockWith (lock: SessionLock): boolean {
+    return lock instanceof PgSessionLock && lock.pool === this.#pool && lock.prefix === this.prefix
+  }
+
+  /**
+   * Waits for the record's lease as `lock.acquire()` does (FIFO, backoff, timeout, signal, owner,
+   * errors) where each try is one call: lock the row, take the lease, read the record. Resolves
+   * null, holding nothing, when the record does not exist.
+   */
+  async acquireAndLoad (id: string, lock: SessionLock, options: AcquireOptions = {}): Promise<LockedSession | null> {
+    const pgLock = lock as PgSessionLock
+    const taken = await pgLock.acquireWith(id, options, async (_pool, key, token) => {
+      const rows = await this.#query(this.#sql.takeAndLoad, [key, id, token, pgLock.ttl, this.ttl])
+      const row = rows[0] as unknown as TakenRow
+      if (row.status === 2) return PG_STATE_MISSING
+      if (row.status === 0) return PG_LEASE_BUSY
+      return row
+    }, (handed) => handed instanceof PassedRow && handed.by === this ? handed.row : PG_NOT_ADOPTED)
+    if (taken === null) return null
+    let record
+    try {
+      record = decodeRecord(id, taken.value.data, taken.value.version)
+    } catch (err) {
+      await taken.lease.release().catch(() => {})
+      throw err
+    }
+    // The row read under the lease, for passing it on (taken.lease is a PgLease).
+    const lease = taken.lease as PgLease
+    lease.read = taken.value
+    lease.readBy = this
+    return { lease: taken.lease, record }
+  }
+
+  /**
+   * Passes an unchanged record and its lease to the next request of this process waiting for it
+   * (no round trip: nobody else can have written the record while the lease was held, since every
+   * locked write goes through it). False when the lease cannot be passed on; release it then.
+   */
+  passOn (_id: string, lease: SessionLease): boolean {
+    if (!(lease instanceof PgLease) || lease.readBy !== this || !(lease.lock instanceof PgSessionLock)) return false
+    return lease.lock.passOn(lease, new PassedRow(this, lease.read as TakenRow))
+  }
+
+  /**
+   * Fenced save (by the lease's token, and `guard.version`) and the lease's release in one call.
+   * The lease ends here even if the call fails (it then expires after the lock's ttl).
+   */
+  async saveAndRelease (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease): Promise<SaveResult> {
+    const lock = (lease as Partial<{ lock: unknown }>).lock
+    if (!(lock instanceof PgSessionLock)) throw new TypeError('Not a lease of a PgSessionLock')
+    let set: [string[], string[]]
+    try {
+      set = encodeFields(changes.set) // checked before anything is sent
+    } catch (err) {
+      await (lease as Lease).release().catch(() => {})
+      throw err
+    }
+    return await lock.releaseWith(lease, async (_pool, key, token) => {
+      const rows = await this.#query(this.#sql.save, [id, key, token, guard.version ?? null, this.ttl, set[0], set[1], changes.delete, true])
+      return rows[0]?.result as SaveResult
+    })
+  }
+
+  /** Ends the pool if the store made it. Bounded; twice is fine. */
+  async close (): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    if (this.#ownsPool) await settleWithin(this.#pool.end(), 1000, { keepAlive: false })
+  }
+}
+
+/** The keys and their JSON texts, in the caller's order. @throws {TypeError} for a value JSON cannot carry. */
+function encodeFields (data: Record<string, JsonValue>): [string[], string[]] {
+  const keys = Object.keys(data)
+  return [keys, keys.map(key => encodeSessionValue(key, data[key]))]
+}
+
+/**
+ * A row's data (each key's `[position, JSON text]`) and version → the record, its keys in the order
+ * of their positions; a value that is not JSON text fails.
+ */
+function decodeRecord (id: string, fields: unknown, version: unknown): SessionRecord {
+  if (typeof fields !== 'object' || fields === null || Array.isArray(fields)) throw notJson(id)
+  const entries: Array<[key: string, position: number, text: string]> = []
+  for (const key of Object.keys(fields)) {
+    const field = (fields as Record<string, unknown>)[key]
+    if (!Array.isArray(field) || typeof field[0] !== 'number' || typeof field[1] !== 'string') throw notJson(id)
+    entries.push([key, field[0], field[1]])
+  }
+  entries.sort((a, b) => a[1] - b[1])
+  const data: Record<string, JsonValue> = {}
+  for (const [key, , text] of entries) {
+    let value: JsonValue
+    try {
+      value = JSON.parse(text) as JsonValue
+    } catch (err) {
+      throw notJson(id, err)
+    }
+    // An own data property: a key named "__proto__" stays a key.
+    if (key === '__proto__') Object.defineProperty(data, key, { value, enumerable: true, writable: true, configurable: true })
+    else data[key] = value
+  }
+  return { data, version: Number(version) }
+}
+
+function notJson (id: string, cause?: unknown): SessionDataError {
+  return new SessionDataError(id, 'Session holds a value that is not JSON', cause === undefined ? undefined : { cause })
+}

@@ -1,0 +1,224 @@
+import t, { type Test } from 'tap'
+import type pg from 'pg'
+import { PgSessionLock } from '../../lib/locks/pg-lock.js'
+import type { SessionLease } from '../../lib/locks/session-lock.js'
+import { PgSessionStore } from '../../lib/sessions/pg-store.js'
+import { generateSessionId } from '../../lib/sessions/session-id.js'
+import { lockedAccess } from '../../lib/state/locked-access.js'
+import { createTestDatabase } from '../helpers/postgres.js'
+import { runSessionStoreContract } from './store-contract.js'
+
+const db = await createTestDatabase(t)
+let n = 0
+
+runSessionStoreContract(t, 'PgSessionStore', (t, { ttl }) => {
+  const pool = db.pool({ max: 4 })
+  return new PgSessionStore({ pool, ttl, prefix: `t${n++}_` })
+})
+
+/** Blocks the event loop, as a GC pause or a stalled process would: no timer (renewal) can run. */
+function freeze (ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+}
+
+/** A pool whose queries are counted (each is one round trip: pg sends a query's messages in one write). */
+function countingPool (): { pool: pg.Pool, sent: () => number } {
+  const pool = db.pool({ max: 4 })
+  let sent = 0
+  const query = pool.query.bind(pool) as (...args: unknown[]) => unknown
+  ;(pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => { sent++; return query(...args) }
+  return { pool, sent: () => sent }
+}
+
+async function setup (t: Test, options: { lockTtl?: number } = {}): Promise<{ store: PgSessionStore, lock: PgSessionLock, other: PgSessionLock }> {
+  const prefix = `f${n++}_`
+  const pool = db.pool({ max: 4 })
+  const store = new PgSessionStore({ pool, prefix })
+  const lock = new PgSessionLock({ pool, prefix, ttl: options.lockTtl })
+  const other = new PgSessionLock({ pool: db.pool({ max: 2 }), prefix, ttl: options.lockTtl })
+  t.teardown(async () => { await lock.close(); await other.close() })
+  await Promise.all([lock.ready(), other.ready()])
+  return { store, lock, other }
+}
+
+t.test('layout: one row per record, each key as [position, JSON text], the version, the expiry', async t => {
+  const store = new PgSessionStore({ pool: db.admin, ttl: 10_000, prefix: 'layout_' })
+  t.equal(store.prefix, 'layout_')
+  const id = generateSessionId()
+  await store.create(id, { cart: [{ sku: 'a' }], level: 'info', nul: 'a\u0000b' })
+  const row = async (): Promise<Record<string, unknown>> => (await db.admin.query(
+    'SELECT data, version::int, ttl_ms, extract(epoch from expires_at - clock_timestamp()) * 1000 AS left_ms FROM layout_state WHERE id = $1', [id])).rows[0]
+  t.same((await row()).data, { cart: [1, '[{"sku":"a"}]'], level: [2, '"info"'], nul: [3, '"a\\u0000b"'] })
+  t.same((await store.load(id))?.data, { cart: [{ sku: 'a' }], level: 'info', nul: 'a\u0000b' }, 'a NUL character survives (jsonb alone refuses it)')
+  await db.admin.query("UPDATE layout_state SET expires_at = clock_timestamp() + interval '5 s'")
+  await store.load(id)
+  t.ok(Number((await row()).left_ms) > 9000, 'load refreshes the expiry')
+  t.equal(await store.save(id, { set: { level: 'debug', added: 1 }, delete: ['cart'] }), 'ok')
+  t.same((await row()).data, { level: [2, '"debug"'], nul: [3, '"a\\u0000b"'], added: [5, '1'] }, 'only the changed keys; a key keeps its place')
+  t.equal((await row()).version, 1)
+  t.same(Object.keys((await store.load(id))?.data ?? {}), ['level', 'nul', 'added'])
+})
+
+t.test('a value that is not JSON text is caught as SessionDataError; a 1 MiB value and 1,000 keys round-trip', async t => {
+  const { store, lock } = await setup(t)
+  const id = generateSessionId()
+  const many: Record<string, number> = {}
+  for (let i = 0; i < 1000; i++) many[`k${i}`] = i
+  await store.create(id, {})
+  t.equal(await store.save(id, { set: { ...many, big: 'x'.repeat(2 ** 20) }, delete: [] }), 'ok')
+  const loaded = await store.load(id)
+  t.equal(loaded?.data.k999, 999)
+  t.equal((loaded?.data.big as string).length, 2 ** 20)
+  await db.admin.query(`UPDATE ${store.prefix}state SET data = data || '{"broken": [5000, "{not json"]}'::jsonb WHERE id = $1`, [id])
+  await t.rejects(store.load(id), { name: 'SessionDataError', sessionId: id })
+  await t.rejects(store.acquireAndLoad(id, lock), { name: 'SessionDataError' })
+  t.same((await db.admin.query(`SELECT * FROM ${store.prefix}leases`)).rows, [], 'the lease was released')
+})
+
+t.test('bad options are refused', async t => {
+  t.throws(() => new PgSessionStore({ pool: db.admin, prefix: 'A' }), TypeError)
+  t.throws(() => new PgSessionStore({ pool: db.admin, ttl: 0 }), RangeError)
+  t.throws(() => new PgSessionStore({ pool: {} as never }), TypeError)
+})
+
+t.test('with the PostgreSQL lock a locked request is 2 round trips: take+load, save+release', async t => {
+  const { pool, sent } = countingPool()
+  const store = new PgSessionStore({ pool, prefix: 'rt_' })
+  const lock = new PgSessionLock({ pool, prefix: 'rt_' })
+  t.teardown(() => lock.close())
+  const id = generateSessionId()
+  await store.create(id, { n: 0 })
+  const access = lockedAccess(store, lock)
+  t.ok(access, 'the state layer pairs them')
+  for (let i = 1; i <= 3; i++) {
+    const before = sent()
+    const taken = await access?.acquireAndLoad(id)
+    t.equal(sent() - before, 1, `request ${i}: one call takes the lease and reads`)
+    const n = taken?.record.data.n as number
+    t.equal(await access?.saveAndRelease(id, { set: { n: n + 1 }, delete: [] }, { version: taken?.record.version }, taken?.lease as SessionLease), 'ok')
+    t.equal(sent() - before, 2, `request ${i}: one more saves and releases`)
+  }
+  t.same((await store.load(id))?.data, { n: 3 })
+  t.same((await db.admin.query('SELECT * FROM rt_leases')).rows, [], 'released')
+  t.equal(lockedAccess(store, new PgSessionLock({ pool, prefix: 'other_' })), null, 'not with a lock of another prefix')
+  t.equal(await access?.acquireAndLoad(generateSessionId()), null, 'no record: null, nothing held')
+  t.equal(lock.size, 0)
+})
+
+t.test('fenced save', async t => {
+  t.test('a paused holder whose lease expired cannot overwrite what the next holder saved', async t => {
+    const { store, lock, other } = await setup(t, { lockTtl: 100 })
+    const id = generateSessionId()
+    await store.create(id, { owner: 'nobody' })
+    const a = await lock.acquire(id)
+    const readByA = await store.load(id)
+    freeze(250) // A stalls past its lease: no renewal runs, the row expires
+    const b = await other.acquire(id, { timeout: 1000 })
+    const readByB = await store.load(id)
+    t.equal(await store.save(id, { set: { owner: 'B' }, delete: [] }, { version: readByB?.version, fence: b.fence }), 'ok')
+    await b.release()
+    t.equal(await store.save(id, { set: { owner: 'A' }, delete: [] }, { version: readByA?.version, fence: a.fence }), 'fenced')
+    t.same(await store.load(id), { data: { owner: 'B' }, version: 1 }, "B's state survives")
+    await a.release()
+  })
+
+  t.test('the same through the paired calls: a paused holder is fenced, and its lease row is not freed', async t => {
+    const { store, lock, other } = await setup(t, { lockTtl: 100 })
+    const id = generateSessionId()
+    await store.create(id, { owner: 'nobody' })
+    const a = await store.acquireAndLoad(id, lock)
+    freeze(250)
+    const b = await store.acquireAndLoad(id, other, { timeout: 1000 })
+    t.equal(await store.saveAndRelease(id, { set: { owner: 'A' }, delete: [] }, { version: a?.record.version }, a?.lease as SessionLease), 'fenced')
+    t.equal(await other.tryAcquire(id), null, "B's lease is still held")
+    t.equal(await store.saveAndRelease(id, { set: { owner: 'B' }, delete: [] }, { version: b?.record.version }, b?.lease as SessionLease), 'ok')
+    t.same(await store.load(id), { data: { owner: 'B' }, version: 1 })
+  })
+
+  t.test('lease expired, nobody took it, nobody wrote: the save goes through; without the version it cannot', async t => {
+    const { store, lock } = await setup(t, { lockTtl: 100 })
+    const id = generateSessionId()
+    await store.create(id, {})
+    const a = await lock.acquire(id)
+    const read = await store.load(id)
+    freeze(250)
+    t.equal(await store.save(id, { set: { x: 'A' }, delete: [] }, { version: read?.version, fence: a.fence }), 'ok')
+    t.equal(await store.save(id, { set: { x: 'A2' }, delete: [] }, { fence: a.fence }), 'fenced')
+    await a.release()
+  })
+
+  t.test('lease expired, nobody holds it, but an unlocked writer wrote: fenced', async t => {
+    const { store, lock } = await setup(t, { lockTtl: 100 })
+    const id = generateSessionId()
+    await store.create(id, {})
+    const a = await lock.acquire(id)
+    const read = await store.load(id)
+    freeze(250)
+    await store.save(id, { set: { x: 'unlocked' }, delete: [] })
+    t.equal(await store.save(id, { set: { x: 'A' }, delete: [] }, { version: read?.version, fence: a.fence }), 'fenced')
+    t.same((await store.load(id))?.data, { x: 'unlocked' })
+    await a.release()
+  })
+
+  t.test('a destroyed session is gone, fenced or not, and not re-created', async t => {
+    const { store, lock } = await setup(t)
+    const id = generateSessionId()
+    await store.create(id, {})
+    const taken = await store.acquireAndLoad(id, lock)
+    await store.destroy(id)
+    t.equal(await store.saveAndRelease(id, { set: { x: 1 }, delete: [] }, { version: taken?.record.version }, taken?.lease as SessionLease), 'gone')
+    t.equal(await store.exists(id), false)
+    t.same((await db.admin.query(`SELECT * FROM ${store.prefix}leases`)).rows, [], 'released all the same')
+  })
+})
+
+t.test('concurrent locked increments through two instances keep every update', async t => {
+  const { store, lock, other } = await setup(t)
+  const store2 = new PgSessionStore({ pool: other.pool, prefix: store.prefix })
+  const id = generateSessionId()
+  await store.create(id, { n: 0 })
+  await Promise.all(Array.from({ length: 40 }, async (_, i) => {
+    const [s, l] = i % 2 === 0 ? [store, lock] : [store2, other]
+    const taken = await s.acquireAndLoad(id, l, { timeout: 20_000 })
+    const n = taken?.record.data.n as number
+    t.equal(await s.saveAndRelease(id, { set: { n: n + 1 }, delete: [] }, { version: taken?.record.version }, taken?.lease as SessionLease), 'ok')
+  }))
+  t.same((await store.load(id))?.data, { n: 40 })
+})
+
+t.test('pass-on: an unchanged record and its lease go to the next waiter of this process without a round trip', async t => {
+  const { pool, sent } = countingPool()
+  const store = new PgSessionStore({ pool, prefix: 'pass_' })
+  const lock = new PgSessionLock({ pool, prefix: 'pass_' })
+  t.teardown(() => lock.close())
+  const access = lockedAccess(store, lock)
+  const id = generateSessionId()
+  await store.create(id, { cart: { items: ['a'] } })
+  const first = await access?.acquireAndLoad(id)
+  ;((first?.record.data.cart as { items: string[] }).items).push('mutated, never saved')
+  const next = access?.acquireAndLoad(id) // queued behind the first, in this process
+  await new Promise(resolve => setTimeout(resolve, 20))
+  const before = sent()
+  t.equal(access?.passOn(id, first?.lease as SessionLease), true, 'passed on to the waiter')
+  const second = await next
+  t.equal(sent() - before, 0, 'no query for the hand-over')
+  t.same(second?.record, { data: { cart: { items: ['a'] } }, version: 0 }, 'its own copy, without what the first mutated')
+  t.equal(second?.lease.fence?.token, first?.lease.fence?.token, 'the same lease row')
+  t.equal(access?.passOn(id, second?.lease as SessionLease), false, 'nobody waits: not passed on')
+  await second?.lease.release()
+  t.same((await db.admin.query('SELECT * FROM pass_leases')).rows, [], 'released once, by the last holder')
+  await t.rejects((first?.lease as SessionLease).release(), { code: 'MCP_SESSION_LOCK_NOT_HELD' }, 'the first holder has let go')
+  // A chain of passes goes back through the database after PG_MAX_PASS_ON.
+  let lease = (await access?.acquireAndLoad(id))?.lease as SessionLease
+  const passed: boolean[] = []
+  for (let i = 0; i < 20; i++) {
+    const waiting = access?.acquireAndLoad(id)
+    await new Promise(resolve => setTimeout(resolve, 5))
+    const on = access?.passOn(id, lease) === true
+    passed.push(on)
+    if (!on) await lease.release()
+    lease = (await waiting)?.lease as SessionLease
+  }
+  await lease.release()
+  t.same(passed.map((on, i) => on ? -1 : i).filter(i => i >= 0), [16], 'after 16 passes in a row the lease goes back through the database once')
+})
