@@ -9,6 +9,7 @@ import type { SessionLock } from './locks/session-lock.js'
 import type { Bus } from './bus/bus.js'
 import type { EventLog } from './bus/event-log.js'
 import type { RedisClientLike } from './redis/scripts.js'
+import { isSentinelConnection, type RedisSentinelConnection } from './redis/sentinel.js'
 import type { CacheOptions } from './features/cache-hints.js'
 import { boundedInt, checkCache, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
 import { resolveAuth, type AuthOptions, type ResolvedAuth } from './auth/resource-server.js'
@@ -129,12 +130,14 @@ export interface McpPluginOptions {
    */
   maxListenStreamsPerClient?: number
   /**
-   * Redis for many instances: an ioredis (5 or 6) client, Cluster, or a URL (then the plugin creates the
-   * client and closes it on `app.close()`; a client you pass is never closed). Turns on the Redis
+   * Redis for many instances: an ioredis (5 or 6) client, Cluster, a URL, or a Sentinel deployment
+   * (`{ sentinels: [{ host, port }, …], name, …ioredis options }`: the client follows the primary
+   * the sentinels name through every failover). From a URL or Sentinel the plugin creates the
+   * client and closes it on `app.close()`; a client you pass is never closed. Turns on the Redis
    * bus (pub/sub on a dedicated subscriber connection; sharded on Cluster) and the Redis Streams
    * event log, unless `bus` / `eventLog` are given.
    */
-  redis?: RedisClientLike | string
+  redis?: RedisClientLike | string | RedisSentinelConnection
   /** Event log bounds: events per stream and age in ms. Defaults 1,000 and 300,000. */
   eventLogOptions?: { maxEvents?: number, ttl?: number }
   /** Key and channel prefix for what the plugin keeps in Redis. Default `mcp:`. */
@@ -173,7 +176,7 @@ export interface McpPluginOptions {
 export interface ResolvedBackends {
   store: SessionStore | undefined
   lock: SessionLock | null
-  redis: RedisClientLike | string | undefined
+  redis: RedisClientLike | string | RedisSentinelConnection | undefined
   redisPrefix: string
   bus: Bus | undefined
   eventLog: EventLog | undefined
@@ -229,8 +232,9 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
     fail('sessions.lock', 'must implement the SessionLock contract')
   }
   if (opts.bus !== undefined && (typeof opts.bus !== 'object' || typeof opts.bus.publish !== 'function')) fail('bus', 'must implement the Bus contract')
-  if (opts.redis !== undefined && typeof opts.redis !== 'string' && (typeof opts.redis !== 'object' || opts.redis === null || typeof (opts.redis as { publish?: unknown }).publish !== 'function')) {
-    fail('redis', 'must be an ioredis client, Cluster or URL')
+  if (opts.redis !== undefined && typeof opts.redis !== 'string' && !isSentinelConnection(opts.redis) &&
+    (typeof opts.redis !== 'object' || opts.redis === null || typeof (opts.redis as { publish?: unknown }).publish !== 'function')) {
+    fail('redis', 'must be an ioredis client, Cluster, URL or { sentinels, name }')
   }
   if (opts.redisPrefix !== undefined && (typeof opts.redisPrefix !== 'string' || /[{}]/.test(opts.redisPrefix))) fail('redisPrefix', 'must be a string without braces')
   if (opts.eventLog !== undefined && (typeof opts.eventLog !== 'object' || typeof opts.eventLog.append !== 'function')) fail('eventLog', 'must implement the EventLog contract')

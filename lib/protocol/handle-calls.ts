@@ -18,6 +18,7 @@ import type { StateHandles } from '../state/handles.js'
 import type { CloseResult, StateScope } from '../state/state-scope.js'
 import type { BaseContext } from './base-context.js'
 import { openFailure } from './open-failure.js'
+import { unconfirmedAnswer } from './unconfirmed.js'
 
 /** The refusals of a handle call, by what happened (all 503: the client may retry). */
 export const handleRefusal = {
@@ -63,7 +64,12 @@ export class HandleCalls implements StateRunner {
     return {
       create: async (kind, data) => {
         if (principal === null && !anonymous) throw new TypeError('a state handle needs a principal when authentication is configured')
-        const id = await handles.create(kind, principal, data as Record<string, JsonValue> | undefined)
+        let id: string
+        try {
+          id = await handles.create(kind, principal, data as Record<string, JsonValue> | undefined)
+        } catch (err) {
+          throw unconfirmedAnswer(err) ?? err
+        }
         minted()
         return id
       },
@@ -116,7 +122,7 @@ export class HandleCalls implements StateRunner {
 
 /** What the client is told instead of the result when the call's changes were not kept. */
 function unkept (closed: CloseResult, scope: StateScope): McpError | null {
-  if (closed.status === 'failed') return handleRefusal.storeDown()
+  if (closed.status === 'failed') return unconfirmedAnswer(closed.error) ?? handleRefusal.storeDown()
   if (closed.status === 'fenced' || closed.status === 'lost' || scope.lost) return handleRefusal.lost()
   return null
 }

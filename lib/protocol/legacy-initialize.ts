@@ -18,6 +18,7 @@ import type { ResolvedOptions } from '../options.js'
 import type { StateBackend } from '../state/state-scope.js'
 import type { Exchange } from './exchange.js'
 import { refuse } from './legacy-session.js'
+import { unconfirmedAnswer } from './unconfirmed.js'
 import { negotiateLegacyVersion } from './versions.js'
 
 const invalidParams = (message: string): McpError => new McpError(ErrorCode.InvalidParams, `Invalid params: ${message}`, undefined, 400)
@@ -101,8 +102,9 @@ export async function initialize (d: InitializeDeps, exchange: Exchange, msg: Js
       [K.created]: Date.now()
     })
   } catch (err) {
-    request.log.error({ err }, 'session store unavailable')
-    throw refuse.storeDown()
+    const unconfirmed = unconfirmedAnswer(err)
+    request.log.error({ err }, unconfirmed === null ? 'session store unavailable' : 'session not confirmed by enough replicas')
+    throw unconfirmed ?? refuse.storeDown()
   }
   const result: Record<string, unknown> = {
     protocolVersion: version,

@@ -7,6 +7,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { McpError } from '../jsonrpc/errors.js'
 import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
 import { SessionDataError } from '../sessions/session-store.js'
+import { unconfirmedAnswer } from './unconfirmed.js'
 
 /** The refusals of one kind of scope, by what happened. */
 export interface OpenRefusals {
@@ -29,6 +30,11 @@ export interface OpenRefusals {
 export function openFailure (err: unknown, log: FastifyBaseLogger, refusals: OpenRefusals,
   subject: string, fields: Record<string, unknown>): McpError {
   if (err instanceof McpError) return err
+  const unconfirmed = unconfirmedAnswer(err)
+  if (unconfirmed !== null) {
+    log.warn({ err, ...fields }, `${subject} lease not confirmed by enough replicas`)
+    return unconfirmed
+  }
   if (err instanceof SessionLockTimeoutError) {
     log.warn(fields, `${subject} busy: lock wait timed out`)
     return refusals.busy()

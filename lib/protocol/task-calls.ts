@@ -23,6 +23,7 @@ import type { ResponseChannel } from './exchange.js'
 import { VALID_ANSWER } from './modern-context.js'
 import { DEADLINE_GRACE, REFUSED, stoppedByDrain } from './drain.js'
 import { RequestAbort } from './request-abort.js'
+import { unconfirmedAnswer } from './unconfirmed.js'
 import { settleWithin } from '../settle.js'
 
 /** The methods of the extension this wire serves (`tasks/result` and `tasks/list` are gone: -32601). */
@@ -187,6 +188,8 @@ export class TaskCalls implements TaskStarter {
     } catch (err) {
       if (err instanceof McpError) throw err
       log.warn({ err, method }, 'task method failed: a backend is unavailable')
+      const unconfirmed = unconfirmedAnswer(err)
+      if (unconfirmed !== null) throw unconfirmed
       throw new McpError(ErrorCode.ServerError, 'Tasks are unavailable right now; retry later', undefined, 503)
     }
   }
