@@ -11,7 +11,7 @@
  * Without the setting, the same paused replica lets every call answer success: what a failover
  * then loses was told kept (the contrast that makes the setting worth its round trip).
  */
-import t from 'tap'
+import t, { type Test } from 'tap'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { buildDemo } from '../../examples/server.js'
@@ -63,7 +63,7 @@ async function basketOf (url: string): Promise<string> {
 const itemsOf = async (url: string, basket: string): Promise<string[]> =>
   (await call(url, 'basket_get', { basket })).last?.result?.structuredContent?.items
 
-function unconfirmed (t: Tap.Test, r: Reply & { retryAfter: string | null }, what: string): void {
+function unconfirmed (t: Test, r: Reply & { retryAfter: string | null }, what: string): void {
   t.equal(r.status, 503, `${what}: 503`)
   t.equal(r.last?.error?.message, UNCONFIRMED, `${what}: the change could not be confirmed`)
   t.equal(r.last?.error?.data?.reason, 'unconfirmed')
