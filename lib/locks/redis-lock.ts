@@ -218,7 +218,9 @@ export class RedisSessionLock implements SessionLock {
       if (ack === undefined) return await set === 'OK' ? undefined : LEASE_BUSY
       // WAIT right behind the SET, on the same connection: one round trip for both.
       const acknowledged = sendWait(client, ack)
-      const reply = await set.catch((err: unknown) => { acknowledged.catch(() => {}); throw err })
+      // Handled now: it may time out before the SET's reply comes, and is awaited after it.
+      acknowledged.catch(() => {})
+      const reply = await set
       return confirmed(reply, await acknowledged, ack, r => r === 'OK') === 'OK' ? undefined : LEASE_BUSY
     },
     () => undefined) // a lease passed on is as good as a fresh one here

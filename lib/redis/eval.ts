@@ -89,8 +89,9 @@ export class ScriptRunner {
     } catch (err) {
       return Promise.reject(err)
     }
+    // Handled now: it may fail (time out) before the script's reply comes, and is awaited after it.
+    followed.catch(() => {})
     return sent.then(async reply => [reply, await followed] as [unknown, F], (err: unknown) => {
-      followed.catch(() => {})
       if (!isNoScript(err)) throw err
       if (this.#loadedOn === stream) this.#loadedOn = undefined
       return this.#evalFollowed(args, follow)
@@ -100,8 +101,9 @@ export class ScriptRunner {
   async #evalFollowed<F> (args: Array<string | number>, follow: () => Promise<F>): Promise<[unknown, F]> {
     const evaluated = this.#eval(args)
     const followed = follow()
-    // Both are awaited; a failed script makes the follower's outcome moot.
-    const reply = await evaluated.catch((err: unknown) => { followed.catch(() => {}); throw err })
+    // Handled now (see runFollowed); a failed script makes the follower's outcome moot.
+    followed.catch(() => {})
+    const reply = await evaluated
     return [reply, await followed]
   }
 

@@ -49,6 +49,8 @@ export interface SentinelDeployment {
   failover (): Promise<number>
   /** Waits until the sentinels name a primary other than `oldPort` that accepts writes; its port. */
   awaitPromotion (oldPort: number, timeoutMs?: number): Promise<number>
+  /** Closes `server`'s links to its replicas (CLIENT KILL TYPE replica); a paused replica cannot reconnect. */
+  dropReplicaLinks (server: RedisNode): Promise<void>
   /**
    * Waits until the sentinels know the replica and each other (a failover can be agreed on) and
    * the replica acknowledged every write of the primary so far.
@@ -256,7 +258,10 @@ export async function startSentinelDeployment (t: Teardown, options: { downAfter
       return await awaitPromotion(old)
     },
     awaitPromotion,
-    awaitSettled
+    awaitSettled,
+    dropReplicaLinks: async (server) => {
+      await ask(server.port, async c => await c.call('CLIENT', 'KILL', 'TYPE', 'replica'))
+    }
   }
   return deployment
 }
