@@ -64,7 +64,8 @@ export function requireReplicaAck<T extends object> (client: T, ack: ReplicaAck 
   if (ack === undefined) return client
   if ((client as { isCluster?: boolean }).isCluster === true) throw new TypeError('waitReplicas is not supported on a Redis Cluster client.')
   const marked = (client as Record<symbol, ReplicaAck | undefined>)[ACK]
-  if (marked !== undefined && (marked.replicas !== ack.replicas || marked.timeoutMs !== ack.timeoutMs)) {
+  if (marked !== undefined) {
+    if (marked.replicas === ack.replicas && marked.timeoutMs === ack.timeoutMs) return client
     throw new TypeError('This Redis client already waits for another number of replicas.')
   }
   if (marked === undefined && typeof (client as { mcpSaveAndRelease?: unknown }).mcpSaveAndRelease === 'function') {
