@@ -36,10 +36,35 @@ function newRedisClient (connection: string | RedisConnectionOptions = {}, overr
   if (typeof connection === 'string') return new Redis(connection, { ...overrides }) as RedisClientLike
   if (!isSentinelConnection(connection)) return new Redis({ ...connection, ...overrides }) as RedisClientLike
   const client = new Redis({ ...SENTINEL_CLIENT_OPTIONS, ...connection, ...overrides }) as RedisClientLike
-  // ioredis' QUIT ends the client but not its failover detector's connections to the sentinels,
-  // which would then reconnect forever and keep the process alive: they go with the client.
-  client.on('end', () => { (client as { connector?: { disconnect?: () => void } }).connector?.disconnect?.() })
+  followForever(client)
   return client
+}
+
+/** How long a Sentinel client that ioredis gave up on waits before it asks the sentinels again (ms). */
+const REVIVE_DELAY = 1000
+
+/**
+ * Keeps a Sentinel client following the primary until its owner closes it. ioredis ends a
+ * Sentinel client for good when one connection attempt fails as a whole (every sentinel
+ * unreachable, or none naming a reachable primary, as in the seconds of a failover): it is
+ * connected again after a second, unless its owner called `quit()` or `disconnect()`. When it
+ * does end, the failover detector's connections to the sentinels go with it (ioredis' QUIT leaves
+ * them reconnecting forever, keeping the process alive).
+ */
+function followForever (client: RedisClientLike): void {
+  let closed = false
+  const target = client as RedisClientLike & { connect?: () => Promise<void>, connector?: { disconnect?: () => void } }
+  const quit = client.quit.bind(client)
+  const disconnect = client.disconnect.bind(client)
+  target.quit = async () => { closed = true; return await quit() }
+  target.disconnect = () => { closed = true; disconnect() }
+  client.on('end', () => {
+    if (closed || typeof target.connect !== 'function') {
+      target.connector?.disconnect?.()
+      return
+    }
+    setTimeout(() => { if (!closed && client.status === 'end') target.connect?.().catch(() => {}) }, REVIVE_DELAY).unref()
+  })
 }
 
 /** Replica acknowledgement of the writes of a client the plugin makes (see `replica-ack.ts`). */

@@ -11,10 +11,15 @@
  * Every call is on the same process, so the clients followed the primary; what the handle and
  * the session hold afterwards is what was answered as kept (a controlled failover loses nothing:
  * the replica is in sync before it is promoted).
+ *
+ * Fencing across a promotion: a lease taken while the replica got nothing is missing on the
+ * promoted replica; a second holder takes it there, and the first holder's fenced save is
+ * refused (while the second holds the lease, and after it released: the version moved on).
  */
 import t from 'tap'
 import type { AddressInfo } from 'node:net'
 import { buildDemo } from '../../examples/server.js'
+import { RedisSessionLock, RedisSessionStore, createRedisClient, type RedisClientLike } from '../../lib/index.js'
 import { callTool, initialize, modernPost, readReply, type Reply } from '../helpers/http-client.js'
 import { startSentinelDeployment } from '../helpers/redis-sentinel.js'
 
@@ -94,3 +99,62 @@ t.test('the primary killed: calls succeed again once the replica is promoted', a
   // The old primary comes back as a replica of the new one (the sentinels turn it).
   await primary.start()
 })
+
+t.test('fencing across a promotion: a lease lost in the failover cannot write over the new holder', async t => {
+  // Two "processes": each its own store and lock clients, made from the Sentinel connection.
+  const connection = { sentinels: deployment.sentinels, name: deployment.masterName }
+  const make = (): { store: RedisSessionStore, lock: RedisSessionLock, client: RedisClientLike } => {
+    const client = createRedisClient(connection)
+    return { client, store: new RedisSessionStore({ redis: client, prefix: 'fence:' }), lock: new RedisSessionLock({ redis: connection, ttl: 3000, timeout: 10_000, prefix: 'fence:' }) }
+  }
+  const a = make()
+  const b = make()
+  t.teardown(async () => {
+    for (const p of [a, b]) { await p.lock.close(); await p.client.quit().catch(() => p.client.disconnect()) }
+  })
+  await deployment.awaitSettled()
+  await until(async () => { await a.store.create('s', { n: 0 }); return true })
+  await deployment.awaitSettled() // the session is on the replica too
+  await a.lock.ready()
+  await b.lock.ready()
+
+  // A takes the lease and reads while the replica gets nothing: the promoted replica lacks the lease.
+  const { primary, replica } = await deployment.roles()
+  replica.pause()
+  await deployment.dropReplicaLinks(primary)
+  const leaseA = await a.lock.acquire('s')
+  const readA = await a.store.load('s')
+  t.type(readA?.version, 'number')
+  await primary.kill()
+  replica.resume()
+  await deployment.awaitPromotion(primary.port)
+
+  // B takes the lease on the promoted primary (nobody holds it there) and saves.
+  const leaseB = await until(async () => await b.lock.acquire('s', { timeout: 0 }))
+  const readB = await b.store.load('s')
+  t.same(readB?.data, { n: 0 })
+  t.equal(await b.store.save('s', { set: { n: 1 }, delete: [] }, { fence: leaseB.fence, version: readB?.version }), 'ok', 'the new holder saves')
+  // The old holder wakes up and saves under its lost lease: refused while B holds it ...
+  t.equal(await until(async () => await a.store.save('s', { set: { n: 99 }, delete: [] }, { fence: leaseA.fence, version: readA?.version })),
+    'fenced', 'the stale holder is refused while the new holder holds the lease')
+  await leaseB.release()
+  // ... and after B let go: the state moved past the version it read.
+  t.equal(await a.store.save('s', { set: { n: 99 }, delete: [] }, { fence: leaseA.fence, version: readA?.version }), 'fenced',
+    'the stale holder is refused after the new holder released (the version moved on)')
+  t.same((await b.store.load('s'))?.data, { n: 1 }, 'what the new holder saved stands')
+  await leaseA.release().catch(() => {})
+  await primary.start()
+})
+
+/** Retries `fn` (a client reconnecting after a promotion fails fast meanwhile) for up to 30 s. */
+async function until<T> (fn: () => Promise<T>): Promise<T> {
+  const deadline = performance.now() + 30_000
+  for (;;) {
+    try {
+      return await fn()
+    } catch (err) {
+      if (performance.now() > deadline) throw err
+      await new Promise(resolve => setTimeout(resolve, 100))
+    }
+  }
+}

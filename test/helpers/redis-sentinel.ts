@@ -45,7 +45,10 @@ export interface SentinelDeployment {
   primaryPort (): Promise<number>
   /** The server the sentinels name as primary now, and the other one. */
   roles (): Promise<{ primary: RedisNode, replica: RedisNode }>
-  /** Asks a sentinel for a failover (SENTINEL FAILOVER) and waits until another primary is named and serves writes. */
+  /**
+   * Asks a sentinel for a failover (SENTINEL FAILOVER) and waits until another primary is named
+   * and serves writes, and the old one is a replica.
+   */
   failover (): Promise<number>
   /** Waits until the sentinels name a primary other than `oldPort` that accepts writes; its port. */
   awaitPromotion (oldPort: number, timeoutMs?: number): Promise<number>
@@ -255,7 +258,12 @@ export async function startSentinelDeployment (t: Teardown, options: { downAfter
       await awaitSettled()
       const old = await primaryPort()
       await ask(sentinelNodes[0].port, async c => await c.call('SENTINEL', 'FAILOVER', masterName))
-      return await awaitPromotion(old)
+      const promoted = await awaitPromotion(old)
+      // Until the sentinels turn the old primary into a replica it still takes writes, which its
+      // resync from the new primary then discards (the test that wants them lost does not wait).
+      await until('the old primary to be demoted', 30_000, async () =>
+        (await ask(old, async c => await c.call('ROLE') as [string]))[0] === 'slave' ? true : undefined)
+      return promoted
     },
     awaitPromotion,
     awaitSettled,
