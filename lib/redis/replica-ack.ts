@@ -39,6 +39,10 @@ export function isUnconfirmed (err: unknown): boolean {
 
 const ACK = Symbol.for('fastify-mcp-http.replicaAck')
 
+/** Bounds of the settings (a replica count no deployment has; a wait that stalls the connection). */
+const MAX_REPLICAS = 100
+const MAX_TIMEOUT = 10_000
+
 /**
  * Checks `waitReplicas` / `waitTimeoutMs` options; `undefined` when acknowledgement is off.
  * @throws {RangeError} for a count or timeout that is not a positive integer, or a timeout without a count.
@@ -49,9 +53,14 @@ export function replicaAckOf (options: { waitReplicas?: number, waitTimeoutMs?: 
     if (waitTimeoutMs !== undefined && waitReplicas === undefined) throw new RangeError('waitTimeoutMs needs waitReplicas.')
     return undefined
   }
-  if (!Number.isInteger(waitReplicas) || waitReplicas < 0) throw new RangeError('waitReplicas must be a non-negative integer.')
+  if (!Number.isInteger(waitReplicas) || waitReplicas < 0 || waitReplicas > MAX_REPLICAS) {
+    throw new RangeError(`waitReplicas must be an integer from 0 to ${MAX_REPLICAS}.`)
+  }
   const timeoutMs = waitTimeoutMs ?? 200
-  if (!Number.isInteger(timeoutMs) || timeoutMs < 1) throw new RangeError('waitTimeoutMs must be a positive integer (ms).')
+  // Bounded: every command behind a WAIT on the connection waits as long.
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT) {
+    throw new RangeError(`waitTimeoutMs must be an integer from 1 to ${MAX_TIMEOUT} (ms).`)
+  }
   return { replicas: waitReplicas, timeoutMs }
 }
 

@@ -29,7 +29,7 @@ t.test('replicaAckOf', async t => {
   t.same(replicaAckOf({ waitReplicas: 1 }), { replicas: 1, timeoutMs: 200 })
   t.same(replicaAckOf({ waitReplicas: 2, waitTimeoutMs: 50 }), { replicas: 2, timeoutMs: 50 })
   for (const bad of [{ waitReplicas: -1 }, { waitReplicas: 1.5 }, { waitReplicas: Number.NaN }, { waitReplicas: 1, waitTimeoutMs: 0 },
-    { waitReplicas: 1, waitTimeoutMs: -5 }, { waitTimeoutMs: 100 }]) {
+    { waitReplicas: 1, waitTimeoutMs: -5 }, { waitTimeoutMs: 100 }, { waitReplicas: 101 }, { waitReplicas: 1, waitTimeoutMs: 10_001 }]) {
     t.throws(() => replicaAckOf(bad), RangeError, JSON.stringify(bad))
   }
 })
