@@ -18,13 +18,17 @@
  * handshake-era request without Mcp-Session-Id gets 400 instead of being served without a session). With REDIS_URL set,
  * the bus and the event log are in Redis too, so instances behind a load balancer need no sticky
  * sessions; with MCP_STORE=postgres they are in PostgreSQL (the `postgres` option), and so are the
- * tool limits.
+ * tool limits. Redis behind Sentinel: MCP_REDIS_SENTINELS (`host:port,host:port,…`) and
+ * MCP_REDIS_MASTER (the master name, default `mymaster`) instead of REDIS_URL; every client then
+ * follows the primary the sentinels promote. MCP_REDIS_WAIT_REPLICAS (default 0) and
+ * MCP_REDIS_WAIT_TIMEOUT_MS (default 200): replicas that must acknowledge each write of the store
+ * and the lock before it is reported as kept (docs/failover.md).
  */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
 import mcp, {
-  createPgPool, createRedisClient, FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, PgSessionLock, PgSessionStore,
+  createPgPool, createRedisClient, parseSentinels, FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, PgSessionLock, PgSessionStore,
   RedisSessionLock, RedisSessionStore,
-  type McpPrincipal, type PgPoolLike, type RedisClientLike, type SessionLock, type SessionStore
+  type McpPrincipal, type PgPoolLike, type RedisClientLike, type RedisSentinelConnection, type ReplicaAckOptions, type SessionLock, type SessionStore
 } from '../lib/index.js'
 import { registerDemoTools } from './demo-tools.js'
 
@@ -33,6 +37,24 @@ export { registerDemoTools }
 export interface DemoOptions {
   logger?: boolean
   env?: Record<string, string | undefined>
+}
+
+/**
+ * Where Redis is: the sentinels of MCP_REDIS_SENTINELS (and MCP_REDIS_MASTER), else REDIS_URL;
+ * `undefined` when neither is set.
+ */
+export function redisFromEnv (env: Record<string, string | undefined>): string | RedisSentinelConnection | undefined {
+  const sentinels = env.MCP_REDIS_SENTINELS
+  if (sentinels !== undefined && sentinels.trim() !== '') return { sentinels: parseSentinels(sentinels), name: env.MCP_REDIS_MASTER ?? 'mymaster' }
+  return env.REDIS_URL
+}
+
+/** MCP_REDIS_WAIT_REPLICAS and MCP_REDIS_WAIT_TIMEOUT_MS. */
+function replicaAckFromEnv (env: Record<string, string | undefined>): ReplicaAckOptions {
+  return {
+    waitReplicas: env.MCP_REDIS_WAIT_REPLICAS === undefined ? undefined : Number(env.MCP_REDIS_WAIT_REPLICAS),
+    waitTimeoutMs: env.MCP_REDIS_WAIT_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_REDIS_WAIT_TIMEOUT_MS)
+  }
 }
 
 /**
@@ -45,7 +67,8 @@ function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyB
   const storeKind = env.MCP_STORE ?? 'memory'
   const lockKind = env.MCP_LOCK ?? 'none'
   const dir = env.MCP_SESSION_DIR ?? '.mcp-sessions'
-  const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+  const redisUrl = redisFromEnv(env) ?? 'redis://127.0.0.1:6379'
+  const ack = replicaAckFromEnv(env)
   const timeout = env.MCP_LOCK_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_LOCK_TIMEOUT_MS)
   const ttl = env.MCP_LOCK_TTL_MS === undefined ? undefined : Number(env.MCP_LOCK_TTL_MS)
   const clients: RedisClientLike[] = []
@@ -60,7 +83,7 @@ function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyB
     case 'redis': {
       // Fail fast while Redis is down (503 at once) instead of queueing commands for minutes, and
       // log connection errors once per outage instead of ioredis printing each retry on stderr.
-      const redis = createRedisClient(redisUrl, { log })
+      const redis = createRedisClient(redisUrl, { log, ...ack })
       clients.push(redis)
       store = new RedisSessionStore({ redis })
       break
@@ -75,7 +98,7 @@ function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyB
     case 'memory': lock = new MemorySessionLock({ timeout }); break
     case 'file': lock = new FileSessionLock({ dir, timeout }); break
     // The lock makes its own fail-fast client from the URL (and closes it).
-    case 'redis': lock = new RedisSessionLock({ redis: redisUrl, timeout, ttl }); break
+    case 'redis': lock = new RedisSessionLock({ redis: redisUrl, timeout, ttl, ...ack }); break
     // On the store's pool: the store then takes the lease and reads in one call.
     case 'postgres': lock = new PgSessionLock({ pool: pgPool(), timeout, ttl }); break
     default: throw new Error(`MCP_LOCK must be none, memory, file, redis or postgres (got ${lockKind})`)
@@ -128,7 +151,7 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstanc
     requestStateSecret: env.MCP_STATE_SECRET,
     authenticate: tokensAuth(env.MCP_DEMO_TOKENS),
     // The plugin makes its own client from the URL and closes it on app.close().
-    redis: sessions.postgres === undefined ? env.REDIS_URL : undefined,
+    redis: sessions.postgres === undefined ? redisFromEnv(env) : undefined,
     drainTimeout: env.MCP_DRAIN_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_DRAIN_TIMEOUT_MS),
     tasks: env.MCP_TASK_TTL_MS === undefined ? undefined : { ttl: Number(env.MCP_TASK_TTL_MS), pollInterval: 200 }
   })

@@ -21,6 +21,7 @@ import type { ResolvedBackends } from './options.js'
 import { createRedisClient } from './redis/client.js'
 import { sessionKey } from './redis/keys.js'
 import type { RedisClientLike } from './redis/scripts.js'
+import { isSentinelConnection } from './redis/sentinel.js'
 import { MemorySessionStore } from './sessions/memory-store.js'
 import { RedisSessionStore } from './sessions/redis-store.js'
 import type { SessionStore } from './sessions/session-store.js'
@@ -59,8 +60,9 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
   // A URL makes a client we own; it fails fast while Redis is down (the request gets a 503 at
   // once) rather than queueing commands. It is a client of the app's ioredis (an optional peer
   // dependency, loaded only when the plugin makes a client).
-  const ownRedis = typeof b.redis === 'string' ? createRedisClient(b.redis, { log }) : undefined
-  const redis: RedisClientLike | undefined = ownRedis ?? (typeof b.redis === 'object' ? b.redis : undefined)
+  // Sentinel options make one too, which follows the promoted primary (`redis/sentinel.ts`).
+  const ownRedis = typeof b.redis === 'string' || isSentinelConnection(b.redis) ? createRedisClient(b.redis, { log }) : undefined
+  const redis: RedisClientLike | undefined = ownRedis ?? (typeof b.redis === 'object' ? b.redis as RedisClientLike : undefined)
   const prefix = b.redisPrefix
   const store = b.store ?? new MemorySessionStore()
   const bus = b.bus ?? (redis !== undefined ? new RedisBus({ redis, prefix, log }) : new MemoryBus())

@@ -11,6 +11,7 @@ import type { EventLog } from './bus/event-log.js'
 import type { RedisClientLike } from './redis/scripts.js'
 import { isPgPool, type PgPoolLike } from './postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix } from './postgres/schema.js'
+import { isSentinelConnection, type RedisSentinelConnection } from './redis/sentinel.js'
 import type { CacheOptions } from './features/cache-hints.js'
 import { appIdentity, boundedInt, checkCache, checkKnownKeys, checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
 import { resolveAuth, type AuthOptions, type ResolvedAuth } from './auth/resource-server.js'
@@ -152,12 +153,14 @@ export interface McpPluginOptions {
    */
   maxListenStreamsPerClient?: number
   /**
-   * Redis for many instances: an ioredis (5 or 6) client, Cluster, or a URL (then the plugin creates the
-   * client and closes it on `app.close()`; a client you pass is never closed). Turns on the Redis
+   * Redis for many instances: an ioredis (5 or 6) client, Cluster, a URL, or a Sentinel deployment
+   * (`{ sentinels: [{ host, port }, …], name, …ioredis options }`: the client follows the primary
+   * the sentinels name through every failover). From a URL or Sentinel the plugin creates the
+   * client and closes it on `app.close()`; a client you pass is never closed. Turns on the Redis
    * bus (pub/sub on a dedicated subscriber connection; sharded on Cluster) and the Redis Streams
    * event log, unless `bus` / `eventLog` are given.
    */
-  redis?: RedisClientLike | string
+  redis?: RedisClientLike | string | RedisSentinelConnection
   /**
    * PostgreSQL for many instances: a pg Pool, or a connection string (then the plugin makes a pool
    * of the app's `pg` with bounded waits, see docs/postgresql.md, and ends it on `app.close()`; a
@@ -209,7 +212,7 @@ export interface ResolvedBackends {
   lock: SessionLock | null
   /** `sessions.lock: false`: no lock, not even the one a backend option would make. */
   noLock: boolean
-  redis: RedisClientLike | string | undefined
+  redis: RedisClientLike | string | RedisSentinelConnection | undefined
   postgres: PgPoolLike | string | undefined
   postgresPrefix: string
   redisPrefix: string
@@ -271,8 +274,9 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
     fail('sessions.lock', 'must implement the SessionLock contract')
   }
   if (opts.bus !== undefined && (typeof opts.bus !== 'object' || typeof opts.bus.publish !== 'function')) fail('bus', 'must implement the Bus contract')
-  if (opts.redis !== undefined && typeof opts.redis !== 'string' && (typeof opts.redis !== 'object' || opts.redis === null || typeof (opts.redis as { publish?: unknown }).publish !== 'function')) {
-    fail('redis', 'must be an ioredis client, Cluster or URL')
+  if (opts.redis !== undefined && typeof opts.redis !== 'string' && !isSentinelConnection(opts.redis) &&
+    (typeof opts.redis !== 'object' || opts.redis === null || typeof (opts.redis as { publish?: unknown }).publish !== 'function')) {
+    fail('redis', 'must be an ioredis client, Cluster, URL or { sentinels, name }')
   }
   if (typeof opts.redis === 'string') checkRedisUrl(opts.redis)
   if (opts.postgres !== undefined && typeof opts.postgres !== 'string' && !isPgPool(opts.postgres)) fail('postgres', 'must be a pg Pool or a connection string')

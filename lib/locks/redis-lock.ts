@@ -22,6 +22,7 @@ import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { createLockClient, isRedisClient } from '../redis/client.js'
 import { DEFAULT_KEY_PREFIX, assertKeyPrefix, lockKey } from '../redis/keys.js'
+import { confirmed, replicaAckOf, requireReplicaAck, sendWait, type ReplicaAck } from '../redis/replica-ack.js'
 import { defineScripts, type RedisClient, type RedisClientLike, type RedisConnectionOptions } from '../redis/scripts.js'
 import {
   SessionLockError, SessionLockTimeoutError, alreadyHeldError, backendError, closedError, notHeldError
@@ -54,6 +55,15 @@ export interface RedisSessionLockOptions {
   ttl?: number
   /** Key prefix (default `'mcp:'`); the lease is `<prefix>{<sid>}:lock`. */
   prefix?: string
+  /**
+   * Replicas that must acknowledge a lease (taken or renewed) and, on the store + lock fast path,
+   * each save, before it counts (Redis `WAIT`; default 0: none). A lease too few replicas hold
+   * is released and `acquire()` rejects with a `SessionLockError` whose cause is an
+   * `UnconfirmedWriteError`; a renewal too few hold counts as a failed one. Not on a Cluster.
+   */
+  waitReplicas?: number
+  /** How long each of those waits for the replicas, in ms (default 200). */
+  waitTimeoutMs?: number
 }
 
 /** What a {@link LeaseAttempt} resolves when the lease is busy (someone else holds it). */
@@ -122,6 +132,8 @@ export class RedisSessionLock implements SessionLock {
   readonly prefix: string
   readonly #client: RedisClient
   readonly #ownsClient: boolean
+  /** The replicas a lease taken by `acquire()` must reach (see the options), if any. */
+  readonly #ack: ReplicaAck | undefined
   readonly #fifo = new KeyedFifo()
   /** A lease enters and leaves on every request: a set whose table never empties. */
   readonly #leases = new SteadySet<Lease>()
@@ -143,11 +155,13 @@ export class RedisSessionLock implements SessionLock {
     const prefix = options.prefix ?? DEFAULT_KEY_PREFIX
     assertKeyPrefix(prefix)
     this.prefix = prefix
+    const ack = replicaAckOf(options)
+    this.#ack = ack
     if (isRedisClient(options.redis)) {
-      this.#client = defineScripts(options.redis)
+      this.#client = defineScripts(requireReplicaAck(options.redis, ack))
       this.#ownsClient = false
     } else {
-      this.#client = defineScripts(createLockClient(options.redis))
+      this.#client = defineScripts(createLockClient(options.redis, options))
       this.#ownsClient = true
       // Without a listener ioredis reports every failed reconnect on stderr; acquire() already
       // reports the failures that matter to the request that hit them.
@@ -197,9 +211,17 @@ export class RedisSessionLock implements SessionLock {
   }
 
   async acquire (id: string, options: LocalAcquireOptions = {}): Promise<SessionLease> {
+    const ack = this.#ack
     const taken = await this.acquireWith(id, options, async (client, key, token) => {
       roundTrip()
-      return await client.set(key, token, 'PX', this.ttl, 'NX') === 'OK' ? undefined : LEASE_BUSY
+      const set = client.set(key, token, 'PX', this.ttl, 'NX')
+      if (ack === undefined) return await set === 'OK' ? undefined : LEASE_BUSY
+      // WAIT right behind the SET, on the same connection: one round trip for both.
+      const acknowledged = sendWait(client, ack)
+      // Handled now: it may time out before the SET's reply comes, and is awaited after it.
+      acknowledged.catch(() => {})
+      const reply = await set
+      return confirmed(reply, await acknowledged, ack, r => r === 'OK') === 'OK' ? undefined : LEASE_BUSY
     },
     () => undefined) // a lease passed on is as good as a fresh one here
     return (taken as NonNullable<typeof taken>).lease

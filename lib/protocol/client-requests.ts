@@ -12,6 +12,7 @@ import type { ClientRequester, LegacyContext } from './legacy-context.js'
 import { McpError } from '../jsonrpc/errors.js'
 import { reportClose, unkeptAnswer } from './legacy-session.js'
 import { handleRefusal, reportHandleClose } from './handle-calls.js'
+import { unconfirmedAnswer } from './unconfirmed.js'
 import type { Telemetry } from '../telemetry/index.js'
 import { shownId } from '../shown-id.js'
 
@@ -94,13 +95,13 @@ export class ClientRequests implements ClientRequester {
     if (handle !== null) {
       const closed = await handle.suspend()
       reportHandleClose(closed, ctx.request.log, handle.id)
-      if (closed.status === 'failed') throw handleRefusal.storeDown()
+      if (closed.status === 'failed') throw unconfirmedAnswer(closed.error) ?? handleRefusal.storeDown()
       if (closed.status === 'fenced' || closed.status === 'lost') throw handleRefusal.lost()
     }
     const closed = await ctx.scope.suspend()
     reportClose(closed, ctx.request.log, ctx.scope.id)
     const unkept = unkeptAnswer(closed, undefined)
-    if (unkept !== null) throw new McpError(unkept.code, unkept.message, undefined, unkept.status)
+    if (unkept !== null) throw new McpError(unkept.code, unkept.message, unkept.data, unkept.status, unkept.headers)
   }
 
   /**

@@ -20,6 +20,7 @@ import { SNAPSHOT, sealSnapshot } from '../state/snapshot.js'
 import type { CloseResult, StateScope } from '../state/state-scope.js'
 import type { BaseContext } from './base-context.js'
 import { OutageLog, backendRetry, openFailure } from './open-failure.js'
+import { unconfirmedAnswer } from './unconfirmed.js'
 
 /** The refusals of a handle call, by what happened (all 503: the client may retry). */
 export const handleRefusal = {
@@ -132,7 +133,7 @@ export class HandleCalls implements StateRunner {
 
 /** What the client is told instead of the result when the call's changes were not kept. */
 function unkept (closed: CloseResult, scope: StateScope): McpError | null {
-  if (closed.status === 'failed') return handleRefusal.storeDown()
+  if (closed.status === 'failed') return unconfirmedAnswer(closed.error) ?? handleRefusal.storeDown()
   if (closed.status === 'fenced' || closed.status === 'lost' || scope.lost) return handleRefusal.lost()
   return null
 }

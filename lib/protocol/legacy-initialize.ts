@@ -19,6 +19,7 @@ import type { StateBackend } from '../state/state-scope.js'
 import type { Exchange } from './exchange.js'
 import { refuse } from './legacy-session.js'
 import { outagesOf } from './open-failure.js'
+import { unconfirmedAnswer } from './unconfirmed.js'
 import { negotiateLegacyVersion } from './versions.js'
 
 const invalidParams = (message: string): McpError => new McpError(ErrorCode.InvalidParams, `Invalid params: ${message}`, undefined, 400)
@@ -105,6 +106,11 @@ export async function initialize (d: InitializeDeps, exchange: Exchange, msg: Js
     // Short-lived until its first use: a client that never comes back with the id leaves little.
     }, { owner: d.limiter.clientKey(principal, request.ip), unusedTtl: d.opts.unusedTtl })
   } catch (err) {
+    const unconfirmed = unconfirmedAnswer(err)
+    if (unconfirmed !== null) {
+      request.log.warn({ err }, 'session not confirmed by enough replicas')
+      throw unconfirmed
+    }
     outagesOf(d.sessions).failed('session store', err, request.log, {})
     throw refuse.storeDown()
   }

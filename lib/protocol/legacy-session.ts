@@ -12,6 +12,7 @@ import { isValidSessionId } from '../sessions/session-id.js'
 import type { CloseResult, StateBackend, StateScope } from '../state/state-scope.js'
 import { backendRetry, openFailure, outagesOf } from './open-failure.js'
 import type { RequestAbort } from './request-abort.js'
+import { unconfirmedAnswer } from './unconfirmed.js'
 import { isLegacyVersion } from './versions.js'
 import { shownId } from '../shown-id.js'
 
@@ -169,8 +170,13 @@ function sessionEnded (reason: unknown): boolean {
  * session went away under it), from how the scope closed and why the request was aborted; `null`
  * when the results stand.
  */
-export function unkeptAnswer (closed: CloseResult, abortReason: unknown): { status: number, code: number, message: string } | null {
-  if (closed.status === 'failed') return { status: 503, code: ErrorCode.ServerError, message: 'Session store is unavailable.' }
+export function unkeptAnswer (closed: CloseResult, abortReason: unknown):
+{ status: number, code: number, message: string, data?: unknown, headers?: Record<string, string> } | null {
+  if (closed.status === 'failed') {
+    const unconfirmed = unconfirmedAnswer(closed.error)
+    if (unconfirmed !== null) return { status: 503, code: unconfirmed.code, message: unconfirmed.message, data: unconfirmed.data, headers: unconfirmed.headers }
+    return { status: 503, code: ErrorCode.ServerError, message: 'Session store is unavailable.' }
+  }
   if (closed.status === 'fenced' || closed.status === 'lost' || abortReason instanceof LeaseLostError) {
     return { status: 503, code: ErrorCode.ServerError, message: LOCK_LOST }
   }

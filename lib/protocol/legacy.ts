@@ -260,10 +260,10 @@ export class LegacyWire {
     const unkept = unkeptAnswer(closed, abort.reason)
     if (unkept !== null) {
       // What the requests changed was not kept: their results must not be reported as done.
-      trace.failed(new McpError(unkept.code, unkept.message, undefined, unkept.status), true)
+      trace.failed(new McpError(unkept.code, unkept.message, unkept.data, unkept.status), true)
       channel.finish(responses.map(r => 'result' in (r as object)
-        ? errorResponse((r as { id: RequestId }).id, unkept.code, unkept.message)
-        : r), !body.batch, unkept.status)
+        ? errorResponse((r as { id: RequestId }).id, unkept.code, unkept.message, unkept.data)
+        : r), !body.batch, unkept.status, unkept.headers)
       return
     }
     const status = body.batch ? 200 : body.messages[0].kind === 'invalid' ? 400 : run.status

@@ -7,6 +7,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { McpError } from '../jsonrpc/errors.js'
 import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
 import { SessionDataError } from '../sessions/session-store.js'
+import { unconfirmedAnswer } from './unconfirmed.js'
 
 /**
  * `Retry-After` of a 503 for a backend that failed (a database restarting, a Redis failing over):
@@ -90,6 +91,11 @@ export function outagesOf (backend: object): OutageLog {
 export function openFailure (err: unknown, log: FastifyBaseLogger, refusals: OpenRefusals,
   subject: string, fields: Record<string, unknown>, outages: OutageLog = new OutageLog()): McpError {
   if (err instanceof McpError) return err
+  const unconfirmed = unconfirmedAnswer(err)
+  if (unconfirmed !== null) {
+    log.warn({ err, ...fields }, `${subject} lease not confirmed by enough replicas`)
+    return unconfirmed
+  }
   if (err instanceof SessionLockTimeoutError) {
     log.warn(fields, `${subject} busy: lock wait timed out`)
     return refusals.busy()

@@ -24,6 +24,7 @@ import { VALID_ANSWER } from './modern-context.js'
 import { DEADLINE_GRACE, REFUSED, stoppedByDrain } from './drain.js'
 import type { ClientKey } from './listen.js'
 import { RequestAbort } from './request-abort.js'
+import { unconfirmedAnswer } from './unconfirmed.js'
 import { settleWithin } from '../settle.js'
 import { shownId } from '../shown-id.js'
 
@@ -205,6 +206,8 @@ export class TaskCalls implements TaskStarter {
     } catch (err) {
       if (err instanceof McpError) throw err
       log.warn({ err, method }, 'task method failed: a backend is unavailable')
+      const unconfirmed = unconfirmedAnswer(err)
+      if (unconfirmed !== null) throw unconfirmed
       throw new McpError(ErrorCode.ServerError, 'Tasks are unavailable right now; retry later', undefined, 503)
     }
   }

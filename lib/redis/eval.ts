@@ -71,6 +71,42 @@ export class ScriptRunner {
     })
   }
 
+  /**
+   * Runs the script like {@link run}, and sends `follow()` right behind the command that ran it
+   * on the same connection: behind the EVALSHA, or behind the EVAL of a NOSCRIPT fallback (so
+   * what follows always comes after the write). Resolves the script's reply and `follow`'s.
+   */
+  runFollowed<F> (args: Array<string | number>, follow: () => Promise<F>): Promise<[unknown, F]> {
+    const client = this.client
+    const stream = client.stream
+    if (stream === undefined || stream !== this.#loadedOn) return this.#evalFollowed(args, follow)
+    const script = this.script
+    let sent: Promise<unknown>
+    let followed: Promise<F>
+    try {
+      sent = this.#send === null ? client.evalsha(script.sha, script.numberOfKeys, ...args) : this.#send(script.sha, script.numberOfKeys, args)
+      followed = follow()
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    // Handled now: it may fail (time out) before the script's reply comes, and is awaited after it.
+    followed.catch(() => {})
+    return sent.then(async reply => [reply, await followed] as [unknown, F], (err: unknown) => {
+      if (!isNoScript(err)) throw err
+      if (this.#loadedOn === stream) this.#loadedOn = undefined
+      return this.#evalFollowed(args, follow)
+    })
+  }
+
+  async #evalFollowed<F> (args: Array<string | number>, follow: () => Promise<F>): Promise<[unknown, F]> {
+    const evaluated = this.#eval(args)
+    const followed = follow()
+    // Handled now (see runFollowed); a failed script makes the follower's outcome moot.
+    followed.catch(() => {})
+    const reply = await evaluated
+    return [reply, await followed]
+  }
+
   async #eval (args: Array<string | number>): Promise<unknown> {
     const client = this.client
     const stream = client.stream

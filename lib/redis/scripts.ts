@@ -12,6 +12,7 @@
  */
 import { LuaScript, ScriptRunner, type EvalClient } from './eval.js'
 import { evalshaSender, type EvalshaClient } from './evalsha-command.js'
+import { confirmed, replicaAckFor, sendWait, type ReplicaAck } from './replica-ack.js'
 /**
  * The Redis client an app hands to the plugin (store, lock, `redis` option): what the plugin calls
  * on it, as a structural type, so that a client of ioredis 5 or 6, standalone, Sentinel or
@@ -260,6 +261,18 @@ const SCRIPTS = {
 } as const
 
 /**
+ * The scripts whose effect a replica must hold before it counts (see `replica-ack.ts`), each with
+ * how its reply says it wrote: a session or handle created or saved, a lease taken or renewed.
+ */
+const WRITES: Partial<Record<keyof typeof SCRIPTS, (reply: unknown) => boolean>> = {
+  mcpSessionCreate: reply => reply === 1,
+  mcpSessionSave: reply => reply === 'ok',
+  mcpLockExtend: reply => reply === 1,
+  mcpAcquireAndLoad: reply => typeof reply === 'string' && reply.startsWith('1'),
+  mcpSaveAndRelease: reply => reply === 'ok'
+}
+
+/**
  * Adds the scripts to a client, once: a client that already has them (because another store or
  * lock shares it) is left as it is. Returns the same client, typed with its scripts. A standalone
  * client sends them as plain EVALSHA commands (`eval.ts`: no per-call wrapper); a Cluster, or a
@@ -273,10 +286,15 @@ export function defineScripts (client: RedisClientLike): RedisClient {
     const methods = client as unknown as Record<string, unknown>
     // One sender per client: its commands' timeouts share one timer.
     const send = evalshaSender(client as unknown as EvalshaClient)
+    const ack = replicaAckFor(client)
     for (const [name, definition] of Object.entries(SCRIPTS)) {
       const runner = new ScriptRunner(plain as EvalClient, lua(definition), send)
+      const wrote = ack === undefined ? undefined : WRITES[name as keyof typeof SCRIPTS]
       // Not async: the runner's promise as it is, no second promise per call.
-      methods[name] = (...args: Array<string | number>): unknown => runner.run(args)
+      methods[name] = wrote === undefined
+        ? (...args: Array<string | number>): unknown => runner.run(args)
+        : (...args: Array<string | number>): unknown => runner.runFollowed(args, () => sendWait(client, ack as ReplicaAck))
+            .then(([reply, acknowledged]) => confirmed(reply, acknowledged, ack as ReplicaAck, wrote))
     }
     return scripted
   }

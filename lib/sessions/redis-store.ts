@@ -13,6 +13,7 @@
  * trips per locked request instead of four.
  */
 import { DEFAULT_KEY_PREFIX, RESERVED_FIELD_PREFIX, assertKeyPrefix, lockKey, sessionKey } from '../redis/keys.js'
+import { replicaAckOf, requireReplicaAck } from '../redis/replica-ack.js'
 import { defineScripts, type RedisClient, type RedisClientLike } from '../redis/scripts.js'
 import { roundTrip } from '../telemetry/index.js'
 import { DecodedReplies } from './decoded-replies.js'
@@ -28,6 +29,15 @@ import { shownId } from '../shown-id.js'
 export interface RedisSessionStoreOptions extends SessionStoreOptions {
   /** An ioredis (5 or 6) client (standalone, Sentinel or Cluster). The store never closes it. */
   redis: RedisClientLike
+  /**
+   * Replicas that must acknowledge each write (a session, handle or task created or saved)
+   * before it is reported as kept (Redis `WAIT`; default 0: none). Too few within
+   * `waitTimeoutMs` → the write rejects with an `UnconfirmedWriteError` (the client gets a 503).
+   * Marks the client: pass the same numbers to a lock sharing it. Not on a Cluster.
+   */
+  waitReplicas?: number
+  /** How long each write waits for the replicas, in ms (default 200). */
+  waitTimeoutMs?: number
   /** Key prefix (default `'mcp:'`). */
   prefix?: string
 }
@@ -48,7 +58,7 @@ export class RedisSessionStore implements SessionStore {
     assertKeyPrefix(prefix)
     this.prefix = prefix
     if (typeof options.redis?.defineCommand !== 'function') throw new TypeError('redis must be an ioredis client.')
-    this.#redis = defineScripts(options.redis)
+    this.#redis = defineScripts(requireReplicaAck(options.redis, replicaAckOf(options)))
   }
 
   /** @throws {TypeError} for a key starting with NUL (reserved) or a value JSON cannot carry. */

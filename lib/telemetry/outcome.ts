@@ -33,7 +33,8 @@ const REASONS: Record<string, string> = {
   'Handle data cannot be read.': 'handle_unreadable',
   'Handle lock was lost; the changes of this call were not saved.': 'lock_lost',
   'Tasks cannot be created right now; retry later': 'tasks_unavailable',
-  'Tasks are unavailable right now; retry later': 'tasks_unavailable'
+  'Tasks are unavailable right now; retry later': 'tasks_unavailable',
+  'The change could not be confirmed by enough replicas: it may or may not have been kept; retry later.': 'unconfirmed'
 }
 
 /** The reason of a 429/503 (see the module doc); `undefined` for other statuses. */
