@@ -77,12 +77,13 @@ export class PgSessionStore implements LockingSessionStore {
     const live = 'expires_at > clock_timestamp()'
     const expiresIn = (ms: string): string => `clock_timestamp() + (${ms})::float8 * interval '1 millisecond'`
     this.#sql = {
-      // An expired row is not taken: it is replaced, version 0.
+      // An expired row is not taken: it is replaced, version 0. A never-used record expires by
+      // `unusedTtl` ($6) until its first load or save, which set `expires_at` from the ttl again.
       create: {
         name: `${p}state_create`,
         text: `INSERT INTO ${p}state AS s (id, data, next_pos, version, ttl_ms, expires_at)
           VALUES ($1, ${positioned("'{}'::jsonb", '0', '$2::text[]', '$3::text[]')}, cardinality($2::text[]), 0, $4::bigint,
-            ${expiresIn('coalesce($4::bigint, $5::bigint)')})
+            ${expiresIn('least(coalesce($4::bigint, $5::bigint), coalesce($6::bigint, $5::bigint))')})
           ON CONFLICT (id) DO UPDATE SET data = excluded.data, next_pos = excluded.next_pos, version = 0,
             ttl_ms = excluded.ttl_ms, expires_at = excluded.expires_at
           WHERE s.expires_at <= clock_timestamp()`
@@ -130,8 +131,10 @@ export class PgSessionStore implements LockingSessionStore {
   async create (id: string, data: Record<string, JsonValue>, options: CreateOptions = {}): Promise<void> {
     const ttl = options.ttl === undefined ? null : checkTtl(options.ttl)
     if (ttl !== null && !Number.isInteger(ttl)) throw new RangeError('ttl must be an integer number of milliseconds.')
+    const unused = options.unusedTtl === undefined ? null : checkTtl(options.unusedTtl)
+    if (unused !== null && !Number.isInteger(unused)) throw new RangeError('unusedTtl must be an integer number of milliseconds.')
     const [keys, values] = encodeFields(data)
-    const { rowCount } = await this.#run(this.#sql.create, [id, keys, values, ttl === this.ttl ? null : ttl, this.ttl])
+    const { rowCount } = await this.#run(this.#sql.create, [id, keys, values, ttl === this.ttl ? null : ttl, this.ttl, unused])
     // ON CONFLICT … WHERE: nothing written when a live record holds the id.
     if (rowCount !== 1) throw new Error('Session already exists')
   }

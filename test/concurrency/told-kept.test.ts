@@ -15,6 +15,7 @@ import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
 import { Type } from '@sinclair/typebox'
 import { registerDemoTools } from '../../examples/demo-tools.js'
+import { shownId } from '../../lib/shown-id.js'
 import mcp, {
   FileSessionLock, FileSessionStore, LOCK_CLIENT_OPTIONS, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
   type McpPluginOptions, type SaveResult, type SessionChanges, type SessionLock, type SessionStore
@@ -103,7 +104,7 @@ t.test('Redis refuses writes mid-handler (maxmemory): 503, nothing kept, and the
   t.teardown(async () => { if (!restored) await admin.config('SET', 'maxmemory', '0') })
   const r = await running
   refused(t, r, r.id, 503, STORE_DOWN)
-  const logged = s.logs.find(l => l.level === 50 && l.msg === 'session save failed' && l.sessionId === session.sid)
+  const logged = s.logs.find(l => l.level === 50 && l.msg === 'session save failed' && l.sessionId === shownId(session.sid))
   t.ok(logged, 'logged as an error')
   t.match(logged?.err?.message, /OOM|maxmemory/, 'with the cause')
   await admin.config('SET', 'maxmemory', '0')
@@ -218,7 +219,7 @@ t.test('an undecodable Redis session: a clear 503 at once, no lease left behind;
     t.ok(performance.now() - started < 1000, 'at once: the lease of the first refusal was released')
   }
   t.equal(await admin.exists(`mcp:{${session.sid}}:lock`), 0, 'no lease left behind')
-  t.ok(s.logs.find(l => l.level === 50 && l.msg === 'session data cannot be read' && l.sessionId === session.sid), 'logged as an error')
+  t.ok(s.logs.find(l => l.level === 50 && l.msg === 'session data cannot be read' && l.sessionId === shownId(session.sid)), 'logged as an error')
   await admin.hset(`mcp:{${session.sid}}:s`, 'counter', '5')
   t.equal(await counterOf(s.url, session), 5, 'repaired, the session works again')
   await assertIdle(t, { app: s.app, lock, redis: admin })

@@ -8,6 +8,7 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import mcp, { injectClient, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
+import { shownId } from '../../lib/shown-id.js'
 import { until } from '../helpers/time.js'
 import { rpc, modernHeaders } from '../helpers/wire.js'
 
@@ -130,7 +131,7 @@ t.test('a task whose client lacks a capability: failed with -32021, logged at in
   t.equal(refused.length, 1, 'one info line')
   t.equal(refused[0]?.level, 30)
   t.notOk('err' in (refused[0] ?? {}), 'no stack')
-  t.equal(refused[0]?.task, taskId.slice(0, 8), 'the task id cut to its prefix')
+  t.equal(refused[0]?.task, shownId(taskId), 'the task id cut to its prefix')
 
   const inline = rpc('tools/call', { name: 'asks', arguments: {} })
   const res = await app.inject({ method: 'POST', url: '/mcp', headers: modernHeaders(inline), payload: inline })
