@@ -6,7 +6,8 @@
  * both wires), slow_count (progress and cancellation), long_job (a task for 2026-07-28 clients that
  * take tasks).
  *
- * Switches (env): MCP_STORE = memory | file | redis; MCP_LOCK = none | memory | file | redis;
+ * Switches (env): MCP_STORE = memory | file | redis; MCP_LOCK = none | memory | file | redis (unset:
+ * the plugin's default, the lock matching the store; none: no lock at all, `lock: false`);
  * MCP_SESSION_DIR (file store/lock, default ./.mcp-sessions); REDIS_URL (default
  * redis://127.0.0.1:6379); MCP_LOCK_TIMEOUT_MS (acquire timeout); MCP_LOCK_TTL_MS (Redis lease TTL);
  * MCP_STATE_SECRET (seals 2026-07-28 requestState; the same on every instance); MCP_DEMO_TOKENS
@@ -36,9 +37,9 @@ export interface DemoOptions {
  * client fails fast and has an error listener: the store's (below) logs through `log`, the lock's
  * and the plugin's (made from the URL) have their own.
  */
-function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyBaseLogger): { store: SessionStore, lock?: SessionLock, close: () => Promise<void> } {
+function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyBaseLogger): { store: SessionStore, lock?: SessionLock | false, close: () => Promise<void> } {
   const storeKind = env.MCP_STORE ?? 'memory'
-  const lockKind = env.MCP_LOCK ?? 'none'
+  const lockKind = env.MCP_LOCK
   const dir = env.MCP_SESSION_DIR ?? '.mcp-sessions'
   const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379'
   const timeout = env.MCP_LOCK_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_LOCK_TIMEOUT_MS)
@@ -58,9 +59,10 @@ function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyB
     }
     default: throw new Error(`MCP_STORE must be memory, file or redis (got ${storeKind})`)
   }
-  let lock: SessionLock | undefined
+  let lock: SessionLock | false | undefined
   switch (lockKind) {
-    case 'none': break
+    case undefined: break
+    case 'none': lock = false; break
     case 'memory': lock = new MemorySessionLock({ timeout }); break
     case 'file': lock = new FileSessionLock({ dir, timeout }); break
     // The lock makes its own fail-fast client from the URL (and closes it).
@@ -71,7 +73,7 @@ function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyB
     store,
     lock,
     close: async () => {
-      await lock?.close?.()
+      if (lock !== false) await lock?.close?.()
       await store.close?.()
       await Promise.all(clients.map(c => c.quit().catch(() => c.disconnect())))
     }

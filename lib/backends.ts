@@ -1,7 +1,7 @@
 /**
  * Building and closing what the plugin owns. What the options name (a store, a lock, a bus, an
  * event log, an ioredis client) belongs to the caller and is never closed here; what the plugin
- * makes (the default memory store, a Redis client from a URL, the bus and event log over it) it
+ * makes (the default memory store, the default lock, a Redis client from a URL, the bus and event log over it) it
  * closes on `app.close()`, each step bounded and never throwing.
  */
 import type { FastifyBaseLogger } from 'fastify'
@@ -20,6 +20,8 @@ import { MemorySessionStore } from './sessions/memory-store.js'
 import { RedisSessionStore } from './sessions/redis-store.js'
 import type { SessionStore } from './sessions/session-store.js'
 import { settleWithin } from './settle.js'
+import { matchingLock } from './state/matching-lock.js'
+import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 
 /** How long `close()` waits for the stores and the bus, and for the Redis client's QUIT (ms). */
 const CLOSE_TIMEOUT = 5000
@@ -45,13 +47,17 @@ export interface Backends {
 
 /** Makes the backends the options do not name. */
 export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Backends {
+  // The store and its lock first: a lock that cannot be made fails the registration before
+  // anything needing a close exists.
+  const store = b.store ?? new MemorySessionStore()
+  const ownLock = b.lock === undefined ? defaultLock(store, log) : undefined
+  const lock = b.lock === false ? null : (b.lock ?? ownLock ?? null)
   // A URL makes a client we own; it fails fast while Redis is down (the request gets a 503 at
   // once) rather than queueing commands. It is a client of the app's ioredis (an optional peer
   // dependency, loaded only when the plugin makes a client).
   const ownRedis = typeof b.redis === 'string' ? createRedisClient(b.redis, { log }) : undefined
   const redis: RedisClientLike | undefined = ownRedis ?? (typeof b.redis === 'object' ? b.redis : undefined)
   const prefix = b.redisPrefix
-  const store = b.store ?? new MemorySessionStore()
   const bus = b.bus ?? (redis !== undefined ? new RedisBus({ redis, prefix, log }) : new MemoryBus())
   // With the sessions in Redis under the same prefix, a write to the log checks the session's hash
   // (same hash tag, same slot): an ended session's streams are never created again, and no mark of
@@ -66,7 +72,7 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
   const limiter = buildToolLimiter(b.limits ?? NO_LIMITS, { redis, prefix, log })
   return {
     store,
-    lock: b.lock,
+    lock,
     bus,
     eventLog,
     limiter,
@@ -74,6 +80,7 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
       // The limiter first: it releases the leases it holds, on the client closed below.
       const steps: Array<Promise<unknown> | undefined> = [limiter.close()]
       if (b.store === undefined) steps.push(store.close?.())
+      if (ownLock !== undefined) steps.push(ownLock.close?.())
       if (b.bus === undefined) steps.push(bus.close())
       await settleWithin(Promise.allSettled(steps), CLOSE_TIMEOUT, { keepAlive: false })
       if (ownRedis !== undefined) {
@@ -82,4 +89,17 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
       }
     }
   }
+}
+
+/** The lock matching the store (no `sessions.lock` option), its warning logged once. */
+function defaultLock (store: SessionStore, log: FastifyBaseLogger): SessionLock {
+  let matched
+  try {
+    matched = matchingLock(store)
+  } catch (err) {
+    throw new FST_ERR_MCP_INVALID_OPTION('sessions.lock', `the file store's default lock cannot be made (${(err as Error).message}); ` +
+      'install fs-native-extensions, or give a lock (lock: false runs requests on one session concurrently)')
+  }
+  if (matched.warning !== undefined) log.warn(matched.warning)
+  return matched.lock
 }

@@ -29,8 +29,15 @@ export interface Implementation {
 export interface SessionOptions {
   /** Where sessions live. Default: a new bounded `MemorySessionStore` (one process only). */
   store?: SessionStore
-  /** Opt-in per-session lock. Default: none (requests of one session run concurrently). */
-  lock?: SessionLock
+  /**
+   * The lock that serializes the requests on one session or state handle (and holds a task's
+   * runner). Default: the lock matching the store — `MemorySessionLock` for the memory store,
+   * `FileSessionLock` on the file store's `lockDir`, `RedisSessionLock` on the Redis store's client
+   * and prefix; a store of the app's own gets `MemorySessionLock` (one process only; a warning at
+   * start-up). `false`: no lock — requests on one session or handle run concurrently, and of two
+   * that change the same state the last save wins (lost updates). See docs/sessions-and-lock.md.
+   */
+  lock?: SessionLock | false
   /** Probability numerator of running `store.gc()` on a request. Default 1; 0 disables. */
   gcProbability?: number
   /** Probability denominator. Default 100; must be ≥ 1. */
@@ -172,7 +179,8 @@ export interface McpPluginOptions {
 /** The backends the options name (validated; `undefined` where the plugin makes its own). */
 export interface ResolvedBackends {
   store: SessionStore | undefined
-  lock: SessionLock | null
+  /** `undefined`: the lock matching the store (`state/matching-lock.ts`); `false`: none. */
+  lock: SessionLock | false | undefined
   redis: RedisClientLike | string | undefined
   redisPrefix: string
   bus: Bus | undefined
@@ -225,8 +233,8 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
   if (s.store !== undefined && (typeof s.store !== 'object' || typeof s.store.load !== 'function' || typeof s.store.save !== 'function')) {
     fail('sessions.store', 'must implement the SessionStore contract')
   }
-  if (s.lock !== undefined && (typeof s.lock !== 'object' || typeof s.lock.acquire !== 'function' || typeof s.lock.tryAcquire !== 'function')) {
-    fail('sessions.lock', 'must implement the SessionLock contract')
+  if (s.lock !== undefined && s.lock !== false && (typeof s.lock !== 'object' || typeof s.lock.acquire !== 'function' || typeof s.lock.tryAcquire !== 'function')) {
+    fail('sessions.lock', 'must implement the SessionLock contract, or be false')
   }
   if (opts.bus !== undefined && (typeof opts.bus !== 'object' || typeof opts.bus.publish !== 'function')) fail('bus', 'must implement the Bus contract')
   if (opts.redis !== undefined && typeof opts.redis !== 'string' && (typeof opts.redis !== 'object' || opts.redis === null || typeof (opts.redis as { publish?: unknown }).publish !== 'function')) {
@@ -239,7 +247,7 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
   const elo = el as Record<string, unknown>
   return {
     store: s.store,
-    lock: s.lock ?? null,
+    lock: s.lock,
     redis: opts.redis,
     redisPrefix: opts.redisPrefix ?? 'mcp:',
     bus: opts.bus,

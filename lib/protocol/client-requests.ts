@@ -75,7 +75,12 @@ export class ClientRequests implements ClientRequester {
     } finally {
       clearTimeout(timer)
       signal.removeEventListener('abort', onAbort)
-      if (suspended) await this.#resume(ctx, method, msg)
+      // Taken back after a wait that failed too (the scope then counts as lost if it cannot be),
+      // but the handler is told why the wait failed, not why the lock could not be had.
+      if (suspended) {
+        if (msg === undefined) await this.#resume(ctx, method, msg).catch(() => {})
+        else await this.#resume(ctx, method, msg)
+      }
     }
     if (msg.error !== undefined) {
       const e = msg.error as { message?: string }
