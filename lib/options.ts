@@ -38,6 +38,15 @@ export interface SessionOptions {
    * that change the same state the last save wins (lost updates). See docs/sessions-and-lock.md.
    */
   lock?: SessionLock | false
+  /**
+   * Milliseconds a request keeps its lease (on its session or state handle) after it was
+   * cancelled or its client left, when its handler ignores `ctx.signal`: then the lease is
+   * released (no longer renewed), the next request on that session or handle runs, and whatever
+   * the handler saves later is dropped (logged at warn). Checked a few times a second: released
+   * within `cancelGrace` plus a quarter of it (at most 1 s more). Default 5,000; 0 releases at the
+   * first check. At most 1 hour.
+   */
+  cancelGrace?: number
   /** Probability numerator of running `store.gc()` on a request. Default 1; 0 disables. */
   gcProbability?: number
   /** Probability denominator. Default 100; must be ≥ 1. */
@@ -198,6 +207,8 @@ export interface ResolvedOptions {
   instructions: string | undefined
   gcProbability: number
   gcDivisor: number
+  /** See {@link SessionOptions.cancelGrace}. */
+  cancelGrace: number
   backends: ResolvedBackends
   allowedOrigins: (origin: string) => boolean
   allowedHosts: (host: string) => boolean
@@ -273,13 +284,14 @@ function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<Re
   return { path, prefix: prefix === '' ? undefined : prefix, serverInfo: { ...serverInfo }, instructions: opts.instructions }
 }
 
-function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number } {
+function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number, cancelGrace: number } {
   if (typeof s !== 'object' || s === null) fail('sessions', 'must be an object')
   const gcProbability = s.gcProbability ?? 1
   const gcDivisor = s.gcDivisor ?? 100
   if (typeof gcProbability !== 'number' || !(gcProbability >= 0)) fail('sessions.gcProbability', 'gcProbability must be greater than or equal to 0.')
   if (typeof gcDivisor !== 'number' || !(gcDivisor >= 1)) fail('sessions.gcDivisor', 'gcDivisor must be greater than or equal to 1.')
-  return { gcProbability, gcDivisor }
+  const cancelGrace = boundedInt(s as Record<string, unknown>, 'cancelGrace', 5000, 0, 3_600_000, 'sessions.cancelGrace')
+  return { gcProbability, gcDivisor, cancelGrace }
 }
 
 /**

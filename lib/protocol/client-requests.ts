@@ -11,7 +11,7 @@ import type { ResolvedOptions } from '../options.js'
 import type { ClientRequester, LegacyContext } from './legacy-context.js'
 import { McpError } from '../jsonrpc/errors.js'
 import { reportClose, unkeptAnswer } from './legacy-session.js'
-import { handleRefusal, reportHandleClose } from './handle-calls.js'
+import { reportHandleClose, unkeptHandle } from './handle-calls.js'
 import type { Telemetry } from '../telemetry/index.js'
 
 /** The most of a client's answer a log line carries (JSON characters). */
@@ -98,8 +98,8 @@ export class ClientRequests implements ClientRequester {
     if (handle !== null) {
       const closed = await handle.suspend()
       reportHandleClose(closed, ctx.request.log, handle.id)
-      if (closed.status === 'failed') throw handleRefusal.storeDown()
-      if (closed.status === 'fenced' || closed.status === 'lost') throw handleRefusal.lost()
+      const refusal = unkeptHandle(closed)
+      if (refusal !== null) throw refusal
     }
     const closed = await ctx.scope.suspend()
     reportClose(closed, ctx.request.log, ctx.scope.id)

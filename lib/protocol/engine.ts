@@ -156,7 +156,7 @@ export class McpEngine {
     // Only the Redis store (and its fast path with the Redis lock) counts round trips.
     this.#telemetry = new Telemetry(opts.telemetry, opts.serverInfo.version, knownNames(registry), d.store instanceof RedisSessionStore)
     this.hub = new Hub(d.bus, logger, { clientRequestTimeout: opts.clientRequestTimeout })
-    const sessions = new StateBackend(d.store, d.lock)
+    const sessions = new StateBackend(d.store, d.lock, { cancelGrace: opts.cancelGrace })
     // Handles live in the sessions' store and lock, under their own keys.
     this.handles = new StateHandles(sessions, registry.handleKinds)
     const capabilities = serverCapabilities(registry)

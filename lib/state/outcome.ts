@@ -1,0 +1,60 @@
+/**
+ * What a state scope's close did, as the protocol layer answers it: one typed outcome for
+ * sessions and state handles alike, taken from what the store did (never from what the lock
+ * thinks happened before or after). Each wire maps it to its answer in one table
+ * (`protocol/unkept-answers.ts`).
+ */
+import type { CloseResult } from './state-scope.js'
+
+/**
+ * - `kept`: the changes were written (a success answer);
+ * - `unchanged`: nothing to write (a success answer, unless the work was stopped: see `why`);
+ * - `not-kept`: nothing was written, and `why`: the lease was `lost` (or could not be taken
+ *   back after a wait for the client, or its loss stopped the work), someone else changed the
+ *   state meanwhile (`fenced`), or the work was `abandoned` (its client left and the grace passed);
+ * - `gone`: the state ended meanwhile; nothing was written, nor re-created;
+ * - `unknown`: the save itself timed out or lost its connection: the store may or may not have
+ *   written it (`error`);
+ * - `failed`: the store refused the save (`error`): nothing was written.
+ */
+export type Outcome =
+  | { kind: 'kept' | 'unchanged' | 'gone' }
+  | { kind: 'not-kept', why: 'lost' | 'fenced' | 'abandoned' }
+  | { kind: 'unknown' | 'failed', error: unknown }
+
+/** Why a request's work was stopped when a lease of it was lost (its `ctx.signal`'s reason). */
+export class LeaseLostError extends Error {
+  constructor (readonly what: 'session' | 'handle' = 'session') { super(`${what} lock lost`) }
+}
+
+/**
+ * Whether a save that threw may still have been written: the request was sent and no answer came
+ * (a timeout, a connection closed under it). Any other error is the store refusing the save.
+ */
+export function outcomeUnknown (err: unknown): boolean {
+  const message = err instanceof Error ? err.message : ''
+  return /timed out|timeout|Connection is closed/i.test(message)
+}
+
+const KEPT: Outcome = { kind: 'kept' }
+const UNCHANGED: Outcome = { kind: 'unchanged' }
+const GONE: Outcome = { kind: 'gone' }
+const LOST: Outcome = { kind: 'not-kept', why: 'lost' }
+const FENCED: Outcome = { kind: 'not-kept', why: 'fenced' }
+const ABANDONED: Outcome = { kind: 'not-kept', why: 'abandoned' }
+
+/**
+ * The outcome of a close; `stoppedBy` is why the work was stopped, if it was: a lease lost while it
+ * ran makes an unchanged close a lost one (the work did not finish).
+ */
+export function outcomeOf (closed: CloseResult, stoppedBy?: unknown): Outcome {
+  switch (closed.status) {
+    case 'ok': return KEPT
+    case 'unchanged': return stoppedBy instanceof LeaseLostError ? LOST : UNCHANGED
+    case 'gone': return GONE
+    case 'fenced': return FENCED
+    case 'lost': return LOST
+    case 'abandoned': return ABANDONED
+    case 'failed': return { kind: outcomeUnknown(closed.error) ? 'unknown' : 'failed', error: closed.error }
+  }
+}
