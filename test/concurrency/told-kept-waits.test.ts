@@ -187,3 +187,22 @@ for (const tool of ['stubborn_basket', 'basket_add'] as const) {
     if (tool === 'stubborn_basket') t.equal(s.signals[0]?.aborted, true, 'the lost handle lease aborted ctx.signal')
   })
 }
+
+t.test('a save whose outcome is unknown (it timed out) is said to be unknown, never "not saved"', async t => {
+  class TimingOutStore extends MemorySessionStore {
+    timeOutNext = false
+    override async save (id: string, changes: SessionChanges): Promise<SaveResult> {
+      const result = await super.save(id, changes)
+      if (this.timeOutNext) { this.timeOutNext = false; throw new Error('Command timed out') }
+      return result
+    }
+  }
+  const store = new TimingOutStore()
+  const s = await app(t, store, undefined)
+  const session = await initialize(s.url)
+  store.timeOutNext = true
+  const r = await callTool(s.url, session, 'counter_add', { by: 1 })
+  t.equal(r.last?.result, undefined, 'no result')
+  t.equal(r.last?.error?.message, 'Session store did not confirm the save; whether the changes of this request were saved is unknown.')
+  t.equal((await callTool(s.url, session, 'counter_get', {})).last?.result?.structuredContent?.counter, 1, 'here it was written: "not saved" would have been false')
+})
