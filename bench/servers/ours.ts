@@ -1,6 +1,6 @@
 /**
  * fastify-mcp-http with the store and lock the driver asks for (`BENCH_SERVER` JSON: store
- * memory | file | redis, lock none | memory | file | redis, dir, redisUrl, tracing off | api |
+ * memory | file | redis, lock none | default | memory | file | redis, dir, redisUrl, tracing off | api |
  * sdk-off | sdk-noop: telemetry off, on with no SDK registered, off and on with an SDK registered
  * whose span processor does nothing). Tools: `echo` (the
  * tool every server has), `progress` (`steps` progress notifications, then the result: the SSE
@@ -21,7 +21,7 @@ import { config, serve } from './child.js'
 
 interface OursConfig {
   store?: 'memory' | 'file' | 'redis'
-  lock?: 'none' | 'memory' | 'file' | 'redis'
+  lock?: 'none' | 'default' | 'memory' | 'file' | 'redis'
   dir?: string
   redisUrl?: string
   /** Session idle TTL (ms). */
@@ -52,9 +52,11 @@ switch (cfg.store ?? 'memory') {
     break
   default: throw new Error(`unknown store ${String(cfg.store)}`)
 }
-let lock: SessionLock | undefined
+// 'none': no lock (`lock: false`; the plugin's default is the lock matching the store, 'default').
+let lock: SessionLock | false | undefined
 switch (cfg.lock ?? 'none') {
-  case 'none': break
+  case 'none': lock = false; break
+  case 'default': break
   case 'memory': lock = new MemorySessionLock({}); break
   case 'file': lock = new FileSessionLock({ dir }); break
   case 'redis': {
@@ -95,7 +97,7 @@ await app.register(mcp, {
   telemetry: cfg.tracing !== 'off' && cfg.tracing !== 'sdk-off'
 })
 app.addHook('onClose', async () => {
-  await lock?.close?.()
+  if (lock !== false) await lock?.close?.()
   await store.close?.()
   await redis?.quit().catch(() => redis?.disconnect())
 })

@@ -6,7 +6,7 @@
  * `client-requests.ts`, `initialize` in `legacy-initialize.ts`.
  */
 import type { FastifyBaseLogger } from 'fastify'
-// Imported: the global `performance` is a lazy getter, called on every access (~150 instructions).
+// Imported: the global `performance` is a lazy getter, called on every access.
 import { performance } from 'node:perf_hooks'
 import type { EventLog } from '../bus/event-log.js'
 import type { Hub } from '../bus/hub.js'

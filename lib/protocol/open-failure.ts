@@ -5,8 +5,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify'
 import { McpError } from '../jsonrpc/errors.js'
-import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
-import { SessionDataError } from '../sessions/session-store.js'
+import { refusalOf } from '../state/outcome.js'
 
 /** The refusals of one kind of scope, by what happened. */
 export interface OpenRefusals {
@@ -29,18 +28,18 @@ export interface OpenRefusals {
 export function openFailure (err: unknown, log: FastifyBaseLogger, refusals: OpenRefusals,
   subject: string, fields: Record<string, unknown>): McpError {
   if (err instanceof McpError) return err
-  if (err instanceof SessionLockTimeoutError) {
-    log.warn(fields, `${subject} busy: lock wait timed out`)
-    return refusals.busy()
+  switch (refusalOf(err)) {
+    case 'busy':
+      log.warn(fields, `${subject} busy: lock wait timed out`)
+      return refusals.busy()
+    case 'lock-down':
+      log.error({ err, ...fields }, `${subject} lock unavailable`)
+      return refusals.lockDown()
+    case 'unreadable':
+      log.error({ err, ...fields }, `${subject} data cannot be read`)
+      return refusals.unreadable()
+    case 'store-down':
+      log.error({ err, ...fields }, `${subject} store unavailable`)
+      return refusals.storeDown()
   }
-  if (err instanceof SessionLockError) {
-    log.error({ err, ...fields }, `${subject} lock unavailable`)
-    return refusals.lockDown()
-  }
-  if (err instanceof SessionDataError) {
-    log.error({ err, ...fields }, `${subject} data cannot be read`)
-    return refusals.unreadable()
-  }
-  log.error({ err, ...fields }, `${subject} store unavailable`)
-  return refusals.storeDown()
 }

@@ -7,6 +7,7 @@
  * One timer for all the scopes of a backend: it looks a few times a second at the scopes holding
  * a lease (a request's cancellation is read without a listener), and stops once none is left.
  */
+import { performance } from 'node:perf_hooks'
 import { SteadySet } from '../steady-map.js'
 
 /** A scope as the watcher sees it. */

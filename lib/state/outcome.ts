@@ -4,6 +4,8 @@
  * thinks happened before or after). Each wire maps it to its answer in one table
  * (`protocol/unkept-answers.ts`).
  */
+import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
+import { SessionDataError } from '../sessions/session-store.js'
 import type { CloseResult } from './state-scope.js'
 
 /**
@@ -21,6 +23,21 @@ export type Outcome =
   | { kind: 'kept' | 'unchanged' | 'gone' }
   | { kind: 'not-kept', why: 'lost' | 'fenced' | 'abandoned' }
   | { kind: 'unknown' | 'failed', error: unknown }
+
+/**
+ * Why a scope could not be opened (the work never ran): the lock wait timed out (`busy`: another
+ * request holds the key), the lock failed (`lock-down`), the stored state cannot be decoded
+ * (`unreadable`), or the store failed (`store-down`).
+ */
+export type Refusal = 'busy' | 'lock-down' | 'unreadable' | 'store-down'
+
+/** The refusal of an error that `StateBackend.open()` rejected with. */
+export function refusalOf (err: unknown): Refusal {
+  if (err instanceof SessionLockTimeoutError) return 'busy'
+  if (err instanceof SessionLockError) return 'lock-down'
+  if (err instanceof SessionDataError) return 'unreadable'
+  return 'store-down'
+}
 
 /** Why a request's work was stopped when a lease of it was lost (its `ctx.signal`'s reason). */
 export class LeaseLostError extends Error {

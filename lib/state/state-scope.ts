@@ -19,6 +19,8 @@ import { SessionHandle } from '../sessions/session-handle.js'
 import type { SaveResult, SessionRecord, SessionStore } from '../sessions/session-store.js'
 import { AbandonedLeases, type Watched } from './abandoned-leases.js'
 import { lockedAccess, type LockedAccess } from './locked-access.js'
+
+export type { SessionLock }
 import { RedisFastPath } from './redis-fast-path.js'
 
 /** The store and lock a kind of state lives in, with their combined path when they have one. */
