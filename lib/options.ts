@@ -244,7 +244,7 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
   if (s.store !== undefined && (typeof s.store !== 'object' || typeof s.store.load !== 'function' || typeof s.store.save !== 'function')) {
     fail('sessions.store', 'must implement the SessionStore contract')
   }
-  if (s.lock !== undefined && s.lock !== false && (typeof s.lock !== 'object' || typeof s.lock.acquire !== 'function' || typeof s.lock.tryAcquire !== 'function')) {
+  if (s.lock !== undefined && s.lock !== false && (typeof s.lock !== 'object' || s.lock === null || typeof s.lock.acquire !== 'function' || typeof s.lock.tryAcquire !== 'function')) {
     fail('sessions.lock', 'must implement the SessionLock contract, or be false')
   }
   if (opts.bus !== undefined && (typeof opts.bus !== 'object' || typeof opts.bus.publish !== 'function')) fail('bus', 'must implement the Bus contract')
