@@ -27,7 +27,6 @@ export const handleRefusal = {
   lockDown: () => unavailable('State lock is unavailable.'),
   storeDown: () => unavailable('State store is unavailable.'),
   unreadable: () => unavailable('Handle data cannot be read.'),
-  lost: () => unavailable('Handle lock was lost; the changes of this call were not saved.'),
   nested: () => new McpError(ErrorCode.InternalError, 'A call works on one state handle at a time.')
 }
 

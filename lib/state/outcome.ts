@@ -6,7 +6,29 @@
  */
 import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
 import { SessionDataError } from '../sessions/session-store.js'
-import type { CloseResult } from './state-scope.js'
+import type { SaveResult } from '../sessions/session-store.js'
+
+/**
+ * What a close did:
+ * - `unchanged`: nothing to write (the lease was released or passed on);
+ * - `ok`: the changes were written;
+ * - `gone`: the state was destroyed meanwhile; nothing was written, nor re-created;
+ * - `fenced`: the lease was lost and someone else changed the state; nothing was written;
+ * - `lost`: the lease was known to be lost (or could not be taken back after a wait), so the
+ *   save was not even tried: nothing was written;
+ * - `abandoned`: the request's client left and the lease was released after the grace; nothing
+ *   was written;
+ * - `failed`: the backend failed (`error`); `outcomeOf` (`outcome.ts`) tells a refusal from an
+ *   unknown outcome. Either way the work must not be reported as done.
+ * `releaseError`: releasing the lease failed (it then expires in the backend).
+ *
+ * A scope closed without keeping its changes (a save before a wait for the client that failed,
+ * a lease that could not be taken back after it, a release after the grace) answers every later
+ * close with that result: a handler that caught the error and returned is not told "unchanged".
+ */
+export type CloseResult =
+  | { status: 'unchanged' | SaveResult | 'lost' | 'abandoned', releaseError?: unknown }
+  | { status: 'failed', error: unknown, releaseError?: unknown }
 
 /**
  * - `kept`: the changes were written (a success answer);

@@ -16,11 +16,12 @@ import { RedisSessionLock } from '../locks/redis-lock.js'
 import { signalOf, type AbortSource, type LocalAcquireOptions, type SessionLease, type SessionLock } from '../locks/session-lock.js'
 import { MemorySessionStore } from '../sessions/memory-store.js'
 import { SessionHandle } from '../sessions/session-handle.js'
-import type { SaveResult, SessionRecord, SessionStore } from '../sessions/session-store.js'
+import type { SessionRecord, SessionStore } from '../sessions/session-store.js'
 import { AbandonedLeases, type Watched } from './abandoned-leases.js'
 import { lockedAccess, type LockedAccess } from './locked-access.js'
+import type { CloseResult } from './outcome.js'
 
-export type { SessionLock }
+export type { SessionLock, CloseResult }
 import { RedisFastPath } from './redis-fast-path.js'
 
 /** The store and lock a kind of state lives in, with their combined path when they have one. */
@@ -164,28 +165,6 @@ async function release (lease: SessionLease | null): Promise<unknown> {
 function withRelease (result: CloseResult, releaseError: unknown): CloseResult {
   return releaseError === undefined ? result : { ...result, releaseError }
 }
-
-/**
- * What a close did:
- * - `unchanged`: nothing to write (the lease was released or passed on);
- * - `ok`: the changes were written;
- * - `gone`: the state was destroyed meanwhile; nothing was written, nor re-created;
- * - `fenced`: the lease was lost and someone else changed the state; nothing was written;
- * - `lost`: the lease was known to be lost (or could not be taken back after a wait), so the
- *   save was not even tried: nothing was written;
- * - `abandoned`: the request's client left and the lease was released after the grace; nothing
- *   was written;
- * - `failed`: the backend failed (`error`); `outcomeOf` (`outcome.ts`) tells a refusal from an
- *   unknown outcome. Either way the work must not be reported as done.
- * `releaseError`: releasing the lease failed (it then expires in the backend).
- *
- * A scope closed without keeping its changes (a save before a wait for the client that failed,
- * a lease that could not be taken back after it, a release after the grace) answers every later
- * close with that result: a handler that caught the error and returned is not told "unchanged".
- */
-export type CloseResult =
-  | { status: 'unchanged' | SaveResult | 'lost' | 'abandoned', releaseError?: unknown }
-  | { status: 'failed', error: unknown, releaseError?: unknown }
 
 const UNCHANGED: CloseResult = { status: 'unchanged' }
 const LOST: CloseResult = { status: 'lost' }
