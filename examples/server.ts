@@ -7,7 +7,8 @@
  * take tasks).
  *
  * Switches (env): MCP_STORE = memory | file | redis | postgres; MCP_LOCK = none | memory | file |
- * redis | postgres; MCP_SESSION_DIR (file store/lock, default ./.mcp-sessions); REDIS_URL (default
+ * redis | postgres (unset: the plugin's default, the lock matching the store; none: no lock at all,
+ * `lock: false`); MCP_SESSION_DIR (file store/lock, default ./.mcp-sessions); REDIS_URL (default
  * redis://127.0.0.1:6379); DATABASE_URL (PostgreSQL, default postgres://postgres@127.0.0.1:5432/postgres);
  * MCP_LOCK_TIMEOUT_MS (acquire timeout); MCP_LOCK_TTL_MS (Redis or PostgreSQL lease TTL);
  * MCP_STATE_SECRET (seals 2026-07-28 requestState; the same on every instance); MCP_DEMO_TOKENS
@@ -65,7 +66,7 @@ function replicaAckFromEnv (env: Record<string, string | undefined>): ReplicaAck
 function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyBaseLogger):
 { store: SessionStore, lock?: SessionLock | false, postgres?: PgPoolLike, close: () => Promise<void> } {
   const storeKind = env.MCP_STORE ?? 'memory'
-  const lockKind = env.MCP_LOCK ?? 'none'
+  const lockKind = env.MCP_LOCK
   const dir = env.MCP_SESSION_DIR ?? '.mcp-sessions'
   const redisUrl = redisFromEnv(env) ?? 'redis://127.0.0.1:6379'
   const ack = replicaAckFromEnv(env)
@@ -93,8 +94,8 @@ function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyB
   }
   let lock: SessionLock | false | undefined
   switch (lockKind) {
-    // With the postgres option the plugin's default is its lock: none must say so.
-    case 'none': lock = storeKind === 'postgres' ? false : undefined; break
+    case undefined: break
+    case 'none': lock = false; break
     case 'memory': lock = new MemorySessionLock({ timeout }); break
     case 'file': lock = new FileSessionLock({ dir, timeout }); break
     // The lock makes its own fail-fast client from the URL (and closes it).

@@ -1,7 +1,7 @@
 /**
  * Building and closing what the plugin owns. What the options name (a store, a lock, a bus, an
  * event log, an ioredis client) belongs to the caller and is never closed here; what the plugin
- * makes (the default memory store, a Redis client from a URL, the bus and event log over it) it
+ * makes (the default memory store, the default lock, a Redis client from a URL, the bus and event log over it) it
  * closes on `app.close()`, each step bounded and never throwing.
  *
  * With the `postgres` option everything the options do not name is built on one pool: the store,
@@ -28,9 +28,10 @@ import type { SessionStore } from './sessions/session-store.js'
 import { settleWithin } from './settle.js'
 import { PgBus } from './bus/pg-bus.js'
 import { PgEventLog } from './bus/pg-event-log.js'
-import { PgSessionLock } from './locks/pg-lock.js'
 import { createPgPool, type PgPoolLike } from './postgres/pool.js'
 import { PgSessionStore } from './sessions/pg-store.js'
+import { matchingLock } from './state/matching-lock.js'
+import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 
 /** How long `close()` waits for the stores and the bus, and for the Redis client's QUIT (ms). */
 const CLOSE_TIMEOUT = 5000
@@ -57,6 +58,11 @@ export interface Backends {
 /** Makes the backends the options do not name. */
 export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Backends {
   if (b.postgres !== undefined) return buildPgBackends(b, b.postgres, log)
+  // The store and its lock first: a lock that cannot be made fails the registration before
+  // anything needing a close exists.
+  const store = b.store ?? new MemorySessionStore()
+  const ownLock = b.lock === undefined ? defaultLock(store, log) : undefined
+  const lock = b.lock === false ? null : (b.lock ?? ownLock ?? null)
   // A URL makes a client we own; it fails fast while Redis is down (the request gets a 503 at
   // once) rather than queueing commands. It is a client of the app's ioredis (an optional peer
   // dependency, loaded only when the plugin makes a client).
@@ -64,7 +70,6 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
   const ownRedis = typeof b.redis === 'string' || isSentinelConnection(b.redis) ? createRedisClient(b.redis, { log }) : undefined
   const redis: RedisClientLike | undefined = ownRedis ?? (typeof b.redis === 'object' ? b.redis as RedisClientLike : undefined)
   const prefix = b.redisPrefix
-  const store = b.store ?? new MemorySessionStore()
   const bus = b.bus ?? (redis !== undefined ? new RedisBus({ redis, prefix, log }) : new MemoryBus())
   // With the sessions in Redis under the same prefix, a write to the log checks the session's hash
   // (same hash tag, same slot): an ended session's streams are never created again, and no mark of
@@ -79,7 +84,7 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
   const limiter = buildToolLimiter(b.limits ?? NO_LIMITS, { redis, prefix, log })
   return {
     store,
-    lock: b.lock,
+    lock,
     bus,
     eventLog,
     limiter,
@@ -87,6 +92,7 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
       // The limiter first: it releases the leases it holds, on the client closed below.
       const steps: Array<Promise<unknown> | undefined> = [limiter.close()]
       if (b.store === undefined) steps.push(store.close?.())
+      if (ownLock !== undefined) steps.push(ownLock.close?.())
       if (b.bus === undefined) steps.push(bus.close())
       await settleWithin(Promise.allSettled(steps), CLOSE_TIMEOUT, { keepAlive: false })
       if (ownRedis !== undefined) {
@@ -103,7 +109,9 @@ function buildPgBackends (b: ResolvedBackends, postgres: PgPoolLike | string, lo
   const pool = ownPool ?? (postgres as PgPoolLike)
   const prefix = b.postgresPrefix
   const store = b.store ?? new PgSessionStore({ pool, prefix })
-  const lock = b.lock ?? (b.noLock ? null : new PgSessionLock({ pool, prefix }))
+  // The store's lock unless one is named: a PgSessionStore's is a lease row on its pool.
+  const ownLock = b.lock === undefined ? defaultLock(store, log) : undefined
+  const lock = b.lock === false ? null : (b.lock ?? ownLock ?? null)
   const bus = b.bus ?? new PgBus({ pool, prefix, log })
   // With the sessions in this database under the same prefix, a write to the log checks the
   // session's row: an ended session's streams are never created again, and no mark is kept.
@@ -119,10 +127,23 @@ function buildPgBackends (b: ResolvedBackends, postgres: PgPoolLike | string, lo
     close: async () => {
       const steps: Array<Promise<unknown> | undefined> = [limiter.close()]
       if (b.store === undefined) steps.push(store.close?.())
-      if (b.lock === null && lock !== null) steps.push(lock.close?.())
+      if (ownLock !== undefined) steps.push(ownLock.close?.())
       if (b.bus === undefined) steps.push(bus.close())
       await settleWithin(Promise.allSettled(steps), CLOSE_TIMEOUT, { keepAlive: false })
       if (ownPool !== undefined) await settleWithin(ownPool.end(), QUIT_TIMEOUT, { keepAlive: false })
     }
   }
+}
+
+/** The lock matching the store (no `sessions.lock` option), its warning logged once. */
+function defaultLock (store: SessionStore, log: FastifyBaseLogger): SessionLock {
+  let matched
+  try {
+    matched = matchingLock(store)
+  } catch (err) {
+    throw new FST_ERR_MCP_INVALID_OPTION('sessions.lock', `the file store's default lock cannot be made (${(err as Error).message}); ` +
+      'install fs-native-extensions, or give a lock (lock: false runs requests on one session concurrently)')
+  }
+  if (matched.warning !== undefined) log.warn(matched.warning)
+  return matched.lock
 }

@@ -33,7 +33,7 @@ const VERSION = '0.1.0'
 function sharedDeployment (b: ResolvedBackends): boolean {
   return b.redis !== undefined || b.postgres !== undefined ||
     (b.store !== undefined && !(b.store instanceof MemorySessionStore)) ||
-    (b.lock !== null && !(b.lock instanceof MemorySessionLock)) ||
+    (b.lock !== undefined && b.lock !== false && !(b.lock instanceof MemorySessionLock)) ||
     (b.bus !== undefined && !(b.bus instanceof MemoryBus)) ||
     (b.eventLog !== undefined && !(b.eventLog instanceof MemoryEventLog))
 }

@@ -118,7 +118,7 @@ const KNOWN_OPTIONS = new Set([
   'maxListenStreamsPerClient', 'redis', 'eventLogOptions', 'redisPrefix', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute',
   'logLevel', 'logSerializers', 'postgres', 'postgresPrefix'
 ])
-const KNOWN_SESSION_OPTIONS = new Set(['store', 'lock', 'gcProbability', 'gcDivisor', 'requireSessionId', 'unusedTtl'])
+const KNOWN_SESSION_OPTIONS = new Set(['store', 'lock', 'gcProbability', 'gcDivisor', 'requireSessionId', 'unusedTtl', 'cancelGrace'])
 
 /**
  * Fails on a key the plugin does not know (a misspelt option would otherwise be ignored in

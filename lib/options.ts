@@ -33,11 +33,23 @@ export interface SessionOptions {
   /** Where sessions live. Default: a new bounded `MemorySessionStore` (one process only). */
   store?: SessionStore
   /**
-   * Per-session lock. Default: none (requests of one session run concurrently), except with the
-   * `postgres` option, whose default is a `PgSessionLock` on its pool. `false`: no lock even
-   * there (two requests of one session may then overwrite each other's changes).
+   * The lock that serializes the requests on one session or state handle (and holds a task's
+   * runner). Default: the lock matching the store — `MemorySessionLock` for the memory store,
+   * `FileSessionLock` on the file store's `lockDir`, `RedisSessionLock` on the Redis store's client
+   * and prefix; a store of the app's own gets `MemorySessionLock` (one process only; a warning at
+   * start-up). `false`: no lock — requests on one session or handle run concurrently, and of two
+   * that change the same state the last save wins (lost updates). See docs/sessions-and-lock.md.
    */
   lock?: SessionLock | false
+  /**
+   * Milliseconds a request keeps its lease (on its session or state handle) after it was
+   * cancelled or its client left, when its handler ignores `ctx.signal`: then the lease is
+   * released (no longer renewed), the next request on that session or handle runs, and whatever
+   * the handler saves later is dropped (logged at warn). Checked a few times a second: released
+   * within `cancelGrace` plus a quarter of it (at most 1 s more). Default 5,000; 0 releases at the
+   * first check. At most 1 hour.
+   */
+  cancelGrace?: number
   /** Probability numerator of running `store.gc()` on a request. Default 1; 0 disables. */
   gcProbability?: number
   /** Probability denominator. Default 100; must be ≥ 1. */
@@ -209,9 +221,8 @@ export interface McpPluginOptions {
 /** The backends the options name (validated; `undefined` where the plugin makes its own). */
 export interface ResolvedBackends {
   store: SessionStore | undefined
-  lock: SessionLock | null
-  /** `sessions.lock: false`: no lock, not even the one a backend option would make. */
-  noLock: boolean
+  /** `undefined`: the lock matching the store (`state/matching-lock.ts`); `false`: none. */
+  lock: SessionLock | false | undefined
   redis: RedisClientLike | string | RedisSentinelConnection | undefined
   postgres: PgPoolLike | string | undefined
   postgresPrefix: string
@@ -235,6 +246,8 @@ export interface ResolvedOptions {
   requireSessionId: boolean
   /** Idle TTL of a session until its first use after `initialize` (ms). */
   unusedTtl: number
+  /** See {@link SessionOptions.cancelGrace}. */
+  cancelGrace: number
   backends: ResolvedBackends
   allowedOrigins: (origin: string) => boolean
   allowedHosts: (host: string) => boolean
@@ -270,8 +283,8 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
   if (s.store !== undefined && (typeof s.store !== 'object' || typeof s.store.load !== 'function' || typeof s.store.save !== 'function')) {
     fail('sessions.store', 'must implement the SessionStore contract')
   }
-  if (s.lock !== undefined && s.lock !== false && (typeof s.lock !== 'object' || typeof s.lock.acquire !== 'function' || typeof s.lock.tryAcquire !== 'function')) {
-    fail('sessions.lock', 'must implement the SessionLock contract')
+  if (s.lock !== undefined && s.lock !== false && (typeof s.lock !== 'object' || s.lock === null || typeof s.lock.acquire !== 'function' || typeof s.lock.tryAcquire !== 'function')) {
+    fail('sessions.lock', 'must implement the SessionLock contract, or be false')
   }
   if (opts.bus !== undefined && (typeof opts.bus !== 'object' || typeof opts.bus.publish !== 'function')) fail('bus', 'must implement the Bus contract')
   if (opts.redis !== undefined && typeof opts.redis !== 'string' && !isSentinelConnection(opts.redis) &&
@@ -291,8 +304,7 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
   const elo = el as Record<string, unknown>
   return {
     store: s.store,
-    lock: s.lock === false ? null : s.lock ?? null,
-    noLock: s.lock === false,
+    lock: s.lock,
     redis: opts.redis,
     postgres: opts.postgres,
     postgresPrefix: opts.postgresPrefix ?? DEFAULT_PG_PREFIX,
@@ -320,7 +332,7 @@ function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<Re
   return { path, prefix: prefix === '' ? undefined : prefix, serverInfo: { ...serverInfo }, instructions: opts.instructions }
 }
 
-function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number, requireSessionId: boolean, unusedTtl: number } {
+function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number, requireSessionId: boolean, unusedTtl: number, cancelGrace: number } {
   if (typeof s !== 'object' || s === null) fail('sessions', 'must be an object')
   const gcProbability = s.gcProbability ?? 1
   const gcDivisor = s.gcDivisor ?? 100
@@ -329,7 +341,8 @@ function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: 
   const requireSessionId = s.requireSessionId ?? false
   if (typeof requireSessionId !== 'boolean') fail('sessions.requireSessionId', 'must be a boolean')
   const unusedTtl = nonNegativeInt(s as Record<string, unknown>, 'unusedTtl', 120_000, 1, 'sessions.unusedTtl')
-  return { gcProbability, gcDivisor, requireSessionId, unusedTtl }
+  const cancelGrace = boundedInt(s as Record<string, unknown>, 'cancelGrace', 5000, 0, 3_600_000, 'sessions.cancelGrace')
+  return { gcProbability, gcDivisor, requireSessionId, unusedTtl, cancelGrace }
 }
 
 /**

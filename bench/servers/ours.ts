@@ -1,6 +1,6 @@
 /**
  * fastify-mcp-http with the store and lock the driver asks for (`BENCH_SERVER` JSON: store
- * memory | file | redis | postgres, lock none | memory | file | redis | postgres, dir, redisUrl,
+ * memory | file | redis | postgres, lock none | default | memory | file | redis | postgres, dir, redisUrl,
  * pgUrl (store and lock then share one pool, so a locked request is 2 round trips), tracing off | api |
  * sdk-off | sdk-noop: telemetry off, on with no SDK registered, off and on with an SDK registered
  * whose span processor does nothing). Tools: `echo` (the
@@ -23,7 +23,7 @@ import { config, serve } from './child.js'
 
 interface OursConfig {
   store?: 'memory' | 'file' | 'redis' | 'postgres'
-  lock?: 'none' | 'memory' | 'file' | 'redis' | 'postgres'
+  lock?: 'none' | 'default' | 'memory' | 'file' | 'redis' | 'postgres'
   dir?: string
   redisUrl?: string
   pgUrl?: string
@@ -58,9 +58,11 @@ switch (cfg.store ?? 'memory') {
   case 'postgres': store = new PgSessionStore({ pool: pgPool(), ttl }); break
   default: throw new Error(`unknown store ${String(cfg.store)}`)
 }
-let lock: SessionLock | undefined
+// 'none': no lock (`lock: false`; the plugin's default is the lock matching the store, 'default').
+let lock: SessionLock | false | undefined
 switch (cfg.lock ?? 'none') {
-  case 'none': break
+  case 'none': lock = false; break
+  case 'default': break
   case 'memory': lock = new MemorySessionLock({}); break
   case 'file': lock = new FileSessionLock({ dir }); break
   case 'redis': {
@@ -107,7 +109,7 @@ await app.register(mcp, {
   telemetry: cfg.tracing !== 'off' && cfg.tracing !== 'sdk-off'
 })
 app.addHook('onClose', async () => {
-  await lock?.close?.()
+  if (lock !== false) await lock?.close?.()
   await store.close?.()
   await redis?.quit().catch(() => redis?.disconnect())
   await pool?.end()

@@ -22,7 +22,7 @@ import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { createLockClient, isRedisClient } from '../redis/client.js'
 import { DEFAULT_KEY_PREFIX, assertKeyPrefix, lockKey } from '../redis/keys.js'
-import { confirmed, replicaAckOf, requireReplicaAck, sendWait, type ReplicaAck } from '../redis/replica-ack.js'
+import { confirmed, replicaAckFor, replicaAckOf, requireReplicaAck, sendWait, type ReplicaAck } from '../redis/replica-ack.js'
 import { defineScripts, type RedisClient, type RedisClientLike, type RedisConnectionOptions } from '../redis/scripts.js'
 import {
   SessionLockError, SessionLockTimeoutError, alreadyHeldError, backendError, closedError, notHeldError
@@ -155,7 +155,9 @@ export class RedisSessionLock implements SessionLock {
     const prefix = options.prefix ?? DEFAULT_KEY_PREFIX
     assertKeyPrefix(prefix)
     this.prefix = prefix
-    const ack = replicaAckOf(options)
+    // A client marked already (a store's, with its waitReplicas) lends its numbers: the default
+    // lock on the store's client confirms its leases as the store confirms its writes.
+    const ack = replicaAckOf(options) ?? (isRedisClient(options.redis) ? replicaAckFor(options.redis) : undefined)
     this.#ack = ack
     if (isRedisClient(options.redis)) {
       this.#client = defineScripts(requireReplicaAck(options.redis, ack))

@@ -11,8 +11,7 @@ import type { ResolvedOptions } from '../options.js'
 import type { ClientRequester, LegacyContext } from './legacy-context.js'
 import { McpError } from '../jsonrpc/errors.js'
 import { reportClose, unkeptAnswer } from './legacy-session.js'
-import { handleRefusal, reportHandleClose } from './handle-calls.js'
-import { unconfirmedAnswer } from './unconfirmed.js'
+import { reportHandleClose, unkeptHandle } from './handle-calls.js'
 import type { Telemetry } from '../telemetry/index.js'
 import { shownId } from '../shown-id.js'
 
@@ -77,7 +76,12 @@ export class ClientRequests implements ClientRequester {
     } finally {
       clearTimeout(timer)
       signal.removeEventListener('abort', onAbort)
-      if (suspended) await this.#resume(ctx, method, msg)
+      // Taken back after a wait that failed too (the scope then counts as lost if it cannot be),
+      // but the handler is told why the wait failed, not why the lock could not be had.
+      if (suspended) {
+        if (msg === undefined) await this.#resume(ctx, method, msg).catch(() => {})
+        else await this.#resume(ctx, method, msg)
+      }
     }
     if (msg.error !== undefined) {
       const e = msg.error as { message?: string }
@@ -95,8 +99,8 @@ export class ClientRequests implements ClientRequester {
     if (handle !== null) {
       const closed = await handle.suspend()
       reportHandleClose(closed, ctx.request.log, handle.id)
-      if (closed.status === 'failed') throw unconfirmedAnswer(closed.error) ?? handleRefusal.storeDown()
-      if (closed.status === 'fenced' || closed.status === 'lost') throw handleRefusal.lost()
+      const refusal = unkeptHandle(closed)
+      if (refusal !== null) throw refusal
     }
     const closed = await ctx.scope.suspend()
     reportClose(closed, ctx.request.log, ctx.scope.id)

@@ -17,16 +17,14 @@ import { METHODS } from '../features/method-table.js'
 import type { Registry } from '../features/registry.js'
 import type { ParsedBody } from '../jsonrpc/messages.js'
 import type { ToolLimiter } from '../limits/limiter.js'
-import type { SessionLock } from '../locks/session-lock.js'
 import type { ResolvedOptions } from '../options.js'
 import { GcPolicy } from '../sessions/gc.js'
 import { RedisSessionStore } from '../sessions/redis-store.js'
 import { isValidSessionId } from '../sessions/session-id.js'
 import type { SessionStore } from '../sessions/session-store.js'
 import { StateHandles } from '../state/handles.js'
-import { StateBackend } from '../state/state-scope.js'
-import { MemorySessionLock } from '../locks/memory-lock.js'
-import { MemorySessionStore } from '../sessions/memory-store.js'
+import { KeyHolds } from '../state/key-holds.js'
+import { StateBackend, type SessionLock } from '../state/state-scope.js'
 import { TaskService } from '../tasks/task-service.js'
 import { TASK_METHODS, TaskCalls } from './task-calls.js'
 import { MAX_VERSION, NO_POST, Telemetry, type Era, type KnownNames, type Peer, type PostTrace } from '../telemetry/index.js'
@@ -85,10 +83,8 @@ function sessionEnds (d: EngineDeps, hub: Hub): { stopExpiry: (() => void) | nul
 /** The Tasks extension's calls (2026-07-28). */
 function taskCalls (d: EngineDeps): TaskCalls {
   return new TaskCalls(new TaskService({
-    store: d.store,
-    // A task's runner holds a lease of the sessions' lock; without one, an in-process lock does
-    // for the in-process store (a store shared by instances then cannot tell a dead runner).
-    lock: d.lock ?? (d.store instanceof MemorySessionStore ? new MemorySessionLock() : null),
+    // A task's runner holds a lease of the sessions' lock (see KeyHolds without one).
+    holds: new KeyHolds(d.store, d.lock),
     bus: d.bus,
     slots: d.limiter.backend,
     options: d.opts.tasks,
@@ -156,7 +152,7 @@ export class McpEngine {
     // Only the Redis store (and its fast path with the Redis lock) counts round trips.
     this.#telemetry = new Telemetry(opts.telemetry, opts.serverInfo.version, knownNames(registry), d.store instanceof RedisSessionStore)
     this.hub = new Hub(d.bus, logger, { clientRequestTimeout: opts.clientRequestTimeout })
-    const sessions = new StateBackend(d.store, d.lock)
+    const sessions = new StateBackend(d.store, d.lock, { cancelGrace: opts.cancelGrace })
     // Handles live in the sessions' store and lock, under their own keys.
     this.handles = new StateHandles(sessions, registry.handleKinds)
     const capabilities = serverCapabilities(registry)

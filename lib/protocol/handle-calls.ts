@@ -17,10 +17,11 @@ import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import type { JsonValue } from '../sessions/session-store.js'
 import type { StateHandles } from '../state/handles.js'
 import { SNAPSHOT, sealSnapshot } from '../state/snapshot.js'
+import { LeaseLostError } from '../state/outcome.js'
 import type { CloseResult, StateScope } from '../state/state-scope.js'
 import type { BaseContext } from './base-context.js'
 import { OutageLog, backendRetry, openFailure } from './open-failure.js'
-import { unconfirmedAnswer } from './unconfirmed.js'
+import { unkeptOf } from './unkept-answers.js'
 
 /** The refusals of a handle call, by what happened (all 503: the client may retry). */
 export const handleRefusal = {
@@ -28,7 +29,6 @@ export const handleRefusal = {
   lockDown: () => unavailable('State lock is unavailable.', backendRetry()),
   storeDown: () => unavailable('State store is unavailable.', backendRetry()),
   unreadable: () => unavailable('Handle data cannot be read.'),
-  lost: () => unavailable('Handle lock was lost; the changes of this call were not saved.'),
   nested: () => new McpError(ErrorCode.InternalError, 'A call works on one state handle at a time.')
 }
 
@@ -105,19 +105,23 @@ export class HandleCalls implements StateRunner {
     this.#outages.ok(log)
     if (scope === null) return null
     if (readOnly) sealSnapshot(scope, 'handle')
+    // A lost lease stops the handler (as a session's does): nothing it does after is kept.
+    scope.onLost(() => { ctx.abort.abort(new LeaseLostError('handle')) })
     ctx.useHandle(scope)
     let out: T
     try {
       out = await work()
     } catch (err) {
-      await this.#end(ctx, scope, 'abandon')
-      throw err
+      // Its changes are dropped; a handler stopped by a lost lease (or that failed after its save
+      // at a wait did not keep) is answered with why, not with its own error.
+      const closed = await this.#end(ctx, scope, 'abandon')
+      throw unkeptHandle(closed, ctx.abort.aborted ? ctx.abort.reason : undefined) ?? err
     }
     // A run that will be repeated (input_required), or whose client is not told its result
     // (cancelled, its session ended), keeps nothing.
     const closed = await this.#end(ctx, scope, ctx.repeats || ctx.abort.aborted ? 'abandon' : 'close')
     if (closed.status === 'gone') return null
-    const refusal = unkept(closed, scope)
+    const refusal = unkeptHandle(closed, ctx.abort.aborted ? ctx.abort.reason : undefined)
     if (refusal !== null) throw refusal
     return out
   }
@@ -131,11 +135,13 @@ export class HandleCalls implements StateRunner {
   }
 }
 
-/** What the client is told instead of the result when the call's changes were not kept. */
-function unkept (closed: CloseResult, scope: StateScope): McpError | null {
-  if (closed.status === 'failed') return unconfirmedAnswer(closed.error) ?? handleRefusal.storeDown()
-  if (closed.status === 'fenced' || closed.status === 'lost' || scope.lost) return handleRefusal.lost()
-  return null
+/**
+ * What the client is told instead of the result when the call's changes were not kept (`null`:
+ * the result stands); `stoppedBy` is why the call was stopped, if it was.
+ */
+export function unkeptHandle (closed: CloseResult, stoppedBy?: unknown): McpError | null {
+  const unkept = unkeptOf(closed, 'handle', stoppedBy)
+  return unkept === null ? null : new McpError(unkept.code, unkept.message, unkept.data, unkept.status, unkept.headers)
 }
 
 /**
@@ -148,6 +154,7 @@ export function reportHandleClose (closed: CloseResult, log: FastifyBaseLogger, 
     case 'gone': log.info({ handleKind, result: 'gone' }, 'handle ended during the call; changes dropped'); break
     case 'fenced': log.warn({ handleKind, result: 'fenced' }, 'handle lock lost and the handle changed meanwhile; changes dropped'); break
     case 'lost': log.warn({ handleKind, result: 'lost' }, 'handle lock lost; changes dropped'); break
+    case 'abandoned': log.warn({ handleKind, result: 'abandoned' }, 'the call\'s client left and its lease was released after the grace; changes dropped'); break
     case 'failed': log.error({ err: closed.error, handleKind }, 'handle save failed')
   }
   if (closed.releaseError !== undefined) log.warn({ err: closed.releaseError, handleKind }, 'handle lock release failed; it expires in the backend')

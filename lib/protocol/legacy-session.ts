@@ -10,9 +10,10 @@ import { ErrorCode, McpError, echoed } from '../jsonrpc/errors.js'
 import { K } from '../sessions/session-handle.js'
 import { isValidSessionId } from '../sessions/session-id.js'
 import type { CloseResult, StateBackend, StateScope } from '../state/state-scope.js'
+import { LeaseLostError } from '../state/outcome.js'
 import { backendRetry, openFailure, outagesOf } from './open-failure.js'
+import { unkeptOf, type UnkeptAnswer } from './unkept-answers.js'
 import type { RequestAbort } from './request-abort.js'
-import { unconfirmedAnswer } from './unconfirmed.js'
 import { isLegacyVersion } from './versions.js'
 import { shownId } from '../shown-id.js'
 
@@ -146,6 +147,7 @@ export function reportClose (closed: CloseResult, log: FastifyBaseLogger, sid: s
     case 'gone': log.warn({ sessionId: shownId(sid), result: 'gone' }, 'session ended meanwhile; changes dropped'); break
     case 'fenced': log.warn({ sessionId: shownId(sid), result: 'fenced' }, 'session lock lost and the session changed meanwhile; changes dropped'); break
     case 'lost': log.warn({ sessionId: shownId(sid), result: 'lost' }, 'session lock lost; changes dropped'); break
+    case 'abandoned': log.warn({ sessionId: shownId(sid), result: 'abandoned' }, 'the request\'s client left and its lease was released after the grace; changes dropped'); break
     case 'failed': log.error({ err: closed.error, sessionId: shownId(sid) }, 'session save failed')
   }
   if (closed.releaseError !== undefined) {
@@ -153,12 +155,7 @@ export function reportClose (closed: CloseResult, log: FastifyBaseLogger, sid: s
   }
 }
 
-const LOCK_LOST = 'Session lock was lost; the changes of this request were not saved.'
-
-/** Why a request's handlers were stopped when its session lease was lost. */
-export class LeaseLostError extends Error {
-  constructor () { super('session lock lost') }
-}
+export { LeaseLostError }
 
 /** Whether a request was aborted because its session ended (DELETE, on any instance). */
 function sessionEnded (reason: unknown): boolean {
@@ -170,16 +167,9 @@ function sessionEnded (reason: unknown): boolean {
  * session went away under it), from how the scope closed and why the request was aborted; `null`
  * when the results stand.
  */
-export function unkeptAnswer (closed: CloseResult, abortReason: unknown):
-{ status: number, code: number, message: string, data?: unknown, headers?: Record<string, string> } | null {
-  if (closed.status === 'failed') {
-    const unconfirmed = unconfirmedAnswer(closed.error)
-    if (unconfirmed !== null) return { status: 503, code: unconfirmed.code, message: unconfirmed.message, data: unconfirmed.data, headers: unconfirmed.headers }
-    return { status: 503, code: ErrorCode.ServerError, message: 'Session store is unavailable.' }
-  }
-  if (closed.status === 'fenced' || closed.status === 'lost' || abortReason instanceof LeaseLostError) {
-    return { status: 503, code: ErrorCode.ServerError, message: LOCK_LOST }
-  }
-  if (closed.status === 'gone' || sessionEnded(abortReason)) return { status: 404, code: ErrorCode.SessionNotFound, message: 'Session not found' }
-  return null
+export function unkeptAnswer (closed: CloseResult, abortReason: unknown): UnkeptAnswer | null {
+  const subject = abortReason instanceof LeaseLostError ? abortReason.what : 'session'
+  const unkept = unkeptOf(closed, subject, abortReason)
+  if (unkept !== null || closed.status === 'ok') return unkept
+  return sessionEnded(abortReason) ? unkeptOf({ status: 'gone' }, 'session') : null
 }

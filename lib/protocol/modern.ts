@@ -26,6 +26,7 @@ import { RequestAbort } from './request-abort.js'
 import { TASK_METHODS, type TaskCalls } from './task-calls.js'
 import type { StateSealer } from './request-state.js'
 import { NO_POST, type PostTrace } from '../telemetry/index.js'
+import { LeaseLostError } from '../state/outcome.js'
 
 export interface ModernDeps {
   opts: ResolvedOptions
@@ -135,7 +136,9 @@ export class ModernWire {
       // its span has none either, and no closure is made to enter it.
       const response = await (trace.context === null ? this.#run(r) : trace.run(msg, () => this.#run(r)))
       trace.answered(msg, response.body, response.status)
-      if (abort.aborted) {
+      // A call stopped by the loss of its handle's lease is answered (with that error); a
+      // cancelled one is not.
+      if (abort.aborted && !(abort.reason instanceof LeaseLostError)) {
         if (stoppedByDrain(abort.reason)) channel.finish([stoppedResponse(msg.id)], true, 503, closingHeaders(this.#d.opts.retryInterval))
         return
       }

@@ -5,8 +5,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify'
 import { McpError } from '../jsonrpc/errors.js'
-import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
-import { SessionDataError } from '../sessions/session-store.js'
+import { refusalOf } from '../state/outcome.js'
 import { unconfirmedAnswer } from './unconfirmed.js'
 
 /**
@@ -96,18 +95,18 @@ export function openFailure (err: unknown, log: FastifyBaseLogger, refusals: Ope
     log.warn({ err, ...fields }, `${subject} lease not confirmed by enough replicas`)
     return unconfirmed
   }
-  if (err instanceof SessionLockTimeoutError) {
-    log.warn(fields, `${subject} busy: lock wait timed out`)
-    return refusals.busy()
+  switch (refusalOf(err)) {
+    case 'busy':
+      log.warn(fields, `${subject} busy: lock wait timed out`)
+      return refusals.busy()
+    case 'lock-down':
+      outages.failed(`${subject} lock`, err, log, fields)
+      return refusals.lockDown()
+    case 'unreadable':
+      log.error({ err, ...fields }, `${subject} data cannot be read`)
+      return refusals.unreadable()
+    case 'store-down':
+      outages.failed(`${subject} store`, err, log, fields)
+      return refusals.storeDown()
   }
-  if (err instanceof SessionLockError) {
-    outages.failed(`${subject} lock`, err, log, fields)
-    return refusals.lockDown()
-  }
-  if (err instanceof SessionDataError) {
-    log.error({ err, ...fields }, `${subject} data cannot be read`)
-    return refusals.unreadable()
-  }
-  outages.failed(`${subject} store`, err, log, fields)
-  return refusals.storeDown()
 }

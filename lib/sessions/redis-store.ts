@@ -61,6 +61,11 @@ export class RedisSessionStore implements SessionStore {
     this.#redis = defineScripts(requireReplicaAck(options.redis, replicaAckOf(options)))
   }
 
+  /** The ioredis client the store uses (the app's; the default `RedisSessionLock` shares it). */
+  get client (): RedisClientLike {
+    return this.#redis
+  }
+
   /** @throws {TypeError} for a key starting with NUL (reserved) or a value JSON cannot carry. */
   async create (id: string, data: Record<string, JsonValue>, options: CreateOptions = {}): Promise<void> {
     const ttl = options.ttl === undefined ? this.ttl : checkTtl(options.ttl)

@@ -16,8 +16,12 @@ import { RedisSessionLock } from '../locks/redis-lock.js'
 import { signalOf, type AbortSource, type LocalAcquireOptions, type SessionLease, type SessionLock } from '../locks/session-lock.js'
 import { MemorySessionStore } from '../sessions/memory-store.js'
 import { SessionHandle } from '../sessions/session-handle.js'
-import type { SaveResult, SessionRecord, SessionStore } from '../sessions/session-store.js'
+import type { SessionRecord, SessionStore } from '../sessions/session-store.js'
+import { AbandonedLeases, type Watched } from './abandoned-leases.js'
 import { lockedAccess, type LockedAccess } from './locked-access.js'
+import type { CloseResult } from './outcome.js'
+
+export type { SessionLock, CloseResult }
 import { RedisFastPath } from './redis-fast-path.js'
 
 /** The store and lock a kind of state lives in, with their combined path when they have one. */
@@ -25,14 +29,18 @@ export class StateBackend {
   readonly store: SessionStore
   readonly lock: SessionLock | null
   readonly fast: LockedAccess | null
+  /** The leases of cancelled requests, let go after the grace (`null`: no lock, nothing to let go). */
+  readonly abandoned: AbandonedLeases | null
   /** Whether the lock takes an `AbortSource` as it is (see {@link ScopeOptions.signal}). */
   readonly #sources: boolean
   /** The store when it reads without a promise, and the lock when there is none or it grants without one (see {@link openNow}). */
   readonly #now: { store: MemorySessionStore, lock: MemorySessionLock | null } | null
 
-  constructor (store: SessionStore, lock: SessionLock | null) {
+  /** `cancelGrace`: see `SessionOptions.cancelGrace` (default 5,000 ms). */
+  constructor (store: SessionStore, lock: SessionLock | null, options: { cancelGrace?: number } = {}) {
     this.store = store
     this.lock = lock
+    this.abandoned = lock === null ? null : new AbandonedLeases(options.cancelGrace ?? 5000)
     this.fast = lockedAccess(store, lock)
     // A custom store's combined path may pass the options on to code that wants a real signal.
     this.#sources = takesSources(lock) && (this.fast === null || this.fast instanceof RedisFastPath)
@@ -158,34 +166,24 @@ function withRelease (result: CloseResult, releaseError: unknown): CloseResult {
   return releaseError === undefined ? result : { ...result, releaseError }
 }
 
-/**
- * What a close did:
- * - `unchanged`: nothing to write (the lease was released or passed on);
- * - `ok`: the changes were written;
- * - `gone`: the state was destroyed meanwhile; nothing was written, nor re-created;
- * - `fenced`: the lease was lost and someone else changed the state; nothing was written;
- * - `lost`: the lease was lost (or could not be taken back after a wait) and the store cannot
- *   check a fence, so nothing was written;
- * - `failed`: the backend failed (`error`); what it kept is unknown, so the work must not be
- *   reported as done.
- * `releaseError`: releasing the lease failed (it then expires in the backend).
- */
-export type CloseResult =
-  | { status: 'unchanged' | SaveResult | 'lost', releaseError?: unknown }
-  | { status: 'failed', error: unknown, releaseError?: unknown }
-
 const UNCHANGED: CloseResult = { status: 'unchanged' }
+const LOST: CloseResult = { status: 'lost' }
+const ABANDONED: CloseResult = { status: 'abandoned' }
 
 /** One open scope (see the module doc). */
-export class StateScope {
+export class StateScope implements Watched {
   readonly id: string
   readonly handle: SessionHandle
   readonly #backend: StateBackend
   readonly #options: ScopeOptions
   #lease: SessionLease | null = null
   #closed = false
+  /** What a close of this scope once closed answers (see {@link CloseResult}). */
+  #ended: CloseResult = UNCHANGED
   #onLost: (() => void) | null = null
   #lost = false
+  /** When the watcher first saw the request cancelled (`performance.now()`), or -1. */
+  #cancelSeenAt = -1
 
   constructor (backend: StateBackend, id: string, record: SessionRecord, lease: SessionLease | null, options: ScopeOptions) {
     this.#backend = backend
@@ -213,6 +211,8 @@ export class StateScope {
   #hold (lease: SessionLease | null): void {
     this.#lease = lease
     if (lease === null) return
+    // A request that can be cancelled keeps its lease at most the grace after it was.
+    if (this.#options.signal !== undefined) this.#backend.abandoned?.watch(this)
     const lost = (): void => {
       if (this.#lease !== lease) return
       this.#lost = true
@@ -223,6 +223,30 @@ export class StateScope {
     if (lease instanceof Lease) lease.whenLost(lost)
     else if (lease.signal.aborted) lost()
     else lease.signal.addEventListener('abort', lost, { once: true })
+  }
+
+  /** Takes the lease out of the scope (to release or pass on), and out of the watch. */
+  #letGo (): SessionLease | null {
+    const lease = this.#lease
+    this.#lease = null
+    if (lease !== null && this.#options.signal !== undefined) this.#backend.abandoned?.unwatch(this)
+    return lease
+  }
+
+  /**
+   * The request was cancelled (or its client left) `grace` ms ago and still holds the lease: its
+   * handler ignores `ctx.signal`. Releases the lease so the next request runs; the scope is closed,
+   * and every later close answers `abandoned` (nothing it changed is written).
+   */
+  checkCancelled (now: number, grace: number): void {
+    if (this.#lease === null || this.#options.signal?.aborted !== true) return
+    if (this.#cancelSeenAt < 0) this.#cancelSeenAt = now
+    if (now - this.#cancelSeenAt < grace) return
+    const lease = this.#letGo()
+    this.#closed = true
+    this.#ended = ABANDONED
+    // A release that fails leaves the lease to expire in the backend.
+    void release(lease)
   }
 
   /**
@@ -248,12 +272,12 @@ export class StateScope {
    * nothing, otherwise: then `await close()`. Most requests change nothing.
    */
   closeNow (): CloseResult | null {
-    if (this.#closed) return UNCHANGED
+    if (this.#closed) return this.#afterEnd()
     if (this.handle.dirty) return null
     const lease = this.#lease
     if (lease !== null && !(lease instanceof Lease && lease.releasesNow)) return null
     this.#closed = true
-    this.#lease = null
+    this.#letGo()
     if (lease === null) return UNCHANGED
     // Unchanged: the next request of this process for the key may take the lease as it is.
     if (this.#backend.fast?.passOn(this.id, lease) === true) return UNCHANGED
@@ -265,20 +289,27 @@ export class StateScope {
     return UNCHANGED
   }
 
+  /** What a close says once the scope is closed: how it ended, or lost when it could not be taken back. */
+  #afterEnd (): CloseResult {
+    return this.#lost && this.#ended.status === 'unchanged' ? LOST : this.#ended
+  }
+
   /** The rest of {@link close}: a lease released asynchronously, or changes to write. */
   async #write (): Promise<CloseResult> {
     this.#closed = true
-    const lease = this.#lease
-    this.#lease = null
+    const lease = this.#letGo()
     const fast = lease !== null ? this.#backend.fast : null
     if (!this.handle.dirty) {
       // Unchanged: the next request of this process for the key may take the lease as it is.
       if (fast?.passOn(this.id, lease as SessionLease) === true) return UNCHANGED
       return withRelease({ status: 'unchanged' }, await release(lease))
     }
-    // A lost lease may be someone else's by now: only the fast path's script checks the fence.
-    const lost = this.#lost || (lease instanceof Lease && lease.expired)
-    if (lost && fast === null) return withRelease({ status: 'lost' }, await release(lease))
+    // A lease known to be lost may be someone else's by now: the save is not tried (the fast
+    // path's script would check the fence, but the answer must not depend on what it finds).
+    if (this.#lost || (lease instanceof Lease && lease.expired)) {
+      this.#ended = LOST
+      return withRelease(LOST, await release(lease))
+    }
     let result: CloseResult
     try {
       const guard = { version: this.handle.version, fence: lease?.fence }
@@ -291,6 +322,7 @@ export class StateScope {
     } catch (error) {
       result = { status: 'failed', error }
     }
+    if (result.status !== 'ok') this.#ended = result
     // saveAndRelease ends the lease itself, even when it fails.
     return fast !== null ? result : withRelease(result, await release(lease))
   }
@@ -300,10 +332,9 @@ export class StateScope {
    * start, such as a 2026-07-28 `input_required` round), and releases the lease.
    */
   async abandon (): Promise<CloseResult> {
-    if (this.#closed) return UNCHANGED
+    if (this.#closed) return this.#afterEnd()
     this.#closed = true
-    const lease = this.#lease
-    this.#lease = null
+    const lease = this.#letGo()
     return withRelease({ status: 'unchanged' }, await release(lease))
   }
 
@@ -352,8 +383,7 @@ export class StateScope {
    */
   async destroy (): Promise<boolean> {
     this.#closed = true
-    const lease = this.#lease
-    this.#lease = null
+    const lease = this.#letGo()
     try {
       return await this.#backend.store.destroy(this.id)
     } finally {

@@ -9,7 +9,7 @@
  * timer; the record is the truth. While it runs it renews the principal's task slot.
  */
 import type { Bus, BusMessage } from '../bus/bus.js'
-import type { SessionLease } from '../locks/session-lock.js'
+import type { KeyHold } from '../state/key-holds.js'
 import type { JsonValue, SessionStore } from '../sessions/session-store.js'
 import { K, isTerminal, taskKey } from './task-record.js'
 import { shownId } from '../shown-id.js'
@@ -41,8 +41,8 @@ const CANCELLED: TaskOutcome = { error: { code: -32603, message: 'The task was c
 export interface TaskRunDeps {
   store: SessionStore
   bus: Bus
-  /** The task's lease, or `null` when no lock is in use (then writes are not fenced). */
-  lease: SessionLease | null
+  /** The hold on the task's key: its writes are fenced by its lease (none without a lock). */
+  hold: KeyHold
   ttlMs: number
   /** Renews the principal's task slot (false: it is gone); called on the check timer. */
   renewSlot: () => Promise<boolean>
@@ -82,11 +82,11 @@ export class TaskRun {
     this.id = id
     this.key = taskKey(id)
     this.#d = deps
-    const lease = deps.lease
-    if (lease !== null) {
+    const signal = deps.hold.signal
+    if (signal !== null) {
       const lost = (): void => { if (!this.#done) this.#abort(new TaskAbortError('lost', 'the task lease was lost')) }
-      if (lease.signal.aborted) lost()
-      else lease.signal.addEventListener('abort', lost, { once: true })
+      if (signal.aborted) lost()
+      else signal.addEventListener('abort', lost, { once: true })
     }
   }
 
@@ -190,7 +190,7 @@ export class TaskRun {
     } catch (err) {
       this.#d.warn({ err, task: shownId(this.id) }, 'the end of a task could not be written; it turns failed once its lease expires')
     } finally {
-      await this.#d.lease?.release().catch(() => {})
+      await this.#d.hold.end()
       await this.#d.releaseSlot().catch(() => {})
       const unsubscribe = await this.#unsubscribe
       await unsubscribe?.().catch(() => {})
@@ -284,7 +284,7 @@ export class TaskRun {
 
   /** A fenced save; a refusal means someone else decided about this task: the handler is stopped. */
   async #save (set: Record<string, JsonValue>, del: string[], version: number): Promise<void> {
-    const status = await this.#d.store.save(this.key, { set, delete: del }, { version, fence: this.#d.lease?.fence })
+    const status = await this.#d.hold.save({ set, delete: del }, version)
     if (status !== 'ok') this.#abort(new TaskAbortError('lost', `the task could not be written (${status})`))
   }
 }

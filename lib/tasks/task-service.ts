@@ -12,8 +12,8 @@ import type { Bus } from '../bus/bus.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import type { LimitBackend } from '../limits/backend.js'
 import { retryAfterSeconds } from '../limits/errors.js'
-import type { SessionLease, SessionLock } from '../locks/session-lock.js'
-import type { JsonValue, SessionRecord, SessionStore } from '../sessions/session-store.js'
+import type { KeyHold, KeyHolds } from '../state/key-holds.js'
+import type { JsonValue, SessionRecord } from '../sessions/session-store.js'
 import { K, expired, isTaskId, isTerminal, mintTaskId, newRecord, pendingRequests, taskKey } from './task-record.js'
 import { CHECK_INTERVAL, TaskRun } from './task-run.js'
 import { shownId } from '../shown-id.js'
@@ -32,9 +32,8 @@ export interface TaskOptions {
 
 /** What the service runs on. */
 export interface TaskServiceDeps {
-  store: SessionStore
-  /** The lock whose leases the runners hold; `null`: no lease (a dead runner is not detected). */
-  lock: SessionLock | null
+  /** The tasks' store, and the holds the runners keep on their keys (without a lock a dead runner is not detected). */
+  holds: KeyHolds
   bus: Bus
   /** Where the per-principal slots live (the limits backend: Redis across instances). */
   slots: LimitBackend
@@ -80,23 +79,26 @@ export class TaskService {
    * @throws {TaskLimitError} 429 past `maxPerPrincipal`; the store's, lock's or backend's errors.
    */
   async create (owner: string | null, slot: string): Promise<{ run: TaskRun, record: Data }> {
-    const { store, lock, slots, options } = this.#d
+    const { holds, slots, options } = this.#d
+    const store = holds.store
     const id = mintTaskId()
     const slotKey = `tasks:${slot}`
     const spec = { intervalUs: 0, burst: 0, concurrency: options.maxPerPrincipal, leaseMs: SLOT_LEASE }
     const decision = await slots.acquire(slotKey, spec, id).catch((err: unknown) => { throw unavailable(err, this.#d.warn) })
     if (!decision.ok) throw new TaskLimitError(options.maxPerPrincipal, decision.retryAfterMs)
-    let lease: SessionLease | null = null
+    let hold: KeyHold | null = null
     try {
-      // The lease before the record: nobody can see the task without its runner.
-      lease = lock === null ? null : await lock.acquire(taskKey(id), { timeout: 0 })
+      // The lease before the record: nobody can see the task without its runner. (A fresh random
+      // key: busy only if minted twice.)
+      hold = await holds.tryHold(taskKey(id))
+      if (hold === null) throw new Error('a new task key is held already')
       const record = newRecord(owner, slotKey, options.ttl, options.pollInterval)
       // Counted in the store against the client's key too (its finished tasks are records it holds).
       await store.create(taskKey(id), record, { ttl: options.ttl + SLOT_LEASE, owner: slot })
       const run = new TaskRun(id, {
         store,
         bus: this.#d.bus,
-        lease,
+        hold,
         ttlMs: options.ttl,
         renewSlot: async () => await slots.renew(slotKey, id, SLOT_LEASE),
         releaseSlot: async () => { await slots.release(slotKey, id) },
@@ -105,7 +107,7 @@ export class TaskService {
       run.start()
       return { run, record }
     } catch (err) {
-      await lease?.release().catch(() => {})
+      await hold?.end()
       await slots.release(slotKey, id).catch(() => {})
       throw unavailable(err, this.#d.warn)
     }
@@ -139,7 +141,7 @@ export class TaskService {
     }
     if (Object.keys(set).length === 0) return true
     // Keys the runner never writes: no fence needed, nothing of the runner's is overwritten.
-    await this.#d.store.save(taskKey(id as string), { set, delete: [] })
+    await this.#d.holds.store.save(taskKey(id as string), { set, delete: [] })
     this.#wake(id as string, 'input')
     return true
   }
@@ -153,7 +155,7 @@ export class TaskService {
     const record = await this.#load(id, owner)
     if (record === null) return false
     if (isTerminal(record.data[K.status]) || record.data[K.cancel] !== undefined) return true
-    await this.#d.store.save(taskKey(id as string), { set: { [K.cancel]: { at: new Date().toISOString() } }, delete: [] })
+    await this.#d.holds.store.save(taskKey(id as string), { set: { [K.cancel]: { at: new Date().toISOString() } }, delete: [] })
     const slotKey = record.data[K.slot]
     if (typeof slotKey === 'string') await this.#d.slots.release(slotKey, id as string).catch(() => {})
     this.#wake(id as string, 'cancel')
@@ -162,10 +164,10 @@ export class TaskService {
 
   async #load (id: unknown, owner: string | null): Promise<SessionRecord | null> {
     if (!isTaskId(id)) return null
-    const record = await this.#d.store.load(taskKey(id))
+    const record = await this.#d.holds.store.load(taskKey(id))
     if (record === null || record.data[K.owner] !== owner) return null
     if (expired(record.data)) {
-      await this.#d.store.destroy(taskKey(id)).catch(() => {})
+      await this.#d.holds.store.destroy(taskKey(id)).catch(() => {})
       return null
     }
     return record
@@ -176,24 +178,24 @@ export class TaskService {
    * Without a lock nothing can tell (documented).
    */
   async #checkRunner (id: string, data: Data): Promise<Data> {
-    const lock = this.#d.lock
-    if (lock === null) return data
-    const lease = await lock.tryAcquire(taskKey(id))
-    if (lease === null) return data
+    const holds = this.#d.holds
+    if (!holds.locking) return data
+    const hold = await holds.tryHold(taskKey(id))
+    if (hold === null) return data
     try {
-      const record = await this.#d.store.load(taskKey(id))
+      const record = await this.#d.holds.store.load(taskKey(id))
       if (record === null) return data
       if (isTerminal(record.data[K.status])) return record.data
       const now = Date.now()
       const set: Data = { [K.status]: 'failed', [K.error]: RUNNER_LOST, [K.lastUpdatedAt]: new Date(now).toISOString(), [K.expiresAt]: now + this.options.ttl }
-      const status = await this.#d.store.save(taskKey(id), { set, delete: [K.inputRequests] }, { version: record.version, fence: lease.fence })
+      const status = await hold.save({ set, delete: [K.inputRequests] }, record.version)
       if (status !== 'ok') return record.data
       this.#d.warn({ task: shownId(id) }, 'task failed: its runner stopped before it ended')
       const out = { ...record.data, ...set }
       delete out[K.inputRequests]
       return out
     } finally {
-      await lease.release().catch(() => {})
+      await hold.end()
     }
   }
 

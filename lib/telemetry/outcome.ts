@@ -32,6 +32,11 @@ const REASONS: Record<string, string> = {
   'State store is unavailable.': 'store_unavailable',
   'Handle data cannot be read.': 'handle_unreadable',
   'Handle lock was lost; the changes of this call were not saved.': 'lock_lost',
+  'Session lock was lost; the changes of this request were not saved.': 'lock_lost',
+  'The request was abandoned by its client; its changes were not saved.': 'abandoned',
+  'The call was abandoned by its client; its changes were not saved.': 'abandoned',
+  'Session store did not confirm the save; whether the changes of this request were saved is unknown.': 'save_unknown',
+  'State store did not confirm the save; whether the changes of this call were saved is unknown.': 'save_unknown',
   'Tasks cannot be created right now; retry later': 'tasks_unavailable',
   'Tasks are unavailable right now; retry later': 'tasks_unavailable',
   'The change could not be confirmed by enough replicas: it may or may not have been kept; retry later.': 'unconfirmed'

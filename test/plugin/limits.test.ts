@@ -17,7 +17,8 @@ import { sleep } from '../helpers/time.js'
 const limits = { default: { rate: { calls: 2, perMs: 60_000 } }, tools: { slow: { rate: null, concurrency: 1 } } }
 
 async function app (t: Parameters<typeof build>[0]): Promise<Awaited<ReturnType<typeof build>>> {
-  return await build(t, { limits }, (m) => {
+  // Calls of one session at once (the concurrency limit): without the lock, which would queue them.
+  return await build(t, { limits, sessions: { lock: false } }, (m) => {
     m.tool({ name: 'echo', description: 'Echo', input: Type.Object({ text: Type.String() }) }, async ({ text }) => text)
     m.tool({ name: 'slow', description: 'Slow', input: Type.Object({}) }, async () => { await sleep(300); return 'done' })
     m.tool({ name: 'own', description: 'Own limits', input: Type.Object({}), limits: { rate: { calls: 1, perMs: 60_000 } } }, async () => 'ok')

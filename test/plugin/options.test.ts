@@ -32,6 +32,11 @@ t.test('invalid options fail at register time, naming the option', async (t) => 
     ['sessions.gcProbability', { sessions: { gcProbability: Number.NaN } }],
     ['sessions.store', { sessions: { store: {} } }],
     ['sessions.lock', { sessions: { lock: { acquire () {} } } }],
+    ['sessions.lock', { sessions: { lock: true } }],
+    ['sessions.lock', { sessions: { lock: null } }],
+    ['sessions.cancelGrace', { sessions: { cancelGrace: -1 } }],
+    ['sessions.cancelGrace', { sessions: { cancelGrace: 1.5 } }],
+    ['sessions.cancelGrace', { sessions: { cancelGrace: 3_600_001 } }],
     ['bodyLimit', { bodyLimit: 0 }],
     ['bodyLimit', { bodyLimit: 1.5 }],
     ['bodyLimit', { bodyLimit: '1mb' }],
@@ -56,6 +61,7 @@ t.test('invalid options fail at register time, naming the option', async (t) => 
   }
   // Valid edge values are accepted.
   t.equal(await registerWith({ sessions: { gcProbability: 0, gcDivisor: 1 }, keepAliveInterval: 0, retryInterval: 0 }), null)
+  t.equal(await registerWith({ sessions: { lock: false, cancelGrace: 0 } }), null)
   t.equal(await registerWith({ allowedOrigins: () => true, allowedHosts: ['example.com'] }), null)
 })
 

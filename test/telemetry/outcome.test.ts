@@ -6,7 +6,7 @@
 import t from 'tap'
 import { McpError } from '../../lib/index.js'
 import { refuse } from '../../lib/protocol/legacy-session.js'
-import { handleRefusal } from '../../lib/protocol/handle-calls.js'
+import { handleRefusal, unkeptHandle } from '../../lib/protocol/handle-calls.js'
 import { ToolLimitError } from '../../lib/limits/errors.js'
 import { outcomeOfError, outcomeOfResponse, refusalReason } from '../../lib/telemetry/outcome.js'
 
@@ -20,7 +20,9 @@ t.test('every refusal of the wires has its own reason', async t => {
     session_streams: refuse.tooManyStreams(),
     handle_busy: handleRefusal.busy(),
     handle_unreadable: handleRefusal.unreadable(),
-    lock_lost: handleRefusal.lost(),
+    lock_lost: unkeptHandle({ status: 'lost' })!,
+    abandoned: unkeptHandle({ status: 'abandoned' })!,
+    save_unknown: unkeptHandle({ status: 'failed', error: new Error('Command timed out') })!,
     tool_rate: new ToolLimitError('t', 'rate', 10),
     tool_concurrency: new ToolLimitError('t', 'concurrency', 10),
     tool_limits_unavailable: new ToolLimitError('t', 'unavailable', 10)

@@ -52,7 +52,8 @@ t.test('legacy wire: a tool call is a SERVER span named "tools/call echo" with t
   })
   t.notOk('error.type' in span.attributes, 'no error.type on success')
   t.equal(span.status.code, SpanStatusCode.UNSET)
-  t.type(span.attributes['fastify_mcp.store.load_ms'], 'number', 'the session load is measured')
+  // The lock is on by default: the session is read with the lease, measured as the lock's wait.
+  t.type(span.attributes['fastify_mcp.lock.wait_ms'], 'number', 'the lock wait with the session load is measured')
   t.type(span.attributes['fastify_mcp.store.save_ms'], 'number', 'the save is measured')
   t.ok(o.named('initialize').length === 1, 'initialize has its span too')
 })
