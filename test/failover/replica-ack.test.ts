@@ -27,7 +27,7 @@ const deployment = await startSentinelDeployment(t, { downAfterMs: 60_000 })
 await deployment.awaitSettled()
 const { replica } = await deployment.roles()
 
-async function demo (extra: Record<string, string>): Promise<{ url: string, app: FastifyInstance }> {
+async function demo (extra: Record<string, string | undefined>): Promise<{ url: string, app: FastifyInstance }> {
   const app = await buildDemo({
     logger: false,
     env: {
@@ -47,6 +47,8 @@ async function demo (extra: Record<string, string>): Promise<{ url: string, app:
 
 const acked = await demo({ MCP_REDIS_WAIT_REPLICAS: '1', MCP_REDIS_WAIT_TIMEOUT_MS: '300' })
 const plain = await demo({})
+// No MCP_LOCK: the plugin's default lock, on the store's client (which lends it its waitReplicas).
+const defaulted = await demo({ MCP_LOCK: undefined, MCP_REDIS_WAIT_REPLICAS: '1', MCP_REDIS_WAIT_TIMEOUT_MS: '300' })
 
 async function call (url: string, name: string, args: Record<string, unknown>): Promise<Reply & { retryAfter: string | null }> {
   const res = await modernPost(url, 'tools/call', { name, arguments: args })
@@ -87,6 +89,18 @@ t.test('with waitReplicas: a paused replica → 503 unconfirmed, nothing reporte
   t.same(await itemsOf(acked.url, basket), ['first'], 'the lease was not confirmed: the handler never ran')
   t.equal((await call(acked.url, 'basket_add', { basket, item: 'second' })).status, 200, 'the replica back: calls succeed again')
   t.same(await itemsOf(acked.url, basket), ['first', 'second'])
+})
+
+t.test('with waitReplicas and the default lock: the lease and the save are confirmed as with the Redis lock', async t => {
+  const basket = await basketOf(defaulted.url)
+  t.equal((await call(defaulted.url, 'basket_add', { basket, item: 'first' })).status, 200)
+  replica.pause()
+  try {
+    unconfirmed(t, await call(defaulted.url, 'basket_add', { basket, item: 'never' }), 'a call on a handle under the default lock')
+  } finally {
+    replica.resume()
+  }
+  t.same(await itemsOf(defaulted.url, basket), ['first'], 'the lease was not confirmed: the handler never ran')
 })
 
 t.test('with waitReplicas: the replica paused while the handler runs → the save is unconfirmed', async t => {
