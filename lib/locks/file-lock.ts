@@ -185,7 +185,7 @@ export class FileSessionLock implements SessionLock {
   }
 
   /**
-   * Opens the lock file and tries the kernel lock once. A fresh descriptor per poll (about 20 µs)
+   * Opens the lock file and tries the kernel lock once. A fresh descriptor per poll (cheap)
    * keeps no descriptor open while waiting; `moved` means the file we locked was removed from the
    * path meanwhile (gc does that, while holding it), so the lock is worthless: try the new file.
    */

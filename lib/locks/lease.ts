@@ -131,7 +131,7 @@ export class Lease implements SessionLease {
     // lease can stay referenced after the request ends. When V8 rebuilds the table of the lock's set
     // of held leases it leaves the old table's entries in place, and an old table that has reached
     // V8's old generation keeps what they reference alive through young-generation collections, to
-    // be moved into the old generation itself (bench/gc.ts measured it; README, Performance).
+    // be moved into the old generation itself (bench/gc.ts measures it; docs/performance.md).
     this.#onLost = null
     return true
   }

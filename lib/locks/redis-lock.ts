@@ -107,8 +107,8 @@ interface Baton {
 /**
  * Fresh 128-bit lease tokens, cut from a pooled random text: a randomBytes() call per acquisition
  * cost more than the rest of the acquire on the request path, and hex-encoding each token's 16
- * bytes (`Buffer#toString`, a call into C++) ~1,400 instructions, against ~100 for a slice of
- * 256 tokens' worth of hex encoded at once.
+ * bytes (`Buffer#toString`, a call into C++) costs far more than a slice of 256 tokens' worth of
+ * hex encoded at once (docs/performance.md).
  */
 const TOKEN_CHARS = 32
 let tokenPool = ''

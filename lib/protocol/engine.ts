@@ -70,7 +70,7 @@ function knownNames (registry: Registry): KnownNames {
  * An ended session leaves nothing behind, however it ended: a store that reports what it removed
  * on its own is listened to (`stopExpiry` stops that); for one that does not, what the plugin's gc
  * runs remove. `maybeGc` is the chance to run the store's gc (`gcProbability / gcDivisor`) that
- * each handshake-era POST on a session and each handle minted takes (README, "GC").
+ * each handshake-era POST on a session and each handle minted takes (docs/lock-internals.md, "GC and custom stores").
  */
 function sessionEnds (d: EngineDeps, hub: Hub): { stopExpiry: (() => void) | null, maybeGc: (log: FastifyBaseLogger) => void } {
   const gc = new GcPolicy({ gcProbability: d.opts.gcProbability, gcDivisor: d.opts.gcDivisor })

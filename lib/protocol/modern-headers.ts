@@ -30,7 +30,7 @@ const mismatch = (what: string): McpError => bad(ErrorCode.HeaderMismatch, `Head
 /**
  * A header's value, several joined with commas. Callers read the header by its literal name:
  * a load at its own site (one per name) is a plain property load, where one shared load of
- * whatever name is a megamorphic keyed lookup (about 130 instructions each).
+ * whatever name is a megamorphic keyed lookup, many times dearer.
  */
 function joined (v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v.join(',') : v

@@ -10,7 +10,7 @@
  * callbacks of this turn of the event loop, so the commands of all the requests read in one turn
  * go out in one write, as auto-pipelining batched them. (Uncorking on `process.nextTick` batches
  * only one request's commands: at 50 connections that was a write per command; deferring every
- * command to a `setImmediate` cost one request at a time ~4% more instructions.)
+ * command to a `setImmediate` made one request at a time dearer.)
  *
  * Reconnection: ioredis makes a new socket (`client.stream`) on every connection. The socket is
  * looked up when a command is sent, and the uncork is tied to the socket that was corked, so a

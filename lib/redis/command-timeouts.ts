@@ -5,8 +5,8 @@
  * Why: on a client with `commandTimeout` (every client the plugin makes: 500 ms, fail fast)
  * ioredis arms a `setTimeout` for each command it sends, clears it on the reply and then deletes
  * the property that held it; with one request at a time Node also makes and drops its timer list
- * for that duration on each command. Under callgrind that was ~6.5k instructions of a locked
- * request's two scripts.
+ * for that duration on each command: a visible share of a locked request's two scripts
+ * (docs/performance.md).
  *
  * The same contract as ioredis' timer: a command still unsettled `ms` after ioredis first asked
  * for its timeout (when it was written or queued) is rejected with ioredis' own error, "Command

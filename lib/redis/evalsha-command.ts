@@ -3,14 +3,13 @@
  * every command (for the script runner, `eval.ts`).
  *
  * 1. ioredis 6's (and 5.11's) `Command` constructor flattens its arguments with
- *    `Array.prototype.flat`, which V8 runs element by element through its generic runtime path:
- *    ~100 ns per argument, ~700 ns for a script's seven, twice per locked request (callgrind: 16k
- *    of the Redis path's ~280k instructions per request). The command is built with no arguments
+ *    `Array.prototype.flat`, which V8 runs element by element through its generic runtime path,
+ *    for a script's seven arguments twice per locked request (docs/performance.md). The command is built with no arguments
  *    and then handed its arguments, flat and stringified as the constructor would have left them.
  * 2. Its `commandTimeout` is kept by one timer per client (`command-timeouts.ts`) rather than a
  *    timer per command.
  * 3. Its `toWritable` reads the global `Buffer` twice per argument, and in Node that global is a
- *    getter (~2k instructions per locked request, callgrind): the command writes the same text
+ *    getter: the command writes the same text
  *    with the module's `Buffer`.
  *
  * Only where `evalsha()` builds exactly that command: no `keyPrefix` (the constructor prefixes
@@ -113,14 +112,13 @@ function timedCommandClass (Base: CommandClass): TimedClass {
 
     /**
      * The RESP text ioredis' own `toWritable` makes of a command whose arguments are all strings
-     * (as here: its buffer mode is never on), made more cheaply (callgrind, per locked request):
+     * (as here: its buffer mode is never on), made more cheaply:
      * - Each argument is joined to the one before by one ready-made `\r\n$<bytes>\r\n` string, not
-     *   by five concatenations and a length printed anew (concatenations 5.8k → 2.5k, numbers
-     *   printed 1.0k → 0.35k).
+     *   by five concatenations and a length printed anew.
      * - The text is first made as if every argument were ASCII (as many bytes as characters), and
      *   kept if the whole text's UTF-8 length is its length, which holds exactly when every
-     *   character is ASCII. `Buffer.byteLength` of each argument cost ~1.1k in all, ~500 for a key
-     *   or a token (a concatenated or sliced string takes Node's slow path); the text's is needed
+     *   character is ASCII. `Buffer.byteLength` of each argument is dear for a key or a token (a
+     *   concatenated or sliced string takes Node's slow path); the text's is needed
      *   once, and flattening it now spares its write the same work. Otherwise the lengths are
      *   counted argument by argument, as ioredis does.
      */
@@ -150,7 +148,7 @@ export function evalshaSender (client: EvalshaClient): EvalshaSender | null {
   return (sha, numberOfKeys, args) => {
     const command = new Command('evalsha', NO_ARGS, UTF8)
     command.timeouts = timeouts
-    // Filled by index: pushed, the arguments cost ~1.2k instructions per locked request (callgrind).
+    // Filled by index: pushing the arguments cost more.
     const n = args.length
     const flat = new Array<string>(n + 2)
     flat[0] = sha

@@ -125,8 +125,8 @@ end
  * spaces (a SessionReply after `head`). Every field name is quoted and every value (JSON text
  * already) put in as it is: one string to decode in the plugin (one JSON.parse), and one bulk
  * string to read off the socket, not an array (ioredis 6's reply decoder makes several
- * private-method calls per element, each a WeakMap lookup: under callgrind it read the
- * take-lock+read reply as an array of four in 28.2k instructions, as one string in 8.8k).
+ * private-method calls per element, each a WeakMap lookup: an array of four costs it about three
+ * times one string; docs/performance.md).
  * Reserved fields (NUL first) are not data.
  */
 const SESSION_DOCUMENT = `

@@ -1,8 +1,8 @@
 /**
  * The data of the sessions a Redis store read last, beside the text it was decoded from: a
  * session read again unchanged (its text the same) costs a deep copy instead of a parse. Parsing a
- * session's reply was ~9,000 instructions of a ~240,000-instruction locked request (callgrind,
- * the bench's session of six keys); the copy ~1,000.
+ * session's reply is a visible share of a locked request; the copy a fraction of it
+ * (docs/performance.md).
  *
  * Nothing here can go stale: an entry answers only a text equal to the one it was decoded from,
  * and JSON.parse gives the same value for the same text. Each caller gets its own copy; the

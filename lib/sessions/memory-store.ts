@@ -16,7 +16,7 @@
  * O(1); moving a session to the end of `#used` relinks it (a map delete and insert shrank and
  * regrew the map's table with many sessions in use at once).
  */
-// Imported: the global `performance` is a lazy getter, called on every access (~150 instructions).
+// Imported: the global `performance` is a lazy getter, called on every access.
 import { performance } from 'node:perf_hooks'
 import { LinkedList, type Linked } from '../linked-list.js'
 import { ExpiryListeners, type ExpiryListener } from './expiry-listeners.js'
