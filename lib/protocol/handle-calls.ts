@@ -130,7 +130,7 @@ export class HandleCalls implements StateRunner {
   async #end (ctx: BaseContext, scope: StateScope, how: 'close' | 'abandon'): Promise<CloseResult> {
     ctx.useHandle(null)
     const closed = how === 'close' ? await scope.close() : await scope.abandon()
-    reportHandleClose(closed, ctx.request.log, scope.id)
+    reportHandleClose(closed, ctx.request.log, scope.id, ctx.abort.aborted ? ctx.abort.reason : undefined)
     return closed
   }
 }
@@ -148,14 +148,16 @@ export function unkeptHandle (closed: CloseResult, stoppedBy?: unknown): McpErro
  * Logs what a close that did not write means. The key is logged, not the id: a handle id is a
  * bearer secret of whoever holds it.
  */
-export function reportHandleClose (closed: CloseResult, log: FastifyBaseLogger, key: string): void {
+export function reportHandleClose (closed: CloseResult, log: FastifyBaseLogger, key: string, stoppedBy?: unknown): void {
   const handleKind = key.split('~')[1]
-  switch (closed.status) {
+  // A handler stopped by its lost lease before it changed anything dropped its work all the same.
+  const status = closed.status === 'unchanged' && stoppedBy instanceof LeaseLostError ? 'lost' : closed.status
+  switch (status) {
     case 'gone': log.info({ handleKind, result: 'gone' }, 'handle ended during the call; changes dropped'); break
     case 'fenced': log.warn({ handleKind, result: 'fenced' }, 'handle lock lost and the handle changed meanwhile; changes dropped'); break
     case 'lost': log.warn({ handleKind, result: 'lost' }, 'handle lock lost; changes dropped'); break
     case 'abandoned': log.warn({ handleKind, result: 'abandoned' }, 'the call\'s client left and its lease was released after the grace; changes dropped'); break
-    case 'failed': log.error({ err: closed.error, handleKind }, 'handle save failed')
+    case 'failed': if (closed.status === 'failed') log.error({ err: closed.error, handleKind }, 'handle save failed')
   }
   if (closed.releaseError !== undefined) log.warn({ err: closed.releaseError, handleKind }, 'handle lock release failed; it expires in the backend')
 }
