@@ -7,6 +7,7 @@
  * cancel.
  */
 import t from 'tap'
+import { shownId } from '../../lib/shown-id.js'
 import { Redis } from 'ioredis'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { modernSend, readReply } from '../helpers/http-client.js'
@@ -147,7 +148,7 @@ t.test('the runner SIGSTOPped past its lease: failed elsewhere; when it wakes it
     E!.signal('SIGCONT')
   }
   t.match(failed.error, { message: /stopped before the task ended/ })
-  await until(() => E!.logs.some(l => l.task === taskId.slice(0, 8) && /task runner stops/.test(String(l.msg))), { timeout: 10_000, what: 'E to notice its lease is lost' })
+  await until(() => E!.logs.some(l => l.task === shownId(taskId) && /task runner stops/.test(String(l.msg))), { timeout: 10_000, what: 'E to notice its lease is lost' })
   t.notOk(E!.logs.some(l => JSON.stringify(l).includes(taskId)), 'no log line carries the whole task id (a credential)')
   // E's runner has stopped (its handler aborted, its end not written): the verdict stands.
   await until(async () => await redis.exists(lockKey(taskId)) === 0, { timeout: 5000, what: 'no lease on the task' })
