@@ -82,25 +82,11 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
   // app's own is never closed here. Built without the option too: a tool definition's own
   // `limits` must not be ignored silently (the backend is only used by limited tools).
   const limiter = buildToolLimiter(b.limits ?? NO_LIMITS, { redis, prefix, log })
-  return {
-    store,
-    lock,
-    bus,
-    eventLog,
-    limiter,
-    close: async () => {
-      // The limiter first: it releases the leases it holds, on the client closed below.
-      const steps: Array<Promise<unknown> | undefined> = [limiter.close()]
-      if (b.store === undefined) steps.push(store.close?.())
-      if (ownLock !== undefined) steps.push(ownLock.close?.())
-      if (b.bus === undefined) steps.push(bus.close())
-      await settleWithin(Promise.allSettled(steps), CLOSE_TIMEOUT, { keepAlive: false })
-      if (ownRedis !== undefined) {
-        await settleWithin(ownRedis.quit(), QUIT_TIMEOUT, { keepAlive: false })
-        ownRedis.disconnect()
-      }
-    }
-  }
+  return assembled(b, { store, lock, ownLock, bus, eventLog, limiter }, async () => {
+    if (ownRedis === undefined) return
+    await settleWithin(ownRedis.quit(), QUIT_TIMEOUT, { keepAlive: false })
+    ownRedis.disconnect()
+  })
 }
 
 /** The backends on PostgreSQL (see the module doc). */
@@ -118,19 +104,27 @@ function buildPgBackends (b: ResolvedBackends, postgres: PgPoolLike | string, lo
   const guardByStore = store instanceof PgSessionStore && store.pool === pool && store.prefix === prefix
   const eventLog = b.eventLog ?? new PgEventLog({ pool, prefix, guardByStore, ...b.eventLogOptions })
   const limiter = buildToolLimiter(b.limits ?? NO_LIMITS, { postgres: { pool, prefix }, log })
+  return assembled(b, { store, lock, ownLock, bus, eventLog, limiter }, async () => {
+    if (ownPool !== undefined) await settleWithin(ownPool.end(), QUIT_TIMEOUT, { keepAlive: false })
+  })
+}
+
+/**
+ * The backends and their `close()`: what the plugin made is closed (the limiter first: it releases
+ * the leases it holds, on the connection `endConnection` ends last); what the options named is not.
+ */
+function assembled (b: ResolvedBackends, parts: Omit<Backends, 'close'> & { ownLock: SessionLock | undefined },
+  endConnection: () => Promise<void>): Backends {
+  const { ownLock, ...backends } = parts
   return {
-    store,
-    lock,
-    bus,
-    eventLog,
-    limiter,
+    ...backends,
     close: async () => {
-      const steps: Array<Promise<unknown> | undefined> = [limiter.close()]
-      if (b.store === undefined) steps.push(store.close?.())
+      const steps: Array<Promise<unknown> | undefined> = [parts.limiter.close()]
+      if (b.store === undefined) steps.push(parts.store.close?.())
       if (ownLock !== undefined) steps.push(ownLock.close?.())
-      if (b.bus === undefined) steps.push(bus.close())
+      if (b.bus === undefined) steps.push(parts.bus.close())
       await settleWithin(Promise.allSettled(steps), CLOSE_TIMEOUT, { keepAlive: false })
-      if (ownPool !== undefined) await settleWithin(ownPool.end(), QUIT_TIMEOUT, { keepAlive: false })
+      await endConnection()
     }
   }
 }
