@@ -13,7 +13,7 @@ import { McpError } from '../jsonrpc/errors.js'
 import { reportClose, unkeptAnswer } from './legacy-session.js'
 import { reportHandleClose, unkeptHandle } from './handle-calls.js'
 import type { Telemetry } from '../telemetry/index.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 /** The most of a client's answer a log line carries (JSON characters). */
 const LOGGED_ANSWER = 4096

@@ -15,7 +15,7 @@ import { backendRetry, openFailure, outagesOf } from './open-failure.js'
 import { unkeptOf, type UnkeptAnswer } from './unkept-answers.js'
 import type { RequestAbort } from './request-abort.js'
 import { isLegacyVersion } from './versions.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 /** The refusals of this module (and the wire), by what happened. */
 export const refuse = {

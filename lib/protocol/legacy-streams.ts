@@ -14,7 +14,7 @@ import type { Exchange } from './exchange.js'
 import { endSession } from './ended-sessions.js'
 import { busDown, checkVersionHeader, openSession, refuse, sessionIdOf, unavailable } from './legacy-session.js'
 import { supportsSsePolling } from './versions.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 /** What GET and DELETE need of the wire. */
 export interface StreamDeps {

@@ -25,8 +25,8 @@ import { DEADLINE_GRACE, REFUSED, stoppedByDrain } from './drain.js'
 import type { ClientKey } from './listen.js'
 import { RequestAbort } from './request-abort.js'
 import { unconfirmedAnswer } from './unconfirmed.js'
-import { settleWithin } from '../settle.js'
-import { shownId } from '../shown-id.js'
+import { settleWithin } from '../util/settle.js'
+import { shownId } from '../util/shown-id.js'
 
 /** The methods of the extension this wire serves (`tasks/result` and `tasks/list` are gone: -32601). */
 export const TASK_METHODS = new Set(['tasks/get', 'tasks/update', 'tasks/cancel'])
