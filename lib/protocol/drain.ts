@@ -53,7 +53,7 @@ export function closingHeaders (retryMs: number): Record<string, string> {
 
 /** @internal The drain (see the module doc). */
 export class Drain {
-  /** The POSTs running (a list through their own links: no allocation per POST, see `linked-list.ts`). */
+  /** The POSTs running (a list through their own links: no allocation per POST, see `util/linked-list.ts`). */
   readonly #posts = new LinkedList<DrainedPost>()
   readonly #retryMs: number
   #draining = false

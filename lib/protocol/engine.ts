@@ -26,17 +26,17 @@ import { StateHandles } from '../state/handles.js'
 import { KeyHolds } from '../state/key-holds.js'
 import { StateBackend, type SessionLock } from '../state/state-scope.js'
 import { TaskService } from '../tasks/task-service.js'
-import { TASK_METHODS, TaskCalls } from './task-calls.js'
+import { TASK_METHODS, TaskCalls } from './stateless/task-calls.js'
 import { MAX_VERSION, NO_POST, Telemetry, type Era, type KnownNames, type Peer, type PostTrace } from '../telemetry/index.js'
 import { HandleCalls } from './handle-calls.js'
 import type { Exchange } from './exchange.js'
-import { LegacyWire } from './legacy.js'
+import { LegacyWire } from './handshake/wire.js'
 import { Drain } from './drain.js'
 import { endExpired, watchExpiry } from './ended-sessions.js'
-import { deleteSession, openGetStream, type StreamDeps } from './legacy-streams.js'
-import { isModernPost } from './modern-headers.js'
-import { ModernWire } from './modern.js'
-import { StateSealer } from './request-state.js'
+import { deleteSession, openGetStream, type StreamDeps } from './handshake/streams.js'
+import { isModernPost } from './stateless/headers.js'
+import { ModernWire } from './stateless/wire.js'
+import { StateSealer } from './stateless/request-state.js'
 
 /** What the engine runs on. */
 export interface EngineDeps {
@@ -277,7 +277,7 @@ export class McpEngine {
    * The first step of `app.close()` (`drain.ts`): new requests are refused from now on; GET,
    * resumed and listen streams end at once with `retry` (their clients come back elsewhere); the
    * POSTs running may finish within `timeoutMs`, then what is left is stopped; then the tasks
-   * running here get what is left of `timeoutMs` before they end `failed` (`task-calls.ts`), so
+   * running here get what is left of `timeoutMs` before they end `failed` (`stateless/task-calls.ts`), so
    * that nothing of theirs is written after the stores close. Resolves the number of POSTs and
    * tasks stopped.
    */

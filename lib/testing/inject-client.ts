@@ -21,7 +21,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { FormElicitParams, SamplingParams, UrlElicitParams } from '../context.js'
 import { ErrorCode, McpError, type RequestId } from '../jsonrpc/errors.js'
-import { META_CAPS, META_CLIENT, META_LOG, META_VERSION, MODERN_VERSIONS } from '../protocol/meta.js'
+import { META_CAPS, META_CLIENT, META_LOG, META_VERSION, MODERN_VERSIONS } from '../protocol/stateless/meta.js'
 import { answerError, readAnswer, type Answer } from './inject-answer.js'
 import type { InjectClient, InjectClientOptions, InjectNotification, InjectRequestOptions, InjectToolResult } from './inject-types.js'
 

@@ -5,15 +5,15 @@
  * released while waiting, then taken back and re-read before the handler goes on, so the
  * session's other requests, the client's answer among them, are never blocked by the wait.
  */
-import type { Hub } from '../bus/hub.js'
-import { FST_ERR_MCP_CLIENT_REQUEST, FST_ERR_MCP_CLIENT_TIMEOUT, FST_ERR_MCP_SESSION_BUSY } from '../errors.js'
-import type { ResolvedOptions } from '../options.js'
-import type { ClientRequester, LegacyContext } from './legacy-context.js'
-import { McpError } from '../jsonrpc/errors.js'
-import { reportClose, unkeptAnswer } from './legacy-session.js'
-import { reportHandleClose, unkeptHandle } from './handle-calls.js'
-import type { Telemetry } from '../telemetry/index.js'
-import { shownId } from '../util/shown-id.js'
+import type { Hub } from '../../bus/hub.js'
+import { FST_ERR_MCP_CLIENT_REQUEST, FST_ERR_MCP_CLIENT_TIMEOUT, FST_ERR_MCP_SESSION_BUSY } from '../../errors.js'
+import type { ResolvedOptions } from '../../options.js'
+import type { ClientRequester, LegacyContext } from './context.js'
+import { McpError } from '../../jsonrpc/errors.js'
+import { reportClose, unkeptAnswer } from './session.js'
+import { reportHandleClose, unkeptHandle } from '../handle-calls.js'
+import type { Telemetry } from '../../telemetry/index.js'
+import { shownId } from '../../util/shown-id.js'
 
 /** The most of a client's answer a log line carries (JSON characters). */
 const LOGGED_ANSWER = 4096

@@ -2,31 +2,31 @@
  * The stateless 2026-07-28 wire. Every POST carries its protocol version and client capabilities
  * in `params._meta`; nothing is inferred from earlier requests. Requests to the client travel as
  * `input_required` results with a sealed `requestState`; list changes travel on
- * `subscriptions/listen` streams (`listen.ts`). The envelope checks are in `modern-headers.ts`.
+ * `subscriptions/listen` streams (`listen.ts`). The envelope checks are in `headers.ts`.
  */
 import type { FastifyBaseLogger } from 'fastify'
-import { InputRequiredSignal, LOG_LEVELS, type LogLevel, type McpPrincipal } from '../context.js'
-import type { CacheHint } from '../features/cache-hints.js'
-import { METHODS, methodNotFound, needCapability, type CacheKind, type MethodEntry } from '../features/method-table.js'
-import type { Registry } from '../features/registry.js'
-import { isVisible } from '../auth/access.js'
-import { ErrorCode, McpError, errorReply, type RequestId } from '../jsonrpc/errors.js'
-import type { ToolLimiter } from '../limits/limiter.js'
-import { metaProblem, presetMeta, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
-import type { ResolvedOptions } from '../options.js'
-import { isClientCapabilityError } from './base-context.js'
-import { NULL_EVENT_LOG, type ChannelOptions, type Exchange, type ResponseChannel } from './exchange.js'
+import { InputRequiredSignal, LOG_LEVELS, type LogLevel, type McpPrincipal } from '../../context.js'
+import type { CacheHint } from '../../features/cache-hints.js'
+import { METHODS, methodNotFound, needCapability, type CacheKind, type MethodEntry } from '../../features/method-table.js'
+import type { Registry } from '../../features/registry.js'
+import { isVisible } from '../../auth/access.js'
+import { ErrorCode, McpError, errorReply, type RequestId } from '../../jsonrpc/errors.js'
+import type { ToolLimiter } from '../../limits/limiter.js'
+import { metaProblem, presetMeta, resultResponse, type JsonRpcRequest, type ParsedBody } from '../../jsonrpc/messages.js'
+import type { ResolvedOptions } from '../../options.js'
+import { isClientCapabilityError } from '../base-context.js'
+import { NULL_EVENT_LOG, type ChannelOptions, type Exchange, type ResponseChannel } from '../exchange.js'
 import { ListenStreams } from './listen.js'
 import { META_CAPS, META_LOG, META_SERVER, MODERN_VERSIONS } from './meta.js'
-import { checkNotificationEnvelope, checkRequestEnvelope, refuseUnservable } from './modern-headers.js'
-import type { HandleCalls } from './handle-calls.js'
-import { ModernContext } from './modern-context.js'
-import { closingHeaders, stoppedByDrain, stoppedResponse } from './drain.js'
-import { RequestAbort } from './request-abort.js'
+import { checkNotificationEnvelope, checkRequestEnvelope, refuseUnservable } from './headers.js'
+import type { HandleCalls } from '../handle-calls.js'
+import { ModernContext } from './context.js'
+import { closingHeaders, stoppedByDrain, stoppedResponse } from '../drain.js'
+import { RequestAbort } from '../request-abort.js'
 import { TASK_METHODS, type TaskCalls } from './task-calls.js'
 import type { StateSealer } from './request-state.js'
-import { NO_POST, type PostTrace } from '../telemetry/index.js'
-import { LeaseLostError } from '../state/outcome.js'
+import { NO_POST, type PostTrace } from '../../telemetry/index.js'
+import { LeaseLostError } from '../../state/outcome.js'
 
 export interface ModernDeps {
   opts: ResolvedOptions

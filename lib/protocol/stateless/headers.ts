@@ -5,10 +5,10 @@
  * is a 400 with the request's id (none on notifications).
  */
 import type { FastifyRequest } from 'fastify'
-import { ErrorCode, McpError } from '../jsonrpc/errors.js'
-import { isPlainObject, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
+import { ErrorCode, McpError } from '../../jsonrpc/errors.js'
+import { isPlainObject, type JsonRpcRequest, type ParsedBody } from '../../jsonrpc/messages.js'
 import { META_CAPS, META_CLIENT, META_VERSION, MODERN_VERSIONS } from './meta.js'
-import { isLegacyVersion } from './versions.js'
+import { isLegacyVersion } from '../versions.js'
 
 /** Whether a POST is served on the modern wire (see DESIGN.md, "How a POST flows"). */
 export function isModernPost (request: FastifyRequest, body: ParsedBody & { ok: true }): boolean {

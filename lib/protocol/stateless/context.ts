@@ -4,10 +4,10 @@
  * record the request and end the run after the current turn, so requests made together (in
  * `Promise.all`) are all collected into one `input_required` result with a sealed `requestState`.
  */
-import { InputRequiredSignal, type LogLevel } from '../context.js'
-import { ErrorCode, McpError } from '../jsonrpc/errors.js'
-import { isPlainObject, type JsonRpcRequest } from '../jsonrpc/messages.js'
-import { BaseContext, type ContextParts } from './base-context.js'
+import { InputRequiredSignal, type LogLevel } from '../../context.js'
+import { ErrorCode, McpError } from '../../jsonrpc/errors.js'
+import { isPlainObject, type JsonRpcRequest } from '../../jsonrpc/messages.js'
+import { BaseContext, type ContextParts } from '../base-context.js'
 import { paramsDigest, type StateSealer } from './request-state.js'
 
 type InputRequest = { method: string, params: Record<string, unknown> }

@@ -4,13 +4,13 @@
  * {@link ClientRequester}; progress and log messages go out on the POST's stream.
  */
 import { randomBytes } from 'node:crypto'
-import type { LogLevel } from '../context.js'
-import type { SessionHandle } from '../sessions/session-handle.js'
-import { K } from '../sessions/session-handle.js'
-import type { StateScope } from '../state/state-scope.js'
-import { BaseContext, type ContextParts } from './base-context.js'
-import type { ResponseChannel } from './exchange.js'
-import type { RequestAbort } from './request-abort.js'
+import type { LogLevel } from '../../context.js'
+import type { SessionHandle } from '../../sessions/session-handle.js'
+import { K } from '../../sessions/session-handle.js'
+import type { StateScope } from '../../state/state-scope.js'
+import { BaseContext, type ContextParts } from '../base-context.js'
+import type { ResponseChannel } from '../exchange.js'
+import type { RequestAbort } from '../request-abort.js'
 
 /** @internal What the context needs from the wire to ask the client something. */
 export interface ClientRequester {
