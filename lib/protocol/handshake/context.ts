@@ -15,13 +15,13 @@ import type { RequestAbort } from '../request-abort.js'
 /** @internal What the context needs from the wire to ask the client something. */
 export interface ClientRequester {
   /** Sends a request to the client on the POST's stream and waits for the answer. */
-  clientRequest (ctx: LegacyContext, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>>
+  clientRequest (ctx: HandshakeContext, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>>
   /** Default `retry` of `closeSSEStream()`. */
   readonly retryInterval: number
 }
 
 /** @internal */
-export class LegacyContext extends BaseContext {
+export class HandshakeContext extends BaseContext {
   /** The session's scope (held under the lock, when one is configured). */
   readonly scope: StateScope
   readonly #wire: ClientRequester

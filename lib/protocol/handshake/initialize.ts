@@ -20,7 +20,7 @@ import type { Exchange } from '../exchange.js'
 import { refuse } from './session.js'
 import { outagesOf } from '../open-failure.js'
 import { unconfirmedAnswer } from '../unconfirmed.js'
-import { negotiateLegacyVersion } from '../versions.js'
+import { negotiateHandshakeVersion } from '../versions.js'
 
 const invalidParams = (message: string): McpError => new McpError(ErrorCode.InvalidParams, `Invalid params: ${message}`, undefined, 400)
 
@@ -94,7 +94,7 @@ export async function initialize (d: InitializeDeps, exchange: Exchange, msg: Js
   if (JSON.stringify(caps).length + (clientInfo === null ? 0 : JSON.stringify(clientInfo).length) > MAX_HANDSHAKE_PARAMS) {
     throw invalidParams(`capabilities and clientInfo must take at most ${MAX_HANDSHAKE_PARAMS} characters as JSON`)
   }
-  const version = negotiateLegacyVersion(p.protocolVersion)
+  const version = negotiateHandshakeVersion(p.protocolVersion)
   const sid = generateSessionId()
   try {
     await d.sessions.store.create(sid, {

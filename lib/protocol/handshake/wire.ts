@@ -27,7 +27,7 @@ import { ClientRequests } from './client-requests.js'
 import type { Exchange, ResponseChannel } from '../exchange.js'
 import type { HandleCalls } from '../handle-calls.js'
 import type { BaseContext } from '../base-context.js'
-import { LegacyContext } from './context.js'
+import { HandshakeContext } from './context.js'
 import { initialize } from './initialize.js'
 import { LeaseLostError, busDown, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './session.js'
 import { closingHeaders, stoppedByDrain, stoppedError, stoppedResponse } from '../drain.js'
@@ -48,7 +48,7 @@ function resourceNotFound (uri: string): McpError {
 }
 
 /** What the handshake-era wire is built from. */
-export interface LegacyDeps {
+export interface HandshakeDeps {
   opts: ResolvedOptions
   registry: Registry
   sessions: StateBackend
@@ -98,21 +98,21 @@ interface PostRun {
   batch: boolean
 }
 
-/** @internal The legacy engine. */
-export class LegacyWire {
-  readonly #d: LegacyDeps
+/** @internal The handshake-era wire. */
+export class HandshakeWire {
+  readonly #d: HandshakeDeps
   readonly #clientRequests: ClientRequests
   readonly #sessionless: SessionlessDeps
   /** Requests of this instance waiting for their session's lock (status, gauges). */
   lockWaiters = 0
 
-  constructor (deps: LegacyDeps) {
+  constructor (deps: HandshakeDeps) {
     this.#d = deps
     this.#clientRequests = new ClientRequests(deps.hub, deps.opts, deps.telemetry)
     this.#sessionless = { opts: deps.opts, handles: deps.handles, maybeGc: deps.maybeGc, dispatch: (msg, ctx, log) => this.#dispatch(null, msg, ctx, log) }
   }
 
-  /** Handles a legacy POST whose body parsed. */
+  /** Handles a handshake-era POST whose body parsed. */
   async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null, trace: PostTrace = NO_POST): Promise<void> {
     const { messages, batch } = body
     const first = messages[0]
@@ -319,7 +319,7 @@ export class LegacyWire {
   async #run (run: PostRun, msg: JsonRpcRequest): Promise<unknown> {
     const request = run.exchange.request
     const { abort, tracking } = (run.tracked.batch?.get(msg) ?? run.tracked.only) as TrackedRequest
-    const ctx = new LegacyContext(this.#clientRequests, run.scope, {
+    const ctx = new HandshakeContext(this.#clientRequests, run.scope, {
       request,
       principal: run.principal,
       requestId: msg.id,
