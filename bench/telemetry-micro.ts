@@ -4,7 +4,7 @@
  * plugin could do with less: `none` (an async call under the context manager), `bare` (start a
  * span, set the attributes the plugin sets on a `tools/call` of a session, both histogram values,
  * end it: the same SDK calls as `plugin`, nothing around them), `bareCtx` (the same with the span
- * entered as the active context), `plugin` (the calls legacy.ts and the engine make for a lone
+ * entered as the active context), `plugin` (the calls handshake/wire.ts and the engine make for a lone
  * request: `post`, the context entered, `opened`, `version`, `answered`, `closed`, `end`). Medians of 7
  * alternating rounds, CPU ns per iteration of this process; the differences are what matter
  * (`npm run bench -- --scenarios tracing` gives the cost per HTTP request, noisier). `plugin` −

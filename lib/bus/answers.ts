@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Bus, BusMessage } from './bus.js'
 import type { SessionJob, SessionTopics, TopicLogger } from './session-topics.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 interface Waiter {
   resolve: (msg: Record<string, unknown>) => void

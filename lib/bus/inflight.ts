@@ -13,8 +13,8 @@
  * request makes its entry (and the session's record when it is the first), nothing else; a cancel,
  * which is rare, walks the session's requests (at most `maxStreamsPerSession`).
  */
-import { LinkedList, type Linked } from '../linked-list.js'
-import { SteadyMap } from '../steady-map.js'
+import { LinkedList, type Linked } from '../util/linked-list.js'
+import { SteadyMap } from '../util/steady-map.js'
 import type { BusMessage } from './bus.js'
 import type { SessionJob, SessionTopics } from './session-topics.js'
 

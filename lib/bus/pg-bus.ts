@@ -19,7 +19,7 @@
 import { createHash } from 'node:crypto'
 import type { PgClientLike, PgPoolLike } from '../postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema } from '../postgres/schema.js'
-import { settleWithin } from '../settle.js'
+import { settleWithin } from '../util/settle.js'
 import type { Bus, BusListener, BusMessage } from './bus.js'
 
 /** Options of {@link PgBus}. */

@@ -14,7 +14,7 @@
  * can still want it, whatever the client sends.
  */
 import type { Bus, BusListener, BusMessage } from './bus.js'
-import { settleWithin } from '../settle.js'
+import { settleWithin } from '../util/settle.js'
 
 /**
  * Claims an expected answer and keeps it, atomically. Returns 0 when nobody expected it (nothing

@@ -10,7 +10,7 @@
 import type { BusMessage } from './bus.js'
 import { newStreamId, type EventLog } from './event-log.js'
 import type { EventSink } from './event-sink.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 /** The logger a stream reports write failures to (a Fastify/pino logger fits). */
 export interface StreamLogger {

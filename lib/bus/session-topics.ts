@@ -5,9 +5,9 @@
  * process listens to it only while one of its jobs (in-flight requests, waiting handlers, GET
  * streams, followers) holds something of that session, and stops when none does.
  */
-import { SteadyMap } from '../steady-map.js'
+import { SteadyMap } from '../util/steady-map.js'
 import type { Bus, BusMessage } from './bus.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 /** What a job reports to its logger (a Fastify/pino logger fits). */
 export interface TopicLogger {

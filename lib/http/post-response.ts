@@ -9,7 +9,7 @@ import { ServerStream } from '../bus/server-stream.js'
 import { stringifyMessage } from '../jsonrpc/messages.js'
 import type { ChannelOptions, ResponseChannel } from '../protocol/exchange.js'
 import { SseWriter } from './sse-writer.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 /**
  * The Content-Type of a JSON answer, as Fastify sends it: given whole, since for a type without a

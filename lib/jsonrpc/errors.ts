@@ -30,7 +30,7 @@ export const ErrorCode = {
   ServerError: -32000,
   /** Handshake era: the `Mcp-Session-Id` names no live session of this principal (HTTP 404). */
   SessionNotFound: -32001,
-  /** Legacy (≤ 2025-11-25) resource not found. */
+  /** Handshake-era (≤ 2025-11-25) resource not found. */
   ResourceNotFound: -32002,
   /** 2025-11-25: URL elicitation required. */
   UrlElicitationRequired: -32042,

@@ -25,7 +25,7 @@ import { RedisLimitBackend } from './redis-backend.js'
 import { PgLimitBackend } from './pg-backend.js'
 import type { PgPoolLike } from '../postgres/pool.js'
 import type { RedisLimitClient } from './redis-scripts.js'
-import { settleWithin } from '../settle.js'
+import { settleWithin } from '../util/settle.js'
 
 /** Where the limiter reports outages (a Fastify/pino logger fits). */
 export interface LimiterLog {

@@ -20,7 +20,7 @@ import { DEFAULT_KEY_PREFIX, assertKeyPrefix } from '../redis/keys.js'
 import type { RedisConnectionOptions } from '../redis/scripts.js'
 import { ALLOWED, type LimitBackend, type LimitDecision, type LimitSpec } from './backend.js'
 import { defineLimitScripts, type LimitScripts, type RedisLimitClient } from './redis-scripts.js'
-import { settleWithin } from '../settle.js'
+import { settleWithin } from '../util/settle.js'
 import { LimitBackendTimeoutError, bounded } from './bounded.js'
 
 /** Options of {@link RedisLimitBackend}. */

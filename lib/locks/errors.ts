@@ -1,5 +1,5 @@
 /** Errors of the session lock contract. Their messages show ids cut (`shownId`): ids are secrets. */
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 /** The lock backend failed, or the lock was misused (released twice, acquired twice). */
 export class SessionLockError extends Error {

@@ -22,7 +22,7 @@ import { open, stat, type FileHandle } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { performance } from 'node:perf_hooks'
 import { join, resolve } from 'node:path'
-import { SteadySet } from '../steady-map.js'
+import { SteadySet } from '../util/steady-map.js'
 import {
   SessionLockError, SessionLockErrorCodes, SessionLockTimeoutError, alreadyHeldError, backendError, closedError
 } from './errors.js'
@@ -31,7 +31,7 @@ import { Lease } from './lease.js'
 import { isFileSafeKey } from './file-safe-id.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
 import { signalOf, type AcquireOptions, type LocalAcquireOptions, type SessionLease, type SessionLock } from './session-lock.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 interface NativeFileLocks {
   /** Exclusive non-blocking lock on the whole file; false when another descriptor holds it. */

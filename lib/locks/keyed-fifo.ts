@@ -8,7 +8,7 @@
  * map returns to empty after every burst.
  */
 
-import { SteadyMap } from '../steady-map.js'
+import { SteadyMap } from '../util/steady-map.js'
 import { signalOf, type AbortSource } from './session-lock.js'
 
 /** Releases a slot; calling it again does nothing. */

@@ -3,7 +3,7 @@
  * memory store, or for any store when the app runs as one process. Nothing is kept for a session
  * nobody holds or waits for.
  */
-import { SteadySet } from '../steady-map.js'
+import { SteadySet } from '../util/steady-map.js'
 import { SessionLockTimeoutError, alreadyHeldError, closedError } from './errors.js'
 import { KeyedFifo } from './keyed-fifo.js'
 import { Lease } from './lease.js'

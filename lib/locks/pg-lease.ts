@@ -1,7 +1,7 @@
 /** The lease a `PgSessionLock` hands out (see `pg-lock.ts`): a row of `<prefix>leases`. */
 import { performance } from 'node:perf_hooks'
 import type { PgPoolLike } from '../postgres/pool.js'
-import type { SteadySet } from '../steady-map.js'
+import type { SteadySet } from '../util/steady-map.js'
 import { roundTrip } from '../telemetry/index.js'
 import { SessionLockError, SessionLockErrorCodes } from './errors.js'
 import type { FifoRelease } from './keyed-fifo.js'

@@ -25,8 +25,8 @@ import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { resolvePgPool, type PgPoolLike } from '../postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema } from '../postgres/schema.js'
-import { settleWithin } from '../settle.js'
-import { SteadySet } from '../steady-map.js'
+import { settleWithin } from '../util/settle.js'
+import { SteadySet } from '../util/steady-map.js'
 import { roundTrip } from '../telemetry/index.js'
 import {
   SessionLockError, SessionLockTimeoutError, alreadyHeldError, backendError, closedError, notHeldError

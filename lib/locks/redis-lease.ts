@@ -1,13 +1,13 @@
 /** The lease a `RedisSessionLock` hands out (see `redis-lock.ts`). */
 import { performance } from 'node:perf_hooks'
 import type { RedisClient } from '../redis/scripts.js'
-import type { SteadySet } from '../steady-map.js'
+import type { SteadySet } from '../util/steady-map.js'
 import { roundTrip } from '../telemetry/index.js'
 import { SessionLockError, SessionLockErrorCodes } from './errors.js'
 import type { FifoRelease } from './keyed-fifo.js'
 import { Lease } from './lease.js'
 import type { Renewal, RenewalClock, RenewalTarget } from './renewal.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 /**
  * A lease of a `RedisSessionLock`, with what releasing, renewing and passing it on need: one

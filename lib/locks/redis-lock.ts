@@ -34,8 +34,8 @@ import { RenewalClock } from './renewal.js'
 import { signalOf, type AcquireOptions, type LocalAcquireOptions, type SessionLease, type SessionLock } from './session-lock.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
 import { roundTrip } from '../telemetry/index.js'
-import { settleWithin } from '../settle.js'
-import { SteadySet } from '../steady-map.js'
+import { settleWithin } from '../util/settle.js'
+import { SteadySet } from '../util/steady-map.js'
 
 export { LOCK_CLIENT_OPTIONS, createLockClient } from '../redis/client.js'
 

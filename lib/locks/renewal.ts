@@ -10,8 +10,8 @@
  * a locked request.
  */
 import { performance } from 'node:perf_hooks'
-import { EarliestTimer } from '../earliest-timer.js'
-import { SteadySet } from '../steady-map.js'
+import { EarliestTimer } from '../util/earliest-timer.js'
+import { SteadySet } from '../util/steady-map.js'
 
 /**
  * What a renewal renews (the Redis lock's lease itself: methods, not two closures per lease).

@@ -17,8 +17,8 @@ import type { EventSink } from '../bus/event-sink.js'
 import { FST_ERR_MCP_SERVER_CLOSING } from '../errors.js'
 import { ErrorCode, McpError, errorResponse, type RequestId } from '../jsonrpc/errors.js'
 import type { ParsedBody } from '../jsonrpc/messages.js'
-import { LinkedList, type Linked } from '../linked-list.js'
-import { settleWithin } from '../settle.js'
+import { LinkedList, type Linked } from '../util/linked-list.js'
+import { settleWithin } from '../util/settle.js'
 import { NULL_EVENT_LOG, type ChannelOptions, type Exchange, type ResponseChannel } from './exchange.js'
 import { RequestAbort } from './request-abort.js'
 
@@ -53,7 +53,7 @@ export function closingHeaders (retryMs: number): Record<string, string> {
 
 /** @internal The drain (see the module doc). */
 export class Drain {
-  /** The POSTs running (a list through their own links: no allocation per POST, see `linked-list.ts`). */
+  /** The POSTs running (a list through their own links: no allocation per POST, see `util/linked-list.ts`). */
   readonly #posts = new LinkedList<DrainedPost>()
   readonly #retryMs: number
   #draining = false

@@ -8,7 +8,7 @@
 import type { EventLog } from '../bus/event-log.js'
 import type { Hub } from '../bus/hub.js'
 import type { SessionStore } from '../sessions/session-store.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 /** What ending a session touches. */
 export interface SessionEndDeps {

@@ -26,17 +26,17 @@ import { StateHandles } from '../state/handles.js'
 import { KeyHolds } from '../state/key-holds.js'
 import { StateBackend, type SessionLock } from '../state/state-scope.js'
 import { TaskService } from '../tasks/task-service.js'
-import { TASK_METHODS, TaskCalls } from './task-calls.js'
+import { TASK_METHODS, TaskCalls } from './stateless/task-calls.js'
 import { MAX_VERSION, NO_POST, Telemetry, type Era, type KnownNames, type Peer, type PostTrace } from '../telemetry/index.js'
 import { HandleCalls } from './handle-calls.js'
 import type { Exchange } from './exchange.js'
-import { LegacyWire } from './legacy.js'
+import { HandshakeWire } from './handshake/wire.js'
 import { Drain } from './drain.js'
 import { endExpired, watchExpiry } from './ended-sessions.js'
-import { deleteSession, openGetStream, type StreamDeps } from './legacy-streams.js'
-import { isModernPost } from './modern-headers.js'
-import { ModernWire } from './modern.js'
-import { StateSealer } from './request-state.js'
+import { deleteSession, openGetStream, type StreamDeps } from './handshake/streams.js'
+import { isStatelessPost } from './stateless/headers.js'
+import { StatelessWire } from './stateless/wire.js'
+import { StateSealer } from './stateless/request-state.js'
 
 /** What the engine runs on. */
 export interface EngineDeps {
@@ -132,8 +132,8 @@ export class McpEngine {
   readonly hub: Hub
   /** The state handles (out-of-band reads and ends: `app.mcp.handles`). */
   readonly handles: StateHandles
-  readonly #legacy: LegacyWire
-  readonly #modern: ModernWire
+  readonly #handshakeWire: HandshakeWire
+  readonly #statelessWire: StatelessWire
   readonly #streams: StreamDeps
   readonly #bus: Bus
   readonly #subscription: Promise<() => Promise<void>>
@@ -166,12 +166,12 @@ export class McpEngine {
       minted: () => { maybeGc(logger) },
       clientKey: (principal, ip) => d.limiter.clientKey(principal, ip)
     })
-    this.#legacy = new LegacyWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, telemetry: this.#telemetry })
+    this.#handshakeWire = new HandshakeWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, telemetry: this.#telemetry })
     this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
     const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
     const tasks = this.#tasks = taskCalls(d)
-    this.#modern = new ModernWire({ opts, registry, sealer, capabilities: withTasksExtension(capabilities, tasks), cache, logger, handles, limiter: d.limiter, tasks })
+    this.#statelessWire = new StatelessWire({ opts, registry, sealer, capabilities: withTasksExtension(capabilities, tasks), cache, logger, handles, limiter: d.limiter, tasks })
     this.#subscription = d.bus.subscribe(BROADCAST_CHANNEL, (m) => { this.#onBroadcast(m) })
     // An instance started while the bus is down keeps running (and logs); it must not crash.
     this.#subscription.catch((err: unknown) => logger.error({ err }, 'broadcast subscription failed'))
@@ -189,17 +189,17 @@ export class McpEngine {
     })
   }
 
-  /** A POST whose body parsed: the modern wire or the handshake-era one, each request in its span. */
+  /** A POST whose body parsed: the stateless 2026-07-28 wire or the handshake-era one, each request in its span. */
   async post (outer: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null): Promise<void> {
     // While draining, only what serves requests already running (a client's answer, a cancel) is taken.
     if (this.#drain.draining && body.messages.some(m => m.kind === 'request')) this.#refuseWhileDraining()
     const exchange = this.#drain.enter(outer, body)
-    const modern = isModernPost(exchange.request, body)
-    const trace = this.#trace(exchange, body, modern ? '2026-07-28' : '2025')
+    const stateless = isStatelessPost(exchange.request, body)
+    const trace = this.#trace(exchange, body, stateless ? '2026-07-28' : '2025')
     try {
       // Without a span context (no SDK, or telemetry off) no closure is made to enter one.
-      if (trace.context !== null) await context.with(trace.context, () => this.#wire(modern, exchange, body, principal, trace))
-      else await this.#wire(modern, exchange, body, principal, trace)
+      if (trace.context !== null) await context.with(trace.context, () => this.#wire(stateless, exchange, body, principal, trace))
+      else await this.#wire(stateless, exchange, body, principal, trace)
     } catch (err) {
       trace.failed(err)
       throw err
@@ -210,8 +210,8 @@ export class McpEngine {
   }
 
   /** The wire's run of a POST (its promise, not awaited here: one async frame less per POST). */
-  #wire (modern: boolean, exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null, trace: PostTrace): Promise<void> {
-    return modern ? this.#modern.post(exchange, body, principal, trace) : this.#legacy.post(exchange, body, principal, trace)
+  #wire (stateless: boolean, exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null, trace: PostTrace): Promise<void> {
+    return stateless ? this.#statelessWire.post(exchange, body, principal, trace) : this.#handshakeWire.post(exchange, body, principal, trace)
   }
 
   #refuseWhileDraining (): void {
@@ -264,8 +264,8 @@ export class McpEngine {
     return {
       sessionsHeld: this.hub.size,
       getStreams: this.hub.getStreams.size,
-      listenStreams: this.#modern.listeners.size,
-      lockWaiters: this.#legacy.lockWaiters + this.#handleCalls.lockWaiters,
+      listenStreams: this.#statelessWire.listeners.size,
+      lockWaiters: this.#handshakeWire.lockWaiters + this.#handleCalls.lockWaiters,
       pendingClientRequests: this.hub.answers.size,
       inflightRequests: this.#drain.inflight,
       runningTasks: this.#tasks.running,
@@ -277,14 +277,14 @@ export class McpEngine {
    * The first step of `app.close()` (`drain.ts`): new requests are refused from now on; GET,
    * resumed and listen streams end at once with `retry` (their clients come back elsewhere); the
    * POSTs running may finish within `timeoutMs`, then what is left is stopped; then the tasks
-   * running here get what is left of `timeoutMs` before they end `failed` (`task-calls.ts`), so
+   * running here get what is left of `timeoutMs` before they end `failed` (`stateless/task-calls.ts`), so
    * that nothing of theirs is written after the stores close. Resolves the number of POSTs and
    * tasks stopped.
    */
   async drain (timeoutMs: number, retryMs: number): Promise<number> {
     const deadline = performance.now() + timeoutMs
     const draining = this.#drain.drain(timeoutMs, this.#logger)
-    this.#modern.close(retryMs)
+    this.#statelessWire.close(retryMs)
     this.hub.getStreams.close(retryMs)
     this.hub.followers.close(retryMs)
     // After the POSTs: one of them may still create a task (its beforeTask round ending).
@@ -297,7 +297,7 @@ export class McpEngine {
   async close (retryMs: number): Promise<void> {
     this.#stopExpiry?.()
     this.#telemetry.close()
-    this.#modern.close(retryMs)
+    this.#statelessWire.close(retryMs)
     await this.hub.close(retryMs)
     await this.#subscription.then(unsub => unsub()).catch(() => {})
   }
@@ -317,10 +317,10 @@ export class McpEngine {
   #onBroadcast (m: BusMessage): void {
     if (m.t === 'broadcast') {
       this.hub.getStreams.broadcast(m.msg)
-      if (m.kind === 'tools' || m.kind === 'prompts' || m.kind === 'resources') this.#modern.listChanged(m.kind)
+      if (m.kind === 'tools' || m.kind === 'prompts' || m.kind === 'resources') this.#statelessWire.listChanged(m.kind)
     } else if (m.t === 'resource') {
       this.hub.getStreams.resourceUpdated(m.uri)
-      this.#modern.resourceUpdated(m.uri)
+      this.#statelessWire.resourceUpdated(m.uri)
     }
   }
 }

@@ -15,8 +15,8 @@
  * the earliest deadline left.
  */
 import { performance } from 'node:perf_hooks'
-import { EarliestTimer } from '../earliest-timer.js'
-import { LinkedList, type Linked } from '../linked-list.js'
+import { EarliestTimer } from '../util/earliest-timer.js'
+import { LinkedList, type Linked } from '../util/linked-list.js'
 
 /** A command the timeouts watch: an ioredis `Command`, with the fields this module adds. */
 export interface TimedCommand extends Linked<TimedCommand> {

@@ -26,7 +26,7 @@ import {
   type CreateOptions, type JsonValue, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
   type SessionStoreOptions
 } from './session-store.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 /** Options of {@link FileSessionStore}. */
 export interface FileSessionStoreOptions extends SessionStoreOptions {

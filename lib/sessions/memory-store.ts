@@ -18,7 +18,7 @@
  */
 // Imported: the global `performance` is a lazy getter, called on every access.
 import { performance } from 'node:perf_hooks'
-import { LinkedList, type Linked } from '../linked-list.js'
+import { LinkedList, type Linked } from '../util/linked-list.js'
 import { ExpiryListeners, type ExpiryListener } from './expiry-listeners.js'
 import { copyJson } from './json-copy.js'
 import { OwnerIndex, type Owned } from './owner-index.js'
@@ -28,7 +28,7 @@ import {
   type SessionStoreOptions
 } from './session-store.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 /** Options of {@link MemorySessionStore}. */
 export interface MemorySessionStoreOptions extends SessionStoreOptions {

@@ -18,7 +18,7 @@ import { PG_LEASE_BUSY, PG_NOT_ADOPTED, PG_STATE_MISSING, PgSessionLock } from '
 import type { AcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
 import { resolvePgPool, type PgPoolLike, type PgResult } from '../postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema, positioned } from '../postgres/schema.js'
-import { settleWithin } from '../settle.js'
+import { settleWithin } from '../util/settle.js'
 import { roundTrip } from '../telemetry/index.js'
 import {
   SessionDataError, encodeSessionValue,

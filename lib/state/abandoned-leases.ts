@@ -8,7 +8,7 @@
  * a lease (a request's cancellation is read without a listener), and stops once none is left.
  */
 import { performance } from 'node:perf_hooks'
-import { SteadySet } from '../steady-map.js'
+import { SteadySet } from '../util/steady-map.js'
 
 /** A scope as the watcher sees it. */
 export interface Watched {

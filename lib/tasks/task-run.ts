@@ -12,7 +12,7 @@ import type { Bus, BusMessage } from '../bus/bus.js'
 import type { KeyHold } from '../state/key-holds.js'
 import type { JsonValue, SessionStore } from '../sessions/session-store.js'
 import { K, isTerminal, taskKey } from './task-record.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 /** How often the runner re-reads its record (cancellation and answers also arrive by bus at once). */
 export const CHECK_INTERVAL = 2000

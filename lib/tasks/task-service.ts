@@ -16,7 +16,7 @@ import type { KeyHold, KeyHolds } from '../state/key-holds.js'
 import type { JsonValue, SessionRecord } from '../sessions/session-store.js'
 import { K, expired, isTaskId, isTerminal, mintTaskId, newRecord, pendingRequests, taskKey } from './task-record.js'
 import { CHECK_INTERVAL, TaskRun } from './task-run.js'
-import { shownId } from '../shown-id.js'
+import { shownId } from '../util/shown-id.js'
 
 type Data = Record<string, JsonValue>
 

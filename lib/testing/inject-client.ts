@@ -21,7 +21,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { FormElicitParams, SamplingParams, UrlElicitParams } from '../context.js'
 import { ErrorCode, McpError, type RequestId } from '../jsonrpc/errors.js'
-import { META_CAPS, META_CLIENT, META_LOG, META_VERSION, MODERN_VERSIONS } from '../protocol/meta.js'
+import { META_CAPS, META_CLIENT, META_LOG, META_VERSION, STATELESS_VERSIONS } from '../protocol/stateless/meta.js'
 import { answerError, readAnswer, type Answer } from './inject-answer.js'
 import type { InjectClient, InjectClientOptions, InjectNotification, InjectRequestOptions, InjectToolResult } from './inject-types.js'
 
@@ -52,7 +52,7 @@ function headerValue (value: string): string {
 class Client implements InjectClient {
   readonly #app: FastifyInstance
   readonly #o: InjectClientOptions
-  readonly #modern: boolean
+  readonly #stateless: boolean
   readonly notifications: InjectNotification[] = []
   #version: string
   #sessionId: string | null = null
@@ -65,7 +65,7 @@ class Client implements InjectClient {
     this.#app = app
     this.#o = options
     this.#version = options.protocolVersion ?? DEFAULT_VERSION
-    this.#modern = (MODERN_VERSIONS as readonly string[]).includes(this.#version)
+    this.#stateless = (STATELESS_VERSIONS as readonly string[]).includes(this.#version)
   }
 
   get sessionId (): string | null { return this.#sessionId }
@@ -109,7 +109,7 @@ class Client implements InjectClient {
   async #start (): Promise<Record<string, any>> {
     // The endpoint is known once the plugin loaded; inject() itself waits for the app otherwise.
     if (this.#o.path === undefined && this.#endpoint() === undefined) await this.#app.ready()
-    return this.#modern ? await this.#discover() : await this.#handshake()
+    return this.#stateless ? await this.#discover() : await this.#handshake()
   }
 
   async #handshake (): Promise<Record<string, any>> {
@@ -190,16 +190,16 @@ class Client implements InjectClient {
 
   async #notify (method: string, params?: Record<string, unknown>): Promise<void> {
     const body: Record<string, unknown> = { jsonrpc: '2.0', method }
-    const p = this.#modern ? { ...params, _meta: this.#meta() } : params
+    const p = this.#stateless ? { ...params, _meta: this.#meta() } : params
     if (p !== undefined) body.params = p
-    const headers = this.#modern ? this.#modernHeaders(method, p ?? {}) : this.#headers()
+    const headers = this.#stateless ? this.#statelessHeaders(method, p ?? {}) : this.#headers()
     const res = await this.#app.inject({ method: 'POST', url: this.#path, headers, payload: JSON.stringify(body) })
     if (res.statusCode !== 202) throw answerError(res.statusCode, res.body)
   }
 
   /** Sends one request (the era's way) and resolves its result. */
   async #send (method: string, params: Record<string, unknown>, options: InjectRequestOptions = {}): Promise<Record<string, any>> {
-    if (!this.#modern) {
+    if (!this.#stateless) {
       const id = this.#id()
       const p = options.progressToken === undefined ? params : { ...params, _meta: { ...(params._meta as object), progressToken: options.progressToken } }
       const answer = await this.#post({ jsonrpc: '2.0', id, method, params: p }, this.#headers(options.headers))
@@ -212,7 +212,7 @@ class Client implements InjectClient {
       const meta: Record<string, unknown> = { ...(params._meta as object), ...this.#meta() }
       if (options.progressToken !== undefined) meta.progressToken = options.progressToken
       const p = { ...params, ...retry, _meta: meta }
-      const headers = { ...this.#modernHeaders(method, p), ...(method === 'tools/call' ? await this.#paramHeaders(p) : {}), ...options.headers }
+      const headers = { ...this.#statelessHeaders(method, p), ...(method === 'tools/call' ? await this.#paramHeaders(p) : {}), ...options.headers }
       const result = await this.#final(await this.#post({ jsonrpc: '2.0', id, method, params: p }, headers), id, method)
       if (result.resultType !== 'input_required') return result
       if (round + 1 >= maxRounds) throw new Error(`injectClient: ${method} still needed input after ${maxRounds} rounds`)
@@ -234,7 +234,7 @@ class Client implements InjectClient {
   }
 
   /** The headers a 2026-07-28 request mirrors from its body. */
-  #modernHeaders (method: string, params: Record<string, unknown>): Record<string, string> {
+  #statelessHeaders (method: string, params: Record<string, unknown>): Record<string, string> {
     const h = this.#headers({ 'mcp-protocol-version': this.#version, 'mcp-method': method })
     const name = method === 'resources/read' ? params.uri : (method === 'tools/call' || method === 'prompts/get') ? params.name : method.startsWith('tasks/') ? params.taskId : undefined
     if (typeof name === 'string') h['mcp-name'] = headerValue(name)
@@ -284,7 +284,7 @@ class Client implements InjectClient {
         else if (typeof msg.method === 'string') this.#notification(msg as InjectNotification)
       }
       const last = answer.lastEventId()
-      if (this.#modern || this.#sessionId === null || last === undefined || resumes >= 100) break
+      if (this.#stateless || this.#sessionId === null || last === undefined || resumes >= 100) break
       const res = await this.#app.inject({
         method: 'GET',
         url: this.#path,

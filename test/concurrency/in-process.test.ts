@@ -12,7 +12,7 @@ import {
   MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
   type SessionStore
 } from '../../lib/index.js'
-import { shownId } from '../../lib/shown-id.js'
+import { shownId } from '../../lib/util/shown-id.js'
 import { commandsSent } from '../helpers/redis-monitor.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { assertIdle, startApp, type InProcess, type Teardown } from './fixtures/app.js'

@@ -12,7 +12,7 @@
 import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
 import { RedisSessionLock, RedisSessionStore, LOCK_CLIENT_OPTIONS } from '../../lib/index.js'
-import { shownId } from '../../lib/shown-id.js'
+import { shownId } from '../../lib/util/shown-id.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { assertIdle, startApp, type InProcess } from './fixtures/app.js'
 import { callTool, counterOf, initialize } from '../helpers/http-client.js'

@@ -15,7 +15,7 @@ import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
 import { Type } from '@sinclair/typebox'
 import { registerDemoTools } from '../../examples/demo-tools.js'
-import { shownId } from '../../lib/shown-id.js'
+import { shownId } from '../../lib/util/shown-id.js'
 import mcp, {
   FileSessionLock, FileSessionStore, LOCK_CLIENT_OPTIONS, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
   type McpPluginOptions, type SaveResult, type SessionChanges, type SessionLock, type SessionStore

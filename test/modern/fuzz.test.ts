@@ -20,19 +20,19 @@ import vm from 'node:vm'
 import fc from 'fast-check'
 import { Type } from '@sinclair/typebox'
 import type { LightMyRequestResponse } from 'fastify'
-import { StateSealer } from '../../lib/protocol/request-state.js'
-import { isLegacyVersion } from '../../lib/protocol/versions.js'
+import { StateSealer } from '../../lib/protocol/stateless/request-state.js'
+import { isHandshakeVersion } from '../../lib/protocol/versions.js'
 import { build, post, SECRET } from './fixtures/helper.js'
 import { ACCEPT, b64, finalOf, modernHeaders, META_CAPS, META_CLIENT, META_LOG, META_VERSION, MODERN, messagesOf, rpc } from '../helpers/wire.js'
 import { deepMarker, textDepth, withDeep } from '../helpers/json-depth.js'
 
-/** Whether the engine takes this POST for the handshake era (as `isModernPost` decides). */
+/** Whether the engine takes this POST for the handshake era (as `isStatelessPost` decides). */
 function isLegacyRequest (payload: string, version: string | undefined): boolean {
   let msg: any
   try { msg = JSON.parse(payload) } catch { msg = null }
   const meta = Array.isArray(msg) ? undefined : msg?.params?._meta
   if (typeof meta === 'object' && meta !== null && !Array.isArray(meta) && META_VERSION in meta) return false
-  return version === undefined || isLegacyVersion(version)
+  return version === undefined || isHandshakeVersion(version)
 }
 
 const SEED = Number(process.env.FC_SEED ?? 20260728)

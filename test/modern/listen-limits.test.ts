@@ -11,7 +11,7 @@ import { build, listen, SECRET, type Live } from './fixtures/helper.js'
 import { sleep } from '../helpers/time.js'
 import { modernHeaders as headersFor, rpc } from '../helpers/wire.js'
 
-/** The bounds docs/protocol-eras.md documents (lib/protocol/listen.ts). */
+/** The bounds docs/protocol-eras.md documents (lib/protocol/stateless/listen.ts). */
 const MAX_LISTEN_URIS = 100
 const MAX_LISTEN_URI_LENGTH = 2048
 

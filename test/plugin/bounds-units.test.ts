@@ -7,7 +7,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { classify, MAX_DEPTH, MAX_ID_LENGTH, MAX_PROGRESS_TOKEN_LENGTH, nestsDeeper, parseBody } from '../../lib/jsonrpc/messages.js'
-import { MAX_CLIENT_INFO_FIELD, MAX_HANDSHAKE_PARAMS, normalizeClientCapabilities, shortClientInfo } from '../../lib/protocol/legacy-initialize.js'
+import { MAX_CLIENT_INFO_FIELD, MAX_HANDSHAKE_PARAMS, normalizeClientCapabilities, shortClientInfo } from '../../lib/protocol/handshake/initialize.js'
 import { missingCapability } from '../../lib/protocol/base-context.js'
 
 /** `depth` nested arrays, as text. */

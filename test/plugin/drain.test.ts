@@ -14,7 +14,7 @@ import mcp, { MemorySessionLock, type McpDecorator, type McpPluginOptions } from
 import { modernSend, readReply, send, serve, type Served } from '../helpers/http-client.js'
 import { SseReader } from '../helpers/sse.js'
 import { until } from '../helpers/time.js'
-import { settleWithin } from '../../lib/settle.js'
+import { settleWithin } from '../../lib/util/settle.js'
 import { headers, initializeBody, rpc, SSE_ACCEPT, type Session } from '../helpers/wire.js'
 
 const STOPPED = 'Server is shutting down: the request was stopped before it finished.'

@@ -1,6 +1,6 @@
-/** settleWithin (lib/settle.ts): the bounded wait every close and drain uses. */
+/** settleWithin (lib/util/settle.ts): the bounded wait every close and drain uses. */
 import t from 'tap'
-import { settleWithin } from '../../lib/settle.js'
+import { settleWithin } from '../../lib/util/settle.js'
 
 t.test('true once the work settles, fulfilled or rejected; false after the bound; never rejects', async t => {
   t.equal(await settleWithin(Promise.resolve(1), 1000), true)
@@ -19,7 +19,7 @@ t.test('the timer is cleared once the work settles: nothing is left to hold the 
 t.test('keepAlive: false does not hold the process open by itself', async t => {
   const { spawnSync } = await import('node:child_process')
   // A child whose only pending thing is the bounded wait of a hanging promise: it exits at once.
-  const code = "import('" + new URL('../../lib/settle.ts', import.meta.url).href + "').then(m => m.settleWithin(new Promise(() => {}), 60000, { keepAlive: false }))"
+  const code = "import('" + new URL('../../lib/util/settle.ts', import.meta.url).href + "').then(m => m.settleWithin(new Promise(() => {}), 60000, { keepAlive: false }))"
   const started = Date.now()
   const r = spawnSync(process.execPath, ['--import', 'tsx', '-e', code], { encoding: 'utf8', timeout: 30_000 })
   t.equal(r.status, 0, r.stderr)

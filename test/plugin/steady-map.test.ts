@@ -1,7 +1,7 @@
-/** SteadyMap and SteadySet (lib/steady-map.ts): the map and set that entries enter and leave on every request. */
+/** SteadyMap and SteadySet (lib/util/steady-map.ts): the map and set that entries enter and leave on every request. */
 import { spawnSync } from 'node:child_process'
 import t from 'tap'
-import { SteadyMap, SteadySet } from '../../lib/steady-map.js'
+import { SteadyMap, SteadySet } from '../../lib/util/steady-map.js'
 
 t.test('a map by string key: get, has, set, delete, size, and copies of its keys and values', async t => {
   const m = new SteadyMap<number>()
@@ -65,7 +65,7 @@ t.test('an entry that comes and goes: a third of the tables a Map allocates, whi
   // an otherwise empty map: a Map allocates a table per delete that empties it (tens of MB), the
   // SteadyMap one per three inserts (when the deleted slots fill the table). The loop allocates
   // nothing else (one constant key and value). Measured: 37 and 12.
-  const lib = new URL('../../lib/steady-map.ts', import.meta.url).href
+  const lib = new URL('../../lib/util/steady-map.ts', import.meta.url).href
   const code = (kind: string): string => `import('${lib}').then(({ SteadyMap, SteadySet }) => {
     const m = ${kind === 'map' ? 'new Map()' : kind === 'set' ? 'new Set()' : kind === 'steady set' ? 'new SteadySet()' : 'new SteadyMap()'}
     const member = {}

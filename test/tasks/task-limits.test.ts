@@ -8,7 +8,7 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import mcp, { injectClient, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
-import { shownId } from '../../lib/shown-id.js'
+import { shownId } from '../../lib/util/shown-id.js'
 import { until } from '../helpers/time.js'
 import { rpc, modernHeaders } from '../helpers/wire.js'
 

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { McpError } from '../../lib/index.js'
-import { refuse } from '../../lib/protocol/legacy-session.js'
+import { refuse } from '../../lib/protocol/handshake/session.js'
 import { handleRefusal, unkeptHandle } from '../../lib/protocol/handle-calls.js'
 import { ToolLimitError } from '../../lib/limits/errors.js'
 import { outcomeOfError, outcomeOfResponse, refusalReason } from '../../lib/telemetry/outcome.js'

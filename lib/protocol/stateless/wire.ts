@@ -2,33 +2,33 @@
  * The stateless 2026-07-28 wire. Every POST carries its protocol version and client capabilities
  * in `params._meta`; nothing is inferred from earlier requests. Requests to the client travel as
  * `input_required` results with a sealed `requestState`; list changes travel on
- * `subscriptions/listen` streams (`listen.ts`). The envelope checks are in `modern-headers.ts`.
+ * `subscriptions/listen` streams (`listen.ts`). The envelope checks are in `headers.ts`.
  */
 import type { FastifyBaseLogger } from 'fastify'
-import { InputRequiredSignal, LOG_LEVELS, type LogLevel, type McpPrincipal } from '../context.js'
-import type { CacheHint } from '../features/cache-hints.js'
-import { METHODS, methodNotFound, needCapability, type CacheKind, type MethodEntry } from '../features/method-table.js'
-import type { Registry } from '../features/registry.js'
-import { isVisible } from '../auth/access.js'
-import { ErrorCode, McpError, errorReply, type RequestId } from '../jsonrpc/errors.js'
-import type { ToolLimiter } from '../limits/limiter.js'
-import { metaProblem, presetMeta, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
-import type { ResolvedOptions } from '../options.js'
-import { isClientCapabilityError } from './base-context.js'
-import { NULL_EVENT_LOG, type ChannelOptions, type Exchange, type ResponseChannel } from './exchange.js'
+import { InputRequiredSignal, LOG_LEVELS, type LogLevel, type McpPrincipal } from '../../context.js'
+import type { CacheHint } from '../../features/cache-hints.js'
+import { METHODS, methodNotFound, needCapability, type CacheKind, type MethodEntry } from '../../features/method-table.js'
+import type { Registry } from '../../features/registry.js'
+import { isVisible } from '../../auth/access.js'
+import { ErrorCode, McpError, errorReply, type RequestId } from '../../jsonrpc/errors.js'
+import type { ToolLimiter } from '../../limits/limiter.js'
+import { metaProblem, presetMeta, resultResponse, type JsonRpcRequest, type ParsedBody } from '../../jsonrpc/messages.js'
+import type { ResolvedOptions } from '../../options.js'
+import { isClientCapabilityError } from '../base-context.js'
+import { NULL_EVENT_LOG, type ChannelOptions, type Exchange, type ResponseChannel } from '../exchange.js'
 import { ListenStreams } from './listen.js'
-import { META_CAPS, META_LOG, META_SERVER, MODERN_VERSIONS } from './meta.js'
-import { checkNotificationEnvelope, checkRequestEnvelope, refuseUnservable } from './modern-headers.js'
-import type { HandleCalls } from './handle-calls.js'
-import { ModernContext } from './modern-context.js'
-import { closingHeaders, stoppedByDrain, stoppedResponse } from './drain.js'
-import { RequestAbort } from './request-abort.js'
+import { META_CAPS, META_LOG, META_SERVER, STATELESS_VERSIONS } from './meta.js'
+import { checkNotificationEnvelope, checkRequestEnvelope, refuseUnservable } from './headers.js'
+import type { HandleCalls } from '../handle-calls.js'
+import { StatelessContext } from './context.js'
+import { closingHeaders, stoppedByDrain, stoppedResponse } from '../drain.js'
+import { RequestAbort } from '../request-abort.js'
 import { TASK_METHODS, type TaskCalls } from './task-calls.js'
 import type { StateSealer } from './request-state.js'
-import { NO_POST, type PostTrace } from '../telemetry/index.js'
-import { LeaseLostError } from '../state/outcome.js'
+import { NO_POST, type PostTrace } from '../../telemetry/index.js'
+import { LeaseLostError } from '../../state/outcome.js'
 
-export interface ModernDeps {
+export interface StatelessDeps {
   opts: ResolvedOptions
   registry: Registry
   sealer: StateSealer
@@ -47,7 +47,7 @@ export interface ModernDeps {
 interface Answer { body: unknown, status: number, headers?: Record<string, string> }
 
 /** One request being run, with what its run needs. */
-interface ModernRequest {
+interface StatelessRequest {
   exchange: Exchange
   msg: JsonRpcRequest
   caps: Record<string, unknown>
@@ -73,9 +73,9 @@ function asWireError (err: unknown): unknown {
     { requiredCapabilities: err.requiredCapabilities }, 400)
 }
 
-/** @internal The modern engine. */
-export class ModernWire {
-  readonly #d: ModernDeps
+/** @internal The stateless 2026-07-28 wire. */
+export class StatelessWire {
+  readonly #d: StatelessDeps
   readonly listeners: ListenStreams
   /** The `_meta` every result carries; shared (it is only ever serialized). */
   readonly #serverMeta: Readonly<Record<string, unknown>>
@@ -86,7 +86,7 @@ export class ModernWire {
     return tool !== undefined && isVisible(tool.access, principal) ? tool.descriptor.inputSchema as Record<string, unknown> : undefined
   }
 
-  constructor (deps: ModernDeps) {
+  constructor (deps: StatelessDeps) {
     this.#d = deps
     // Its JSON is made once: the POST's answer copies it in (`stringifyMessage`).
     this.#serverMeta = presetMeta({ [META_SERVER]: deps.opts.serverInfo })
@@ -98,7 +98,7 @@ export class ModernWire {
     })
   }
 
-  /** Handles a modern POST whose body parsed. */
+  /** Handles a stateless POST whose body parsed. */
   async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null, trace: PostTrace = NO_POST): Promise<void> {
     refuseUnservable(body)
     const m = body.messages[0]
@@ -131,7 +131,7 @@ export class ModernWire {
     const unfollow = exchange.shutdown?.follow(abort)
     try {
       const caps = meta[META_CAPS] as Record<string, unknown>
-      const r: ModernRequest = { exchange, msg, caps, logLevel: logLevel as LogLevel | undefined, principal, channel, abort }
+      const r: StatelessRequest = { exchange, msg, caps, logLevel: logLevel as LogLevel | undefined, principal, channel, abort }
       // A POST of this wire carries one request: without a context of its own (no recording span)
       // its span has none either, and no closure is made to enter it.
       const response = await (trace.context === null ? this.#run(r) : trace.run(msg, () => this.#run(r)))
@@ -163,7 +163,7 @@ export class ModernWire {
    * Runs a request; resolves the response and the HTTP status for it (never rejects). Not async
    * itself: the method that runs has the only async frame of the request's run.
    */
-  #run (r: ModernRequest): Promise<Answer> {
+  #run (r: StatelessRequest): Promise<Answer> {
     const { msg } = r
     try {
       if (msg.method === 'server/discover') return Promise.resolve(this.#discover(msg.id))
@@ -178,11 +178,11 @@ export class ModernWire {
   }
 
   /** The answer of a request that failed. */
-  #failed (r: ModernRequest, err: unknown): Answer {
+  #failed (r: StatelessRequest, err: unknown): Answer {
     return errorReply(asWireError(err), r.msg.id, { status: 200, log: r.exchange.request.log, msg: 'MCP handler failed', what: { method: r.msg.method } })
   }
 
-  async #task (r: ModernRequest): Promise<Answer> {
+  async #task (r: StatelessRequest): Promise<Answer> {
     try {
       return this.#ok(r.msg.id, await this.#d.tasks.method(r.msg.method, r.msg.params ?? {}, r.caps, r.principal, r.exchange.request.log))
     } catch (err) {
@@ -191,21 +191,21 @@ export class ModernWire {
   }
 
   #discover (id: RequestId): Answer {
-    const result: Record<string, unknown> = { supportedVersions: [...MODERN_VERSIONS], capabilities: this.#d.capabilities() }
+    const result: Record<string, unknown> = { supportedVersions: [...STATELESS_VERSIONS], capabilities: this.#d.capabilities() }
     if (this.#d.opts.instructions !== undefined) result.instructions = this.#d.opts.instructions
     return this.#ok(id, result, this.#d.cache('discover'))
   }
 
   /** A table method: with a context (a user handler runs, and may ask for input) or without. Never rejects. */
-  async #call (r: ModernRequest, entry: MethodEntry): Promise<Answer> {
+  async #call (r: StatelessRequest, entry: MethodEntry): Promise<Answer> {
     const { registry, opts } = this.#d
     const params = r.msg.params ?? {}
     const request = r.exchange.request
-    let ctx: ModernContext | null = null
+    let ctx: StatelessContext | null = null
     let result: Record<string, unknown>
     try {
       if (entry.context) {
-        ctx = new ModernContext({ request, msg: r.msg, caps: r.caps, logLevel: r.logLevel, principal: r.principal, channel: r.channel, abort: r.abort, sealer: this.#d.sealer, requestId: r.msg.id, meta: params._meta as Record<string, unknown>, handles: this.#d.handles.minter })
+        ctx = new StatelessContext({ request, msg: r.msg, caps: r.caps, logLevel: r.logLevel, principal: r.principal, channel: r.channel, abort: r.abort, sealer: this.#d.sealer, requestId: r.msg.id, meta: params._meta as Record<string, unknown>, handles: this.#d.handles.minter })
       }
       try {
         result = await entry.handler({

@@ -4,24 +4,24 @@
  * {@link ClientRequester}; progress and log messages go out on the POST's stream.
  */
 import { randomBytes } from 'node:crypto'
-import type { LogLevel } from '../context.js'
-import type { SessionHandle } from '../sessions/session-handle.js'
-import { K } from '../sessions/session-handle.js'
-import type { StateScope } from '../state/state-scope.js'
-import { BaseContext, type ContextParts } from './base-context.js'
-import type { ResponseChannel } from './exchange.js'
-import type { RequestAbort } from './request-abort.js'
+import type { LogLevel } from '../../context.js'
+import type { SessionHandle } from '../../sessions/session-handle.js'
+import { K } from '../../sessions/session-handle.js'
+import type { StateScope } from '../../state/state-scope.js'
+import { BaseContext, type ContextParts } from '../base-context.js'
+import type { ResponseChannel } from '../exchange.js'
+import type { RequestAbort } from '../request-abort.js'
 
 /** @internal What the context needs from the wire to ask the client something. */
 export interface ClientRequester {
   /** Sends a request to the client on the POST's stream and waits for the answer. */
-  clientRequest (ctx: LegacyContext, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>>
+  clientRequest (ctx: HandshakeContext, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>>
   /** Default `retry` of `closeSSEStream()`. */
   readonly retryInterval: number
 }
 
 /** @internal */
-export class LegacyContext extends BaseContext {
+export class HandshakeContext extends BaseContext {
   /** The session's scope (held under the lock, when one is configured). */
   readonly scope: StateScope
   readonly #wire: ClientRequester

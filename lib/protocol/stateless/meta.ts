@@ -4,7 +4,7 @@
  */
 
 /** The revisions served statelessly. */
-export const MODERN_VERSIONS = ['2026-07-28'] as const
+export const STATELESS_VERSIONS = ['2026-07-28'] as const
 
 export const META_VERSION = 'io.modelcontextprotocol/protocolVersion'
 export const META_CAPS = 'io.modelcontextprotocol/clientCapabilities'

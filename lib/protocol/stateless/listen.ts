@@ -9,12 +9,12 @@
  * resource URIs one stream keeps and echoes (count and length); and, as every SSE stream, a slow
  * reader is disconnected rather than buffered for (`http/sse-writer.ts`).
  */
-import type { EventSink } from '../bus/event-sink.js'
-import type { McpPrincipal } from '../context.js'
-import type { ListKind } from '../features/registry.js'
-import { ErrorCode, McpError, type RequestId } from '../jsonrpc/errors.js'
-import { isPlainObject, resultResponse, type JsonRpcRequest } from '../jsonrpc/messages.js'
-import type { Exchange } from './exchange.js'
+import type { EventSink } from '../../bus/event-sink.js'
+import type { McpPrincipal } from '../../context.js'
+import type { ListKind } from '../../features/registry.js'
+import { ErrorCode, McpError, type RequestId } from '../../jsonrpc/errors.js'
+import { isPlainObject, resultResponse, type JsonRpcRequest } from '../../jsonrpc/messages.js'
+import type { Exchange } from '../exchange.js'
 import { META_SUB } from './meta.js'
 
 /** Most URIs in `notifications.resourceSubscriptions` of one listen request. */

@@ -5,15 +5,15 @@
  * released while waiting, then taken back and re-read before the handler goes on, so the
  * session's other requests, the client's answer among them, are never blocked by the wait.
  */
-import type { Hub } from '../bus/hub.js'
-import { FST_ERR_MCP_CLIENT_REQUEST, FST_ERR_MCP_CLIENT_TIMEOUT, FST_ERR_MCP_SESSION_BUSY } from '../errors.js'
-import type { ResolvedOptions } from '../options.js'
-import type { ClientRequester, LegacyContext } from './legacy-context.js'
-import { McpError } from '../jsonrpc/errors.js'
-import { reportClose, unkeptAnswer } from './legacy-session.js'
-import { reportHandleClose, unkeptHandle } from './handle-calls.js'
-import type { Telemetry } from '../telemetry/index.js'
-import { shownId } from '../shown-id.js'
+import type { Hub } from '../../bus/hub.js'
+import { FST_ERR_MCP_CLIENT_REQUEST, FST_ERR_MCP_CLIENT_TIMEOUT, FST_ERR_MCP_SESSION_BUSY } from '../../errors.js'
+import type { ResolvedOptions } from '../../options.js'
+import type { ClientRequester, HandshakeContext } from './context.js'
+import { McpError } from '../../jsonrpc/errors.js'
+import { reportClose, unkeptAnswer } from './session.js'
+import { reportHandleClose, unkeptHandle } from '../handle-calls.js'
+import type { Telemetry } from '../../telemetry/index.js'
+import { shownId } from '../../util/shown-id.js'
 
 /** The most of a client's answer a log line carries (JSON characters). */
 const LOGGED_ANSWER = 4096
@@ -37,7 +37,7 @@ export class ClientRequests implements ClientRequester {
 
   get retryInterval (): number { return this.#opts.retryInterval }
 
-  async clientRequest (ctx: LegacyContext, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>> {
+  async clientRequest (ctx: HandshakeContext, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>> {
     const signal = ctx.signal
     const sid = ctx.scope.id
     if (signal.aborted) throw signal.reason
@@ -94,7 +94,7 @@ export class ClientRequests implements ClientRequester {
    * Saves and releases before the wait, the state handle first (the reverse of the lock order); a
    * save that did not keep the changes stops the handler.
    */
-  async #suspend (ctx: LegacyContext): Promise<void> {
+  async #suspend (ctx: HandshakeContext): Promise<void> {
     const handle = ctx.handleScope
     if (handle !== null) {
       const closed = await handle.suspend()
@@ -114,7 +114,7 @@ export class ClientRequests implements ClientRequester {
    * FST_ERR_MCP_SESSION_BUSY, what it could not take back is never written, and the client's answer,
    * which nobody will use, is logged rather than dropped in silence.
    */
-  async #resume (ctx: LegacyContext, method: string, answer: Record<string, unknown> | undefined): Promise<void> {
+  async #resume (ctx: HandshakeContext, method: string, answer: Record<string, unknown> | undefined): Promise<void> {
     let failed: unknown
     await ctx.scope.resume().catch((err: unknown) => { failed = err })
     // Taken back even when the session was not: nothing else is held, and the handle's scope must

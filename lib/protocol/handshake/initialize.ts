@@ -7,20 +7,20 @@
  * only what the server reads is kept (the normalized client capabilities and a short client info),
  * and absurd handshakes are refused outright.
  */
-import type { EventLog } from '../bus/event-log.js'
-import type { McpPrincipal } from '../context.js'
-import { ErrorCode, McpError } from '../jsonrpc/errors.js'
-import { isPlainObject, resultResponse, type JsonRpcRequest } from '../jsonrpc/messages.js'
-import { K } from '../sessions/session-handle.js'
-import type { JsonValue } from '../sessions/session-store.js'
-import { generateSessionId } from '../sessions/session-id.js'
-import type { ResolvedOptions } from '../options.js'
-import type { StateBackend } from '../state/state-scope.js'
-import type { Exchange } from './exchange.js'
-import { refuse } from './legacy-session.js'
-import { outagesOf } from './open-failure.js'
-import { unconfirmedAnswer } from './unconfirmed.js'
-import { negotiateLegacyVersion } from './versions.js'
+import type { EventLog } from '../../bus/event-log.js'
+import type { McpPrincipal } from '../../context.js'
+import { ErrorCode, McpError } from '../../jsonrpc/errors.js'
+import { isPlainObject, resultResponse, type JsonRpcRequest } from '../../jsonrpc/messages.js'
+import { K } from '../../sessions/session-handle.js'
+import type { JsonValue } from '../../sessions/session-store.js'
+import { generateSessionId } from '../../sessions/session-id.js'
+import type { ResolvedOptions } from '../../options.js'
+import type { StateBackend } from '../../state/state-scope.js'
+import type { Exchange } from '../exchange.js'
+import { refuse } from './session.js'
+import { outagesOf } from '../open-failure.js'
+import { unconfirmedAnswer } from '../unconfirmed.js'
+import { negotiateHandshakeVersion } from '../versions.js'
 
 const invalidParams = (message: string): McpError => new McpError(ErrorCode.InvalidParams, `Invalid params: ${message}`, undefined, 400)
 
@@ -94,7 +94,7 @@ export async function initialize (d: InitializeDeps, exchange: Exchange, msg: Js
   if (JSON.stringify(caps).length + (clientInfo === null ? 0 : JSON.stringify(clientInfo).length) > MAX_HANDSHAKE_PARAMS) {
     throw invalidParams(`capabilities and clientInfo must take at most ${MAX_HANDSHAKE_PARAMS} characters as JSON`)
   }
-  const version = negotiateLegacyVersion(p.protocolVersion)
+  const version = negotiateHandshakeVersion(p.protocolVersion)
   const sid = generateSessionId()
   try {
     await d.sessions.store.create(sid, {

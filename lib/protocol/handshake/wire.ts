@@ -3,37 +3,37 @@
  * POST names it in `Mcp-Session-Id`. A POST opens the session's state scope (under the session
  * lock when one is configured and the POST carries requests, unless they are all read-only tool
  * calls: those read a snapshot, see `state/snapshot.ts`), runs its messages, writes back what
- * they changed, and answers. GET and DELETE are in `legacy-streams.ts`, requests to the client in
- * `client-requests.ts`, `initialize` in `legacy-initialize.ts`.
+ * they changed, and answers. GET and DELETE are in `streams.ts`, requests to the client in
+ * `client-requests.ts`, `initialize` in `initialize.ts`.
  */
 import type { FastifyBaseLogger } from 'fastify'
 // Imported: the global `performance` is a lazy getter, called on every access.
 import { performance } from 'node:perf_hooks'
-import type { EventLog } from '../bus/event-log.js'
-import type { Hub } from '../bus/hub.js'
-import type { Tracking } from '../bus/inflight.js'
-import { LOG_LEVELS, type McpPrincipal } from '../context.js'
-import { METHODS, methodNotFound, needCapability } from '../features/method-table.js'
-import type { Registry } from '../features/registry.js'
-import { ErrorCode, McpError, errorResponse, type RequestId } from '../jsonrpc/errors.js'
-import type { ToolLimiter } from '../limits/limiter.js'
-import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
-import type { ResolvedOptions } from '../options.js'
-import { K } from '../sessions/session-handle.js'
-import { readsOnly, sealSnapshot } from '../state/snapshot.js'
-import type { StateBackend, StateScope } from '../state/state-scope.js'
-import { NO_POST, type PostTrace, type Telemetry } from '../telemetry/index.js'
+import type { EventLog } from '../../bus/event-log.js'
+import type { Hub } from '../../bus/hub.js'
+import type { Tracking } from '../../bus/inflight.js'
+import { LOG_LEVELS, type McpPrincipal } from '../../context.js'
+import { METHODS, methodNotFound, needCapability } from '../../features/method-table.js'
+import type { Registry } from '../../features/registry.js'
+import { ErrorCode, McpError, errorResponse, type RequestId } from '../../jsonrpc/errors.js'
+import type { ToolLimiter } from '../../limits/limiter.js'
+import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../../jsonrpc/messages.js'
+import type { ResolvedOptions } from '../../options.js'
+import { K } from '../../sessions/session-handle.js'
+import { readsOnly, sealSnapshot } from '../../state/snapshot.js'
+import type { StateBackend, StateScope } from '../../state/state-scope.js'
+import { NO_POST, type PostTrace, type Telemetry } from '../../telemetry/index.js'
 import { ClientRequests } from './client-requests.js'
-import type { Exchange, ResponseChannel } from './exchange.js'
-import type { HandleCalls } from './handle-calls.js'
-import type { BaseContext } from './base-context.js'
-import { LegacyContext } from './legacy-context.js'
-import { initialize } from './legacy-initialize.js'
-import { LeaseLostError, busDown, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './legacy-session.js'
-import { closingHeaders, stoppedByDrain, stoppedError, stoppedResponse } from './drain.js'
-import { RequestAbort } from './request-abort.js'
-import { failedAnswer, needsSession, postWithoutSession, type SessionlessDeps } from './legacy-sessionless.js'
-import { allowsBatches, supportsSsePolling } from './versions.js'
+import type { Exchange, ResponseChannel } from '../exchange.js'
+import type { HandleCalls } from '../handle-calls.js'
+import type { BaseContext } from '../base-context.js'
+import { HandshakeContext } from './context.js'
+import { initialize } from './initialize.js'
+import { LeaseLostError, busDown, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './session.js'
+import { closingHeaders, stoppedByDrain, stoppedError, stoppedResponse } from '../drain.js'
+import { RequestAbort } from '../request-abort.js'
+import { failedAnswer, needsSession, postWithoutSession, type SessionlessDeps } from './sessionless.js'
+import { allowsBatches, supportsSsePolling } from '../versions.js'
 
 /** What a session may subscribe to (kept in the session, and on the instance holding its GET stream). */
 const MAX_SUBSCRIPTIONS = 100
@@ -48,7 +48,7 @@ function resourceNotFound (uri: string): McpError {
 }
 
 /** What the handshake-era wire is built from. */
-export interface LegacyDeps {
+export interface HandshakeDeps {
   opts: ResolvedOptions
   registry: Registry
   sessions: StateBackend
@@ -98,21 +98,21 @@ interface PostRun {
   batch: boolean
 }
 
-/** @internal The legacy engine. */
-export class LegacyWire {
-  readonly #d: LegacyDeps
+/** @internal The handshake-era wire. */
+export class HandshakeWire {
+  readonly #d: HandshakeDeps
   readonly #clientRequests: ClientRequests
   readonly #sessionless: SessionlessDeps
   /** Requests of this instance waiting for their session's lock (status, gauges). */
   lockWaiters = 0
 
-  constructor (deps: LegacyDeps) {
+  constructor (deps: HandshakeDeps) {
     this.#d = deps
     this.#clientRequests = new ClientRequests(deps.hub, deps.opts, deps.telemetry)
     this.#sessionless = { opts: deps.opts, handles: deps.handles, maybeGc: deps.maybeGc, dispatch: (msg, ctx, log) => this.#dispatch(null, msg, ctx, log) }
   }
 
-  /** Handles a legacy POST whose body parsed. */
+  /** Handles a handshake-era POST whose body parsed. */
   async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null, trace: PostTrace = NO_POST): Promise<void> {
     const { messages, batch } = body
     const first = messages[0]
@@ -122,7 +122,7 @@ export class LegacyWire {
     }
     const requests = this.#checkPost(body)
     const request = exchange.request
-    // No session named: served without one (legacy-sessionless.ts), unless the app wants the strict 400.
+    // No session named: served without one (sessionless.ts), unless the app wants the strict 400.
     if (request.headers['mcp-session-id'] === undefined && !this.#d.opts.requireSessionId) {
       await postWithoutSession(this.#sessionless, exchange, body, principal, trace)
       return
@@ -319,7 +319,7 @@ export class LegacyWire {
   async #run (run: PostRun, msg: JsonRpcRequest): Promise<unknown> {
     const request = run.exchange.request
     const { abort, tracking } = (run.tracked.batch?.get(msg) ?? run.tracked.only) as TrackedRequest
-    const ctx = new LegacyContext(this.#clientRequests, run.scope, {
+    const ctx = new HandshakeContext(this.#clientRequests, run.scope, {
       request,
       principal: run.principal,
       requestId: msg.id,

@@ -2,19 +2,19 @@
  * GET and DELETE of a handshake-era session. GET opens the session's standalone stream, or
  * resumes one (from the event log, on any instance); DELETE ends the session.
  */
-import type { EventLog } from '../bus/event-log.js'
-import { parseEventId } from '../bus/event-log.js'
-import type { Hub } from '../bus/hub.js'
-import { ServerStream } from '../bus/server-stream.js'
-import type { McpPrincipal } from '../context.js'
-import type { ResolvedOptions } from '../options.js'
-import { K } from '../sessions/session-handle.js'
-import type { StateBackend } from '../state/state-scope.js'
-import type { Exchange } from './exchange.js'
-import { endSession } from './ended-sessions.js'
-import { busDown, checkVersionHeader, openSession, refuse, sessionIdOf, unavailable } from './legacy-session.js'
-import { supportsSsePolling } from './versions.js'
-import { shownId } from '../shown-id.js'
+import type { EventLog } from '../../bus/event-log.js'
+import { parseEventId } from '../../bus/event-log.js'
+import type { Hub } from '../../bus/hub.js'
+import { ServerStream } from '../../bus/server-stream.js'
+import type { McpPrincipal } from '../../context.js'
+import type { ResolvedOptions } from '../../options.js'
+import { K } from '../../sessions/session-handle.js'
+import type { StateBackend } from '../../state/state-scope.js'
+import type { Exchange } from '../exchange.js'
+import { endSession } from '../ended-sessions.js'
+import { busDown, checkVersionHeader, openSession, refuse, sessionIdOf, unavailable } from './session.js'
+import { supportsSsePolling } from '../versions.js'
+import { shownId } from '../../util/shown-id.js'
 
 /** What GET and DELETE need of the wire. */
 export interface StreamDeps {

@@ -5,17 +5,17 @@
  * `McpError`s with the HTTP status the specification gives; the routes answer them.
  */
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
-import type { McpPrincipal } from '../context.js'
-import { ErrorCode, McpError, echoed } from '../jsonrpc/errors.js'
-import { K } from '../sessions/session-handle.js'
-import { isValidSessionId } from '../sessions/session-id.js'
-import type { CloseResult, StateBackend, StateScope } from '../state/state-scope.js'
-import { LeaseLostError } from '../state/outcome.js'
-import { backendRetry, openFailure, outagesOf } from './open-failure.js'
-import { unkeptOf, type UnkeptAnswer } from './unkept-answers.js'
-import type { RequestAbort } from './request-abort.js'
-import { isLegacyVersion } from './versions.js'
-import { shownId } from '../shown-id.js'
+import type { McpPrincipal } from '../../context.js'
+import { ErrorCode, McpError, echoed } from '../../jsonrpc/errors.js'
+import { K } from '../../sessions/session-handle.js'
+import { isValidSessionId } from '../../sessions/session-id.js'
+import type { CloseResult, StateBackend, StateScope } from '../../state/state-scope.js'
+import { LeaseLostError } from '../../state/outcome.js'
+import { backendRetry, openFailure, outagesOf } from '../open-failure.js'
+import { unkeptOf, type UnkeptAnswer } from '../unkept-answers.js'
+import type { RequestAbort } from '../request-abort.js'
+import { isHandshakeVersion } from '../versions.js'
+import { shownId } from '../../util/shown-id.js'
 
 /** The refusals of this module (and the wire), by what happened. */
 export const refuse = {
@@ -47,7 +47,7 @@ export function sessionIdOf (request: FastifyRequest): string {
 /** 400 for an `MCP-Protocol-Version` header that names no handshake-era revision. */
 export function checkVersionHeader (request: FastifyRequest): void {
   const v = request.headers['mcp-protocol-version']
-  if (v !== undefined && !isLegacyVersion(v)) {
+  if (v !== undefined && !isHandshakeVersion(v)) {
     throw new McpError(ErrorCode.InvalidRequest, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(echoed(String(v)))}`, undefined, 400)
   }
 }

@@ -4,10 +4,10 @@
  * record the request and end the run after the current turn, so requests made together (in
  * `Promise.all`) are all collected into one `input_required` result with a sealed `requestState`.
  */
-import { InputRequiredSignal, type LogLevel } from '../context.js'
-import { ErrorCode, McpError } from '../jsonrpc/errors.js'
-import { isPlainObject, type JsonRpcRequest } from '../jsonrpc/messages.js'
-import { BaseContext, type ContextParts } from './base-context.js'
+import { InputRequiredSignal, type LogLevel } from '../../context.js'
+import { ErrorCode, McpError } from '../../jsonrpc/errors.js'
+import { isPlainObject, type JsonRpcRequest } from '../../jsonrpc/messages.js'
+import { BaseContext, type ContextParts } from '../base-context.js'
 import { paramsDigest, type StateSealer } from './request-state.js'
 
 type InputRequest = { method: string, params: Record<string, unknown> }
@@ -19,8 +19,8 @@ export const VALID_ANSWER: Record<string, (v: unknown) => boolean> = {
   'roots/list': (v) => isPlainObject(v) && Array.isArray(v.roots)
 }
 
-/** @internal What a modern run needs besides the shared parts. */
-export interface ModernRun extends ContextParts {
+/** @internal What a stateless run needs besides the shared parts. */
+export interface StatelessRun extends ContextParts {
   msg: JsonRpcRequest
   caps: Record<string, unknown>
   logLevel: LogLevel | undefined
@@ -28,7 +28,7 @@ export interface ModernRun extends ContextParts {
 }
 
 /** @internal */
-export class ModernContext extends BaseContext {
+export class StatelessContext extends BaseContext {
   readonly session = null
   readonly clientCapabilities: Record<string, unknown>
   // `state` (BaseContext's, no second empty object here): the handler's state, sealed into
@@ -42,7 +42,7 @@ export class ModernContext extends BaseContext {
   #digest: string | undefined
 
   /** @throws {McpError} -32602 for a malformed `inputResponses` or a refused `requestState`. */
-  constructor (run: ModernRun) {
+  constructor (run: StatelessRun) {
     super(run)
     const params = run.msg.params ?? {}
     this.clientCapabilities = run.caps

@@ -5,23 +5,23 @@
  * is a 400 with the request's id (none on notifications).
  */
 import type { FastifyRequest } from 'fastify'
-import { ErrorCode, McpError } from '../jsonrpc/errors.js'
-import { isPlainObject, type JsonRpcRequest, type ParsedBody } from '../jsonrpc/messages.js'
-import { META_CAPS, META_CLIENT, META_VERSION, MODERN_VERSIONS } from './meta.js'
-import { isLegacyVersion } from './versions.js'
+import { ErrorCode, McpError } from '../../jsonrpc/errors.js'
+import { isPlainObject, type JsonRpcRequest, type ParsedBody } from '../../jsonrpc/messages.js'
+import { META_CAPS, META_CLIENT, META_VERSION, STATELESS_VERSIONS } from './meta.js'
+import { isHandshakeVersion } from '../versions.js'
 
-/** Whether a POST is served on the modern wire (see DESIGN.md, "How a POST flows"). */
-export function isModernPost (request: FastifyRequest, body: ParsedBody & { ok: true }): boolean {
+/** Whether a POST is served on the stateless 2026-07-28 wire (see DESIGN.md, "How a POST flows"). */
+export function isStatelessPost (request: FastifyRequest, body: ParsedBody & { ok: true }): boolean {
   if (!body.batch) {
     const m = body.messages[0]
     if ((m.kind === 'request' || m.kind === 'notification') && isPlainObject(m.message.params?._meta) &&
       META_VERSION in m.message.params._meta) return true
   }
   const v = request.headers['mcp-protocol-version']
-  if (typeof v !== 'string' || isLegacyVersion(v)) return false
-  // A version we do not know from the handshake era, on a request that names no legacy session.
+  if (typeof v !== 'string' || isHandshakeVersion(v)) return false
+  // A version we do not know from the handshake era, on a request that names no handshake-era session.
   // (Compared as dates only: "latest" or "9" sort after "2026-07-28" as strings.)
-  return request.headers['mcp-session-id'] === undefined || (/^\d{4}-\d{2}-\d{2}$/.test(v) && v >= MODERN_VERSIONS[0])
+  return request.headers['mcp-session-id'] === undefined || (/^\d{4}-\d{2}-\d{2}$/.test(v) && v >= STATELESS_VERSIONS[0])
 }
 
 const bad = (code: number, message: string, data?: unknown): McpError => new McpError(code, message, data, 400)
@@ -71,8 +71,8 @@ function checkStandardHeaders (request: FastifyRequest, method: string, claimed:
 
 /** -32022 with the versions we serve, unless `requested` is one of them. */
 function checkVersion (requested: unknown): void {
-  if (!(MODERN_VERSIONS as readonly unknown[]).includes(requested)) {
-    throw bad(ErrorCode.UnsupportedProtocolVersion, 'Unsupported protocol version', { supported: [...MODERN_VERSIONS], requested })
+  if (!(STATELESS_VERSIONS as readonly unknown[]).includes(requested)) {
+    throw bad(ErrorCode.UnsupportedProtocolVersion, 'Unsupported protocol version', { supported: [...STATELESS_VERSIONS], requested })
   }
 }
 
