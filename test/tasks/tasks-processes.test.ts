@@ -7,7 +7,7 @@
  * cancel.
  */
 import t from 'tap'
-import { shownId } from '../../lib/shown-id.js'
+import { shownId } from '../../lib/util/shown-id.js'
 import { Redis } from 'ioredis'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { modernSend, readReply } from '../helpers/http-client.js'
