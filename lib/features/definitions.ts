@@ -183,7 +183,7 @@ export interface PromptMessage { role: 'user' | 'assistant', content: ContentBlo
 export interface GetPromptResult { description?: string, messages: PromptMessage[], _meta?: Record<string, unknown> }
 export type PromptHandler = (args: Record<string, string>, ctx: McpContext) => GetPromptResult | PromptMessage[] | Promise<GetPromptResult | PromptMessage[]>
 
-/** @internal A registered tool, as the methods read it. */
+/** A registered tool, as the methods read it (the values of `app.mcp.tools`, read-only for applications). */
 export interface ToolEntry {
   descriptor: Record<string, unknown>
   validateInput: Validator
@@ -204,9 +204,9 @@ export interface ToolEntry {
   /** See {@link ToolDefinition.beforeTask}. */
   beforeTask: ((args: Record<string, unknown>, ctx: McpContext) => void | Promise<void>) | null
 }
-/** @internal */
+/** A registered resource (the values of `app.mcp.resources`, read-only for applications). */
 export interface ResourceEntry { descriptor: Record<string, unknown>, cache: ResourceDefinition['cache'], handler: ResourceHandler, access: AccessRule | undefined }
-/** @internal */
+/** A registered resource template (the values of `app.mcp.templates`, read-only for applications). */
 export interface TemplateEntry {
   descriptor: Record<string, unknown>
   compiled: ReturnType<typeof compileTemplate>
@@ -214,7 +214,7 @@ export interface TemplateEntry {
   handler: TemplateHandler
   access: AccessRule | undefined
 }
-/** @internal */
+/** A registered prompt (the values of `app.mcp.prompts`, read-only for applications). */
 export interface PromptEntry { descriptor: Record<string, unknown>, def: PromptDefinition, handler: PromptHandler, access: AccessRule | undefined }
 
 /** A registered resource (see {@link ToolHandle}; `notifications/resources/list_changed`). */

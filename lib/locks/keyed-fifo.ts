@@ -85,6 +85,7 @@ export class KeyedFifo {
    * The slot at once, without a promise, when {@link acquire} would grant it at once (the key is
    * free and the signal has not aborted); `null` otherwise, changing nothing (then `acquire()`
    * waits or refuses).
+   * @internal
    */
   grantNow (key: string, options: Pick<FifoAcquireOptions, 'owner' | 'signal'>): FifoRelease | null {
     return options.signal?.aborted === true ? null : this.tryAcquire(key, options.owner)

@@ -24,7 +24,9 @@ export class PgLease extends Lease implements RenewalTarget {
    * What the store + lock pairing read under this lease, and which store read it (see
    * `sessions/pg-store.ts`): what a pass-on hands to the next holder.
    */
+  /** @internal Mutable: written by the fast path that reads under the lease. */
   read: unknown = undefined
+  /** @internal */
   readBy: object | null = null
 
   constructor (

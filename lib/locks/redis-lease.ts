@@ -21,7 +21,9 @@ export class RedisLease extends Lease implements RenewalTarget {
    * What the store + lock fast path read under this lease, and which fast path read it (see
    * `state/redis-fast-path.ts`): fields of the lease rather than a WeakMap entry per request.
    */
+  /** @internal Mutable: written by the fast path that reads under the lease. */
   read: unknown = undefined
+  /** @internal */
   readBy: object | null = null
 
   constructor (

@@ -33,9 +33,10 @@ export interface AcquireOptions {
 }
 
 /**
- * @internal A cancellation whose `AbortSignal` is made only when someone asks for it (a request's:
- * making a signal costs more than the rest of an uncontended acquire). The bundled locks take one
- * in place of `signal` and ask for the signal only when they have to wait.
+ * A cancellation whose `AbortSignal` is made only when someone asks for it (a request's: making a
+ * signal costs more than the rest of an uncontended acquire). The bundled locks take one in place
+ * of `signal` and ask for the signal only when they have to wait; a custom lock gets a plain
+ * `AbortSignal` (see {@link AcquireOptions.signal}).
  */
 export interface AbortSource {
   readonly aborted: boolean
@@ -43,7 +44,10 @@ export interface AbortSource {
   readonly signal: AbortSignal
 }
 
-/** @internal What the bundled locks' `acquire` takes: `signal` may be an {@link AbortSource}. */
+/**
+ * What the bundled locks' `acquire` takes: {@link AcquireOptions}, whose `signal` may also be an
+ * {@link AbortSource} (the plugin passes one). Callers of a bundled lock may pass plain `AcquireOptions`.
+ */
 export interface LocalAcquireOptions extends Omit<AcquireOptions, 'signal'> {
   signal?: AbortSignal | AbortSource
 }

@@ -57,6 +57,7 @@ export class StateBackend {
    * or the memory lock's key free (taken as `acquire()` would grant it: never ahead of a waiter).
    * Returns `undefined`, doing nothing, otherwise (the lock would wait or refuse, another
    * backend): then `await open()`. Most requests of a process-local backend need no wait.
+   * @internal
    */
   openNow (id: string, options: ScopeOptions): StateScope | null | undefined {
     const now = this.#now
@@ -270,6 +271,7 @@ export class StateScope implements Watched {
    * changed, and there is no lease or it is one whose release is synchronous (the memory lock's;
    * it is passed on, as by `close()`, when the backend's fast path takes it). Returns `null`, doing
    * nothing, otherwise: then `await close()`. Most requests change nothing.
+   * @internal
    */
   closeNow (): CloseResult | null {
     if (this.#closed) return this.#afterEnd()

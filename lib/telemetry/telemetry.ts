@@ -79,10 +79,14 @@ export function hashSessionId (sessionId: string): string {
   return createHash('sha256').update(sessionId).digest('base64url').slice(0, 22)
 }
 
-/** @internal See the module doc. */
+/**
+ * See the module doc. Built by the plugin from its `telemetry` option; applications do not make
+ * one (it is named by the telemetry room's exports, which the package's own types import).
+ */
 export class Telemetry {
   readonly enabled: boolean
   readonly tracer: Tracer
+  /** @internal The meters (the telemetry room's own). */
   readonly instruments: Instruments
   readonly known: KnownNames
   /** Whether the session backend reports Redis round trips (`roundTrip()`), so spans carry a counter. */

@@ -1,0 +1,92 @@
+/**
+ * The published declarations (issue 35): dist/ is built with the build's own config
+ * (`tsconfig.json`, `stripInternal`) into a temporary folder, then
+ *   (a) no `.d.ts` carries an `@internal` tag: what is internal is stripped, what is left is public;
+ *   (b) the members that users must not call (the locks' pass-on paths, the sync twins of the
+ *       fast paths, the leases' mutable read) are not declared in their class's `.d.ts`;
+ *   (c) a consumer importing the package's one entry type-checks under `strict` with
+ *       `skipLibCheck: false`: nothing the entry reaches names a stripped declaration.
+ * (c) is what `test/package/pack.test.ts` checks on the packed tarball too; here it runs on the
+ * declarations alone, quicker, with the failure naming the file.
+ */
+import t from 'tap'
+import { mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join, relative, sep } from 'node:path'
+import { mustRun, ROOT, run, TSC } from '../helpers/npm.js'
+
+t.setTimeout(300_000)
+
+/** Per declaration file, the members stripInternal must remove (marked `@internal` in lib/). */
+const STRIPPED: Record<string, string[]> = {
+  'locks/redis-lock.d.ts': ['acquireWith', 'passOn', 'releaseWith'],
+  'locks/pg-lock.d.ts': ['acquireWith', 'passOn', 'releaseWith'],
+  'locks/redis-lease.d.ts': ['read', 'readBy'],
+  'locks/pg-lease.d.ts': ['read', 'readBy'],
+  'locks/lease.d.ts': ['releaseNow', 'releasesNow', 'whenLost', 'expiresBy'],
+  'locks/memory-lock.d.ts': ['acquireNow'],
+  'locks/keyed-fifo.d.ts': ['grantNow'],
+  'state/state-scope.d.ts': ['openNow', 'closeNow', 'lockAndLoad'],
+  'sessions/memory-store.d.ts': ['loadNow'],
+  'sessions/redis-store.d.ts': ['decode'],
+  'sessions/session-handle.d.ts': ['getProtocol', 'setProtocol', 'seal', 'markSaved', 'reload'],
+  'decorator.d.ts': ['attach'],
+  'telemetry/telemetry.d.ts': ['instruments']
+}
+
+/** Whether `dts` declares `member` (a property, accessor or method of a class or interface; comments aside). */
+function declares (dts: string, member: string): boolean {
+  const code = dts.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '')
+  return new RegExp(`^\\s*(?:(?:readonly|static|protected|get|set)\\s+)*${member}\\??\\s*[<(:]`, 'm').test(code)
+}
+
+const CONSUMER = `
+import Fastify from 'fastify'
+import mcp, { MemorySessionLock, RedisSessionLock, PgSessionLock, type McpPluginOptions, type LocalAcquireOptions, type ToolEntry } from './dist/index.js'
+
+const options: McpPluginOptions = { sessions: { lock: new MemorySessionLock() } }
+const app = Fastify()
+await app.register(mcp, options)
+const entries: ToolEntry[] = [...app.mcp.tools.values()]
+const acquire: LocalAcquireOptions = { timeout: 1000 }
+const lease = await new MemorySessionLock().acquire('id', acquire)
+await lease?.release()
+export const kinds = [entries.length, RedisSessionLock.name, PgSessionLock.name]
+`
+
+const work = await mkdtemp(join(tmpdir(), 'mcp-dts-'))
+t.teardown(() => rm(work, { recursive: true, force: true }))
+const dist = join(work, 'dist')
+await mustRun(process.execPath, [TSC, '-p', join(ROOT, 'tsconfig.json'), '--outDir', dist], ROOT)
+
+const files: string[] = []
+for (const entry of await readdir(dist, { withFileTypes: true, recursive: true })) {
+  if (entry.isFile() && entry.name.endsWith('.d.ts')) files.push(relative(dist, join(entry.parentPath, entry.name)).split(sep).join('/'))
+}
+
+t.test('no declaration file carries an @internal tag', async (t) => {
+  t.ok(files.includes('index.d.ts'), 'the build wrote the entry declarations')
+  const tagged: string[] = []
+  for (const file of files) if ((await readFile(join(dist, file), 'utf8')).includes('@internal')) tagged.push(file)
+  t.same(tagged, [], 'declaration files with @internal')
+})
+
+t.test('the members users must not call are not declared', async (t) => {
+  for (const [file, members] of Object.entries(STRIPPED)) {
+    const dts = await readFile(join(dist, file), 'utf8')
+    for (const member of members) t.notOk(declares(dts, member), `${file} does not declare ${member}`)
+  }
+  // The check itself sees a declaration: the public members next to them are found.
+  t.ok(declares(await readFile(join(dist, 'locks/redis-lock.d.ts'), 'utf8'), 'acquire'), 'RedisSessionLock.acquire is declared')
+  t.ok(declares(await readFile(join(dist, 'locks/lease.d.ts'), 'utf8'), 'release'), 'Lease.release is declared')
+})
+
+t.test('a consumer of the entry type-checks with skipLibCheck off', async (t) => {
+  await writeFile(join(work, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }))
+  await symlink(join(ROOT, 'node_modules'), join(work, 'node_modules'), 'dir')
+  await writeFile(join(work, 'consumer.ts'), CONSUMER)
+  const r = await run(process.execPath, [TSC, '--noEmit', '--strict', '--skipLibCheck', 'false', '--target', 'ES2023', '--lib', 'ES2023',
+    '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', 'node', 'consumer.ts'], work)
+  t.equal(r.code, 0, 'tsc exits 0')
+  t.equal(r.stdout + r.stderr, '', 'tsc reports nothing')
+})
