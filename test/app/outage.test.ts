@@ -9,7 +9,7 @@ import t from 'tap'
 import Fastify from 'fastify'
 import mcp, { createRedisClient, RedisSessionLock, RedisSessionStore, type RedisClientLike } from '../../lib/index.js'
 import { startRedisServer } from '../helpers/redis-server.js'
-import { sleep } from '../helpers/time.js'
+import { sleep, until } from '../helpers/time.js'
 import { finalOf, modernHeaders, rpc } from '../helpers/wire.js'
 import { initialize, request } from '../plugin/helper.js'
 
@@ -25,6 +25,8 @@ t.teardown(async () => { await app.close(); await lock.close(); await redis.quit
 await app.register(mcp, { redis, sessions: { store: new RedisSessionStore({ redis }), lock } })
 app.mcp.handleKind('bag', { ttl: 60_000 })
 app.mcp.tool({ name: 'echo', description: 'Echoes' }, async () => 'echo')
+// The plugin's clients fail fast rather than queue: the first request waits until both are connected.
+await until(() => (redis as { status?: string }).status === 'ready' && lock.client.status === 'ready', { what: 'the Redis clients to connect' })
 app.mcp.tool({ name: 'bag_create', description: 'A bag' }, async (_a, ctx) => await ctx.handles.create('bag', {}))
 
 t.test('a burst during an outage: one error line, one recovery line, Retry-After on each 503, handles.create → 503', async t => {

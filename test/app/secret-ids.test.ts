@@ -10,7 +10,7 @@ import Fastify from 'fastify'
 import { Type } from '@sinclair/typebox'
 import mcp, { createRedisClient, RedisSessionLock, RedisSessionStore, type RedisClientLike } from '../../lib/index.js'
 import { startRedisServer } from '../helpers/redis-server.js'
-import { sleep } from '../helpers/time.js'
+import { sleep, until } from '../helpers/time.js'
 import { call, initialize, post, request } from '../plugin/helper.js'
 
 t.setTimeout(120_000)
@@ -25,6 +25,8 @@ const lock = new RedisSessionLock({ redis: server.url, timeout: 100 })
 t.teardown(async () => { await app.close(); await lock.close(); await redis.quit().catch(() => {}) })
 await app.register(mcp, { redis, sessions: { store: new RedisSessionStore({ redis }), lock } })
 app.mcp.handleKind('bag', { ttl: 60_000 })
+// The plugin's clients fail fast rather than queue: the first request waits until both are connected.
+await until(() => (redis as { status?: string }).status === 'ready' && lock.client.status === 'ready', { what: 'the Redis clients to connect' })
 app.mcp.tool({ name: 'slow', description: 'Holds its session a while' }, async () => { await sleep(600); return 'done' })
 app.mcp.tool({ name: 'ask', description: 'Asks the client' }, async (_a, ctx) => {
   await ctx.elicit('x', { message: 'Name?', requestedSchema: { type: 'object', properties: {} } })
