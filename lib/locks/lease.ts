@@ -19,18 +19,11 @@ export class Lease implements SessionLease {
   #lostReason: unknown = undefined
   #onLost: (() => void) | null = null
   readonly #onRelease: () => Promise<void> | void
-  /** Whether `onRelease` does all its work before it returns (see {@link Lease.releaseNow}). */
-  readonly #sync: boolean
   #state: 'held' | 'released' | 'revoked' = 'held'
 
-  /**
-   * `sync`: `onRelease` does all its work before it returns (the memory lock's), so that a holder
-   * may release without waiting ({@link Lease.releaseNow}).
-   */
-  constructor (id: string, onRelease: () => Promise<void> | void, fence?: LeaseFence, sync = false) {
+  constructor (id: string, onRelease: () => Promise<void> | void, fence?: LeaseFence) {
     this.id = id
     this.#onRelease = onRelease
-    this.#sync = sync
     if (fence !== undefined) this.fence = fence
   }
 
@@ -98,26 +91,17 @@ export class Lease implements SessionLease {
   }
 
   async release (): Promise<void> {
-    if (this.#state === 'revoked') return
-    if (!this.claim()) throw notHeldError(this.id)
-    await this.runRelease()
-  }
-
-  /** @internal Whether {@link Lease.releaseNow} releases (the lock's release is synchronous). */
-  get releasesNow (): boolean {
-    return this.#sync
+    if (this.beginRelease()) await this.runRelease()
   }
 
   /**
-   * @internal `release()` without a promise, for a lock whose release is synchronous
-   * ({@link Lease.releasesNow}); throws what `release()` would reject with.
+   * The first step of a release: false when the lock revoked the lease already (nothing left to
+   * do); else marks it released. Throws "not held" when it was released already.
    */
-  releaseNow (): void {
-    if (!this.#sync) throw new Error('this lease is released asynchronously')
-    if (this.#state === 'revoked') return
+  protected beginRelease (): boolean {
+    if (this.#state === 'revoked') return false
     if (!this.claim()) throw notHeldError(this.id)
-    // A synchronous release may still fail (it then throws): the caller reports it like release().
-    void this.runRelease()
+    return true
   }
 
   /**

@@ -16,6 +16,9 @@ export interface MemorySessionLockOptions {
   timeout?: number
 }
 
+/** The memory lock's `#acquireNow` (set by the class's static block; see {@link memoryLockNow}). */
+let grantNow: (lock: MemorySessionLock, id: string, options: LocalAcquireOptions) => Lease | null
+
 /** In-process session lock (FIFO per session). */
 export class MemorySessionLock implements SessionLock {
   readonly timeout: number
@@ -54,13 +57,17 @@ export class MemorySessionLock implements SessionLock {
   }
 
   /**
-   * @internal {@link acquire} without a promise when it would grant at once (the key is free):
-   * the lease, or `null`, doing nothing, when it would wait or refuse; then `await acquire()`.
+   * {@link acquire} without a promise when it would grant at once (the key is free): the lease, or
+   * `null`, doing nothing, when it would wait or refuse; then `await acquire()`.
    */
-  acquireNow (id: string, options: LocalAcquireOptions = {}): Lease | null {
+  #acquireNow (id: string, options: LocalAcquireOptions): Lease | null {
     if (this.#closed || options.signal?.aborted === true) return null
     const release = this.#fifo.tryAcquire(id, options.owner)
     return release === null ? null : this.#lease(id, release)
+  }
+
+  static {
+    grantNow = (lock, id, options) => lock.#acquireNow(id, options)
   }
 
   async tryAcquire (id: string, options: Pick<AcquireOptions, 'owner'> = {}): Promise<SessionLease | null> {
@@ -79,12 +86,31 @@ export class MemorySessionLock implements SessionLock {
   }
 
   #lease (id: string, release: () => void): Lease {
-    // Synchronous: a request that changed nothing releases without waiting (Lease.releaseNow).
-    const lease: Lease = new Lease(id, () => {
+    const lease: Lease = new MemoryLease(id, () => {
       this.#leases.delete(lease)
       release()
-    }, undefined, true)
+    })
     this.#leases.add(lease)
     return lease
   }
+}
+
+/** The memory lock's lease: its release does all its work before it returns. */
+class MemoryLease extends Lease {
+  /** `release()` without a promise; throws what `release()` would reject with. */
+  releaseNow (): void {
+    if (this.beginRelease()) void this.runRelease()
+  }
+}
+
+/**
+ * The memory lock's acquire and release without a promise, for the memory pairing
+ * (`state/pairings/memory-pairing.ts`) only: `acquireNow` grants a free key at once (never ahead
+ * of a waiter) and returns `null`, doing nothing, when `acquire()` would wait or refuse;
+ * `releaseNow` releases one of this lock's leases at once.
+ * @internal
+ */
+export const memoryLockNow = {
+  acquireNow: (lock: MemorySessionLock, id: string, options: LocalAcquireOptions): SessionLease | null => grantNow(lock, id, options),
+  releaseNow: (lease: SessionLease): void => { (lease as MemoryLease).releaseNow() }
 }

@@ -23,7 +23,8 @@ import { RedisSessionStore } from '../sessions/redis-store.js'
 import { isValidSessionId } from '../sessions/session-id.js'
 import type { SessionStore } from '../sessions/session-store.js'
 import { StateHandles } from '../state/handles.js'
-import { KeyHolds } from '../state/key-holds.js'
+import { pairingFor } from '../state/pairings/choose-pairing.js'
+import type { Pairing } from '../state/pairings/pairing.js'
 import { StateBackend, type SessionLock } from '../state/state-scope.js'
 import { TaskService } from '../tasks/task-service.js'
 import { TASK_METHODS, TaskCalls } from './stateless/task-calls.js'
@@ -81,10 +82,10 @@ function sessionEnds (d: EngineDeps, hub: Hub): { stopExpiry: (() => void) | nul
 }
 
 /** The Tasks extension's calls (2026-07-28). */
-function taskCalls (d: EngineDeps): TaskCalls {
+function taskCalls (d: EngineDeps, pairing: Pairing): TaskCalls {
   return new TaskCalls(new TaskService({
-    // A task's runner holds a lease of the sessions' lock (see KeyHolds without one).
-    holds: new KeyHolds(d.store, d.lock),
+    // A task's runner holds a lease of the sessions' lock (see the pairing's holds()).
+    holds: pairing.holds(),
     bus: d.bus,
     slots: d.limiter.backend,
     options: d.opts.tasks,
@@ -152,7 +153,9 @@ export class McpEngine {
     // Only the Redis store (and its fast path with the Redis lock) counts round trips.
     this.#telemetry = new Telemetry(opts.telemetry, opts.serverInfo.version, knownNames(registry), d.store instanceof RedisSessionStore)
     this.hub = new Hub(d.bus, logger, { clientRequestTimeout: opts.clientRequestTimeout })
-    const sessions = new StateBackend(d.store, d.lock, { cancelGrace: opts.cancelGrace })
+    // Sessions, handles and tasks share one store and lock, through the pairing chosen for them here.
+    const pairing = pairingFor(d.store, d.lock)
+    const sessions = new StateBackend(pairing, { cancelGrace: opts.cancelGrace })
     // Handles live in the sessions' store and lock, under their own keys.
     this.handles = new StateHandles(sessions, registry.handleKinds)
     const capabilities = serverCapabilities(registry)
@@ -170,7 +173,7 @@ export class McpEngine {
     this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
     const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
-    const tasks = this.#tasks = taskCalls(d)
+    const tasks = this.#tasks = taskCalls(d, pairing)
     this.#statelessWire = new StatelessWire({ opts, registry, sealer, capabilities: withTasksExtension(capabilities, tasks), cache, logger, handles, limiter: d.limiter, tasks })
     this.#subscription = d.bus.subscribe(BROADCAST_CHANNEL, (m) => { this.#onBroadcast(m) })
     // An instance started while the bus is down keeps running (and logs); it must not crash.

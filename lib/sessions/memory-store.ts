@@ -67,6 +67,9 @@ interface StoredSession extends Linked<StoredSession>, Owned {
   unusedTtl?: number
 }
 
+/** The memory store's `#loadNow` (set by the class's static block; see {@link memoryLoadNow}). */
+let readNow: (store: MemorySessionStore, id: string) => SessionRecord | null
+
 /** Sessions in this process's memory. */
 export class MemorySessionStore implements SessionStore {
   readonly ttl: number
@@ -137,11 +140,15 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async load (id: string): Promise<SessionRecord | null> {
-    return this.loadNow(id)
+    return this.#loadNow(id)
   }
 
-  /** @internal {@link load} without a promise (a state scope opened without a wait). */
-  loadNow (id: string): SessionRecord | null {
+  static {
+    readNow = (store, id) => store.#loadNow(id)
+  }
+
+  /** {@link load} without a promise (see {@link memoryLoadNow}). */
+  #loadNow (id: string): SessionRecord | null {
     // One clock read for the expiry check and the touch.
     const now = performance.now()
     const session = this.#live(id, now)
@@ -285,4 +292,13 @@ function dataOf (session: StoredSession): Record<string, JsonValue> {
     // Nested deeper than the stack allows here (JSON.parse does not recurse): parse the text.
     return JSON.parse(snapshotOf(session.fields)) as Record<string, JsonValue>
   }
+}
+
+/**
+ * The memory store's `load()` without a promise, for the memory pairing
+ * (`state/pairings/memory-pairing.ts`) only.
+ * @internal
+ */
+export function memoryLoadNow (store: MemorySessionStore, id: string): SessionRecord | null {
+  return readNow(store, id)
 }

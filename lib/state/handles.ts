@@ -122,7 +122,7 @@ export class StateHandles {
     // Without the one-call Redis path, a look first: someone else's handle is then never queued
     // for, nor given a lock file. (On that path the lease is taken and the state read in one call;
     // a foreign caller's lease is released at once and leaves no key.)
-    if (options.lock && this.#backend.lock !== null && this.#backend.fast === null && await this.#peek(kindName, id, principal) === null) return null
+    if (options.lock && this.#backend.lock !== null && !this.#backend.pairing.oneCall && await this.#peek(kindName, id, principal) === null) return null
     const scope = await this.#backend.open(handleKey(kind.name, id), options)
     if (scope === null) return null
     if (!belongs(scope, kind.name, principal)) {

@@ -4,9 +4,7 @@
  * check takes one the same way: a key whose lease is free has lost its holder. Without a lock a
  * hold has no lease: its saves are checked by version only, and a lost holder cannot be told.
  */
-import { MemorySessionLock } from '../locks/memory-lock.js'
 import type { SessionLease, SessionLock } from '../locks/session-lock.js'
-import { MemorySessionStore } from '../sessions/memory-store.js'
 import type { SaveResult, SessionChanges, SessionStore } from '../sessions/session-store.js'
 
 /** One hold (see the module doc). */
@@ -41,12 +39,13 @@ export class KeyHolds {
   readonly #lock: SessionLock | null
 
   /**
-   * Without a lock, the in-process store gets an in-process one of its own (a dead runner is then
-   * told within this process; a store shared by instances cannot tell without a shared lock).
+   * `lock`: the pairing's (`Pairing.holds()`); the in-process store without one gets an in-process
+   * one of its own (a dead runner is then told within this process; a store shared by instances
+   * cannot tell without a shared lock).
    */
   constructor (store: SessionStore, lock: SessionLock | null) {
     this.store = store
-    this.#lock = lock ?? (store instanceof MemorySessionStore ? new MemorySessionLock() : null)
+    this.#lock = lock
   }
 
   /** Whether holds take a lease (else a lost holder cannot be told). */

@@ -9,76 +9,40 @@
  * The scope never logs and never answers a client: it reports what happened (the result of a
  * close, a lost lease, typed errors) and the protocol layer decides what the client is told.
  */
-import { Lease } from '../locks/lease.js'
-import { FileSessionLock } from '../locks/file-lock.js'
-import { MemorySessionLock } from '../locks/memory-lock.js'
-import { RedisSessionLock } from '../locks/redis-lock.js'
-import { signalOf, type AbortSource, type LocalAcquireOptions, type SessionLease, type SessionLock } from '../locks/session-lock.js'
-import { MemorySessionStore } from '../sessions/memory-store.js'
+import type { AbortSource, LocalAcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
 import { SessionHandle } from '../sessions/session-handle.js'
 import type { SessionRecord, SessionStore } from '../sessions/session-store.js'
 import { AbandonedLeases, type Watched } from './abandoned-leases.js'
-import { lockedAccess, type LockedAccess } from './locked-access.js'
 import type { CloseResult } from './outcome.js'
+import { UNCHANGED, withRelease } from './pairings/any-pairing.js'
+import type { Pairing, Taken } from './pairings/pairing.js'
 
 export type { SessionLock, CloseResult }
-import { RedisFastPath } from './redis-fast-path.js'
 
-/** The store and lock a kind of state lives in, with their combined path when they have one. */
+/** The store and lock a kind of state lives in, through their pairing. */
 export class StateBackend {
-  readonly store: SessionStore
-  readonly lock: SessionLock | null
-  readonly fast: LockedAccess | null
+  readonly pairing: Pairing
   /** The leases of cancelled requests, let go after the grace (`null`: no lock, nothing to let go). */
   readonly abandoned: AbandonedLeases | null
-  /** Whether the lock takes an `AbortSource` as it is (see {@link ScopeOptions.signal}). */
-  readonly #sources: boolean
-  /** The store when it reads without a promise, and the lock when there is none or it grants without one (see {@link openNow}). */
-  readonly #now: { store: MemorySessionStore, lock: MemorySessionLock | null } | null
 
   /** `cancelGrace`: see `SessionOptions.cancelGrace` (default 5,000 ms). */
-  constructor (store: SessionStore, lock: SessionLock | null, options: { cancelGrace?: number } = {}) {
-    this.store = store
-    this.lock = lock
-    this.abandoned = lock === null ? null : new AbandonedLeases(options.cancelGrace ?? 5000)
-    this.fast = lockedAccess(store, lock)
-    // A custom store's combined path may pass the options on to code that wants a real signal.
-    this.#sources = takesSources(lock) && (this.fast === null || this.fast instanceof RedisFastPath)
-    // Only where load() and acquire() are the memory backends' own: a subclass that overrides one
-    // (to fail, count or delay it) is asked through it, never around it.
-    this.#now = store instanceof MemorySessionStore && store.load === MemorySessionStore.prototype.load &&
-      (lock === null || (lock instanceof MemorySessionLock && lock.acquire === MemorySessionLock.prototype.acquire && this.fast === null))
-      ? { store, lock }
-      : null
+  constructor (pairing: Pairing, options: { cancelGrace?: number } = {}) {
+    this.pairing = pairing
+    this.abandoned = pairing.lock === null ? null : new AbandonedLeases(options.cancelGrace ?? 5000)
   }
 
+  get store (): SessionStore { return this.pairing.store }
+  get lock (): SessionLock | null { return this.pairing.lock }
+
   /**
-   * {@link open} without a promise when it needs no wait: the memory store, with no lock to take
-   * or the memory lock's key free (taken as `acquire()` would grant it: never ahead of a waiter).
-   * Returns `undefined`, doing nothing, otherwise (the lock would wait or refuse, another
-   * backend): then `await open()`. Most requests of a process-local backend need no wait.
-   * @internal
+   * {@link open} without a promise when it needs no wait (the pairing can take and read at once:
+   * the memory store, with no lock or the memory lock's key free). Returns `undefined`, doing
+   * nothing, otherwise: then `await open()`. Most requests of a process-local backend need no wait.
    */
   openNow (id: string, options: ScopeOptions): StateScope | null | undefined {
-    const now = this.#now
-    if (now === null) return undefined
-    if (!options.lock || now.lock === null) {
-      const record = now.store.loadNow(id)
-      return record === null ? null : new StateScope(this, id, record, null, options)
-    }
-    const lease = now.lock.acquireNow(id, options)
-    if (lease === null) return undefined
-    // Taken before the read. open() asks exists() first so that an unknown id makes no lock key or
-    // file in a backend; the memory lock keeps nothing once released, so an unknown id is released at once.
-    let record
-    try {
-      record = now.store.loadNow(id)
-    } catch (err) {
-      lease.releaseNow()
-      throw err
-    }
-    if (record === null) { lease.releaseNow(); return null }
-    return new StateScope(this, id, record, lease, options)
+    const taken = this.pairing.takeNow(id, options)
+    if (taken == null) return taken
+    return new StateScope(this, id, taken.record, taken.lease, options)
   }
 
   /**
@@ -88,44 +52,17 @@ export class StateBackend {
    * `SessionLockError`, the signal's reason) or the store's.
    */
   async open (id: string, options: ScopeOptions): Promise<StateScope | null> {
-    if (options.lock && this.lock !== null) {
-      const taken = await this.#lockAndLoad(id, options)
+    if (options.lock && this.pairing.lock !== null) {
+      const taken = await this.pairing.take(id, options)
       return taken === null ? null : new StateScope(this, id, taken.record, taken.lease, options)
     }
-    const record = await this.store.load(id)
+    const record = await this.pairing.read(id)
     return record === null ? null : new StateScope(this, id, record, null, options)
   }
 
-  /** @internal Takes the lease and reads the state (one backend call on the fast path). */
-  async lockAndLoad (id: string, options: LocalAcquireOptions): Promise<{ lease: SessionLease, record: SessionRecord } | null> {
-    return await this.#lockAndLoad(id, options)
-  }
-
-  /**
-   * Not async: the fast path's promise is returned as it is, without a frame that only awaits it
-   * (each such frame is one more step, and one more object kept, when the reply arrives). Called
-   * only by async functions, which turn a throw into a rejection.
-   */
-  #lockAndLoad (id: string, options: LocalAcquireOptions): Promise<{ lease: SessionLease, record: SessionRecord } | null> {
-    const acquiring = acquireOptions(options)
-    if (!this.#sources) acquiring.signal = signalOf(acquiring.signal)
-    if (this.fast !== null) return this.fast.acquireAndLoad(id, acquiring)
-    return this.#lockThenLoad(id, this.lock as SessionLock, acquiring)
-  }
-
-  /** Any other store and lock: existence, then the lock, then the read (three backend calls). */
-  async #lockThenLoad (id: string, lock: SessionLock, acquiring: LocalAcquireOptions): Promise<{ lease: SessionLease, record: SessionRecord } | null> {
-    // Existence first: an unknown id must not create a lock key or file.
-    if (!await this.store.exists(id)) return null
-    const lease = await lock.acquire(id, acquiring as { signal?: AbortSignal })
-    try {
-      const record = await this.store.load(id)
-      if (record === null) { await lease.release(); return null }
-      return { lease, record }
-    } catch (err) {
-      await lease.release().catch(() => {})
-      throw err
-    }
+  /** Takes the lease and reads the state (one backend call where the pairing can). */
+  async take (id: string, options: LocalAcquireOptions): Promise<Taken | null> {
+    return await this.pairing.take(id, options)
   }
 }
 
@@ -143,31 +80,6 @@ export interface ScopeOptions {
   signal?: AbortSignal | AbortSource
 }
 
-function acquireOptions (options: LocalAcquireOptions): LocalAcquireOptions {
-  return { owner: options.owner, signal: options.signal, priority: options.priority }
-}
-
-/** Whether `lock` takes an `AbortSource` in place of a signal (the bundled locks). */
-function takesSources (lock: SessionLock | null): boolean {
-  return lock instanceof RedisSessionLock || lock instanceof MemorySessionLock || lock instanceof FileSessionLock
-}
-
-/** Releases a lease (if any); resolves the error when that failed (it then expires in the backend). */
-async function release (lease: SessionLease | null): Promise<unknown> {
-  if (lease === null) return undefined
-  try {
-    await lease.release()
-    return undefined
-  } catch (err) {
-    return err
-  }
-}
-
-function withRelease (result: CloseResult, releaseError: unknown): CloseResult {
-  return releaseError === undefined ? result : { ...result, releaseError }
-}
-
-const UNCHANGED: CloseResult = { status: 'unchanged' }
 const LOST: CloseResult = { status: 'lost' }
 const ABANDONED: CloseResult = { status: 'abandoned' }
 
@@ -214,16 +126,11 @@ export class StateScope implements Watched {
     if (lease === null) return
     // A request that can be cancelled keeps its lease at most the grace after it was.
     if (this.#options.signal !== undefined) this.#backend.abandoned?.watch(this)
-    const lost = (): void => {
+    this.#backend.pairing.whenLost(lease, () => {
       if (this.#lease !== lease) return
       this.#lost = true
       this.#onLost?.()
-    }
-    // The bundled locks' leases tell without an AbortSignal; other locks' through the signal (a
-    // signal aborted already never fires its listeners: look first).
-    if (lease instanceof Lease) lease.whenLost(lost)
-    else if (lease.signal.aborted) lost()
-    else lease.signal.addEventListener('abort', lost, { once: true })
+    })
   }
 
   /** Takes the lease out of the scope (to release or pass on), and out of the watch. */
@@ -247,7 +154,7 @@ export class StateScope implements Watched {
     this.#closed = true
     this.#ended = ABANDONED
     // A release that fails leaves the lease to expire in the backend.
-    void release(lease)
+    void this.#backend.pairing.release(lease)
   }
 
   /**
@@ -268,27 +175,18 @@ export class StateScope implements Watched {
 
   /**
    * {@link close} without a promise when it needs neither a backend call nor a wait: nothing was
-   * changed, and there is no lease or it is one whose release is synchronous (the memory lock's;
-   * it is passed on, as by `close()`, when the backend's fast path takes it). Returns `null`, doing
-   * nothing, otherwise: then `await close()`. Most requests change nothing.
-   * @internal
+   * changed, and there is no lease or the pairing lets it go at once (the memory lock's). Returns
+   * `null`, doing nothing, otherwise: then `await close()`. Most requests change nothing.
    */
   closeNow (): CloseResult | null {
     if (this.#closed) return this.#afterEnd()
     if (this.handle.dirty) return null
     const lease = this.#lease
-    if (lease !== null && !(lease instanceof Lease && lease.releasesNow)) return null
+    const pairing = this.#backend.pairing
+    if (lease !== null && !pairing.letsGoNow) return null
     this.#closed = true
     this.#letGo()
-    if (lease === null) return UNCHANGED
-    // Unchanged: the next request of this process for the key may take the lease as it is.
-    if (this.#backend.fast?.passOn(this.id, lease) === true) return UNCHANGED
-    try {
-      (lease as Lease).releaseNow()
-    } catch (releaseError) {
-      return { status: 'unchanged', releaseError }
-    }
-    return UNCHANGED
+    return lease === null ? UNCHANGED : pairing.letGoNow(this.id, lease)
   }
 
   /** What a close says once the scope is closed: how it ended, or lost when it could not be taken back. */
@@ -296,37 +194,24 @@ export class StateScope implements Watched {
     return this.#lost && this.#ended.status === 'unchanged' ? LOST : this.#ended
   }
 
-  /** The rest of {@link close}: a lease released asynchronously, or changes to write. */
+  /** The rest of {@link close}: a lease let go asynchronously, or changes to write. */
   async #write (): Promise<CloseResult> {
     this.#closed = true
     const lease = this.#letGo()
-    const fast = lease !== null ? this.#backend.fast : null
-    if (!this.handle.dirty) {
-      // Unchanged: the next request of this process for the key may take the lease as it is.
-      if (fast?.passOn(this.id, lease as SessionLease) === true) return UNCHANGED
-      return withRelease({ status: 'unchanged' }, await release(lease))
-    }
-    // A lease known to be lost may be someone else's by now: the save is not tried (the fast
-    // path's script would check the fence, but the answer must not depend on what it finds).
-    if (this.#lost || (lease instanceof Lease && lease.expired)) {
+    const pairing = this.#backend.pairing
+    if (!this.handle.dirty) return lease === null ? UNCHANGED : await pairing.letGo(this.id, lease)
+    // A lease known to be lost may be someone else's by now: the save is not tried (a fenced
+    // save would check, but the answer must not depend on what it finds).
+    if (this.#lost || (lease !== null && pairing.expired(lease))) {
       this.#ended = LOST
-      return withRelease(LOST, await release(lease))
+      return withRelease(LOST, await pairing.release(lease))
     }
-    let result: CloseResult
-    try {
-      const guard = { version: this.handle.version, fence: lease?.fence }
-      const changes = this.handle.changes()
-      const status = fast !== null
-        ? await fast.saveAndRelease(this.id, changes, guard, lease as SessionLease)
-        : await this.#backend.store.save(this.id, changes, guard)
-      if (status === 'ok') this.handle.markSaved()
-      result = { status }
-    } catch (error) {
-      result = { status: 'failed', error }
-    }
-    if (result.status !== 'ok') this.#ended = result
-    // saveAndRelease ends the lease itself, even when it fails.
-    return fast !== null ? result : withRelease(result, await release(lease))
+    const guard = { version: this.handle.version, fence: lease?.fence }
+    // The pairing ends the lease, even when the write fails.
+    const result = await pairing.write(this.id, this.handle.changes(), guard, lease)
+    if (result.status === 'ok') this.handle.markSaved()
+    else this.#ended = result
+    return result
   }
 
   /**
@@ -337,7 +222,7 @@ export class StateScope implements Watched {
     if (this.#closed) return this.#afterEnd()
     this.#closed = true
     const lease = this.#letGo()
-    return withRelease({ status: 'unchanged' }, await release(lease))
+    return withRelease(UNCHANGED, await this.#backend.pairing.release(lease))
   }
 
   /**
@@ -357,7 +242,7 @@ export class StateScope implements Watched {
   async resume (): Promise<void> {
     if (!this.locking) {
       // Opened without the lock: nothing to take back; re-read what others wrote meanwhile.
-      const record = await this.#backend.store.load(this.id)
+      const record = await this.#backend.pairing.read(this.id)
       if (record === null) throw new Error('the state ended while waiting for the client')
       this.#closed = false
       this.handle.reload(record)
@@ -365,7 +250,7 @@ export class StateScope implements Watched {
     }
     let taken
     try {
-      taken = await this.#backend.lockAndLoad(this.id, { ...this.#options, priority: true })
+      taken = await this.#backend.take(this.id, { ...this.#options, priority: true })
     } catch (err) {
       this.#lost = true
       throw err
@@ -375,7 +260,7 @@ export class StateScope implements Watched {
       throw new Error('the state ended while waiting for the client')
     }
     this.#closed = false
-    this.#hold(taken.lease)
+    this.#hold(taken.lease as SessionLease)
     this.handle.reload(taken.record)
   }
 
@@ -389,7 +274,7 @@ export class StateScope implements Watched {
     try {
       return await this.#backend.store.destroy(this.id)
     } finally {
-      await release(lease)
+      await this.#backend.pairing.release(lease)
     }
   }
 }

@@ -4,7 +4,8 @@ import { PgSessionLock } from '../../lib/locks/pg-lock.js'
 import type { SessionLease } from '../../lib/locks/session-lock.js'
 import { PgSessionStore } from '../../lib/sessions/pg-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
-import { lockedAccess } from '../../lib/state/locked-access.js'
+import { pairingFor } from '../../lib/state/pairings/choose-pairing.js'
+import { pairedCalls } from '../state/fixtures/paired-calls.js'
 import { createTestDatabase } from '../helpers/postgres.js'
 import { runSessionStoreContract } from './store-contract.js'
 
@@ -88,8 +89,8 @@ t.test('with the PostgreSQL lock a locked request is 2 round trips: take+load, s
   t.teardown(() => lock.close())
   const id = generateSessionId()
   await store.create(id, { n: 0 })
-  const access = lockedAccess(store, lock)
-  t.ok(access, 'the state layer pairs them')
+  const access = pairedCalls(pairingFor(store, lock))
+  t.ok(access.pairing.oneCall, 'the state layer pairs them')
   for (let i = 1; i <= 3; i++) {
     const before = sent()
     const taken = await access?.acquireAndLoad(id)
@@ -100,7 +101,7 @@ t.test('with the PostgreSQL lock a locked request is 2 round trips: take+load, s
   }
   t.same((await store.load(id))?.data, { n: 3 })
   t.same((await db.admin.query('SELECT * FROM rt_leases')).rows, [], 'released')
-  t.equal(lockedAccess(store, new PgSessionLock({ pool, prefix: 'other_' })), null, 'not with a lock of another prefix')
+  t.notOk(pairingFor(store, new PgSessionLock({ pool, prefix: 'other_' })).oneCall, 'not with a lock of another prefix')
   t.equal(await access?.acquireAndLoad(generateSessionId()), null, 'no record: null, nothing held')
   t.equal(lock.size, 0)
 })
@@ -191,7 +192,7 @@ t.test('pass-on: an unchanged record and its lease go to the next waiter of this
   const store = new PgSessionStore({ pool, prefix: 'pass_' })
   const lock = new PgSessionLock({ pool, prefix: 'pass_' })
   t.teardown(() => lock.close())
-  const access = lockedAccess(store, lock)
+  const access = pairedCalls(pairingFor(store, lock))
   const id = generateSessionId()
   await store.create(id, { cart: { items: ['a'] } })
   const first = await access?.acquireAndLoad(id)

@@ -5,7 +5,8 @@ import { RedisSessionLock, createLockClient } from '../../lib/locks/redis-lock.j
 import { RedisSessionStore, decodeSession } from '../../lib/sessions/redis-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { startRedisServer } from '../helpers/redis-server.js'
-import { RedisFastPath } from '../../lib/state/redis-fast-path.js'
+import { RedisPairing } from '../../lib/state/pairings/redis-pairing.js'
+import { pairedCalls } from '../state/fixtures/paired-calls.js'
 import { runSessionStoreContract } from './store-contract.js'
 import { sleep } from '../helpers/time.js'
 
@@ -63,7 +64,7 @@ t.test('layout: one hash per session at <prefix>{<sid>}:s, JSON text per key, th
 
 t.test('a session is read as one JSON document: any key survives, a value that is not JSON text is caught', async t => {
   const { store, lock, prefix } = await setup(t)
-  const fast = new RedisFastPath(store, lock)
+  const fast = pairedCalls(new RedisPairing(store, lock))
   const id = generateSessionId()
   const key = `${prefix}{${id}}:s`
   // Keys the script must quote (quote, backslash, control characters, a slash), and some it need not.
@@ -116,7 +117,7 @@ t.test('a load reply is one string (version, fields, document); a header that is
 t.test('a session read again unchanged is copied from what was decoded: never stale, never shared between readers', async t => {
   const { store, lock, prefix } = await setup(t)
   const other = new RedisSessionStore({ redis: admin, prefix }) // another instance's store
-  const fast = new RedisFastPath(store, lock)
+  const fast = pairedCalls(new RedisPairing(store, lock))
   const id = generateSessionId()
   await store.create(id, { cart: { items: ['a'] }, n: 1 })
   for (let i = 0; i < 3; i++) {

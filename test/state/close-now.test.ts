@@ -1,21 +1,22 @@
 /**
  * `StateScope.closeNow()`: the close of a request that changed nothing, without a promise, where
- * that needs no backend call and no wait (no lease, a lease passed on, or the memory lock's lease,
- * released synchronously); `null`, doing nothing, everywhere else, so that `close()` writes, or
- * waits for the release, as before. And `Lease.releaseNow()`, which it uses.
+ * that needs no backend call and no wait (no lease, or the memory pairing's lease, released
+ * synchronously); `null`, doing nothing, everywhere else, so that `close()` writes, passes on or
+ * releases. And `memoryLockNow`, the memory lock's steps without a promise, which it uses.
  */
 import t, { type Test } from 'tap'
 import { Lease } from '../../lib/locks/lease.js'
-import { MemorySessionLock } from '../../lib/locks/memory-lock.js'
+import { MemorySessionLock, memoryLockNow } from '../../lib/locks/memory-lock.js'
 import type { SessionLease, SessionLock } from '../../lib/locks/session-lock.js'
 import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import { StateBackend, type StateScope } from '../../lib/state/state-scope.js'
+import { pairingFor } from '../../lib/state/pairings/choose-pairing.js'
 
 async function setup (t: Test, lock: SessionLock | null = null): Promise<{ store: MemorySessionStore, backend: StateBackend }> {
   const store = new MemorySessionStore()
   t.teardown(async () => { await store.close?.() })
   await store.create('s1', { a: 1 })
-  return { store, backend: new StateBackend(store, lock) }
+  return { store, backend: new StateBackend(pairingFor(store, lock)) }
 }
 
 async function open (backend: StateBackend, lock: boolean): Promise<StateScope> {
@@ -24,7 +25,10 @@ async function open (backend: StateBackend, lock: boolean): Promise<StateScope> 
   return scope
 }
 
-/** A lock handing out bundled leases whose release the test decides (synchronous or not, failing or not). */
+/**
+ * A lock of the app's own handing out bundled leases whose release the test decides (done before
+ * it returns or not, failing or not): only the memory pairing releases without a promise.
+ */
 function leaseLock (sync: boolean, fail: Error | null, released: string[]): SessionLock {
   const release = (): void => {
     released.push('release')
@@ -32,7 +36,7 @@ function leaseLock (sync: boolean, fail: Error | null, released: string[]): Sess
   }
   return {
     timeout: 1000,
-    acquire: async (id: string) => new Lease(id, sync ? release : async () => { release() }, undefined, sync),
+    acquire: async (id: string) => new Lease(id, sync ? release : async () => { release() }),
     tryAcquire: async () => null
   }
 }
@@ -96,36 +100,40 @@ t.test('a lease released asynchronously: closeNow holds on, close() releases', a
   t.same(released, ['release'])
 })
 
-t.test('a synchronous release that fails is reported as the close\'s releaseError', async t => {
+t.test('another lock\'s lease, even one released before its release returns: closeNow holds on, close() releases', async t => {
+  const released: string[] = []
+  const { backend } = await setup(t, leaseLock(true, null, released))
+  const scope = await open(backend, true)
+  t.equal(scope.closeNow(), null, 'only the memory pairing lets a lease go without a promise')
+  t.same(await scope.close(), { status: 'unchanged' })
+  t.same(released, ['release'])
+})
+
+t.test('a release that fails is reported as the close\'s releaseError', async t => {
   const released: string[] = []
   const boom = new Error('release failed')
   const { backend } = await setup(t, leaseLock(true, boom, released))
   const scope = await open(backend, true)
-  const closed = scope.closeNow()
+  const closed = await scope.close()
   t.same(closed, { status: 'unchanged', releaseError: boom })
   t.equal((closed as { releaseError: unknown }).releaseError, boom)
   t.same(released, ['release'])
   t.equal(scope.held, false)
 })
 
-t.test('Lease.releaseNow: once, then "not held"; quiet after a revoke; refused for an asynchronous release', async t => {
-  const calls: string[] = []
-  const lease = new Lease('x', () => { calls.push('release') }, undefined, true)
-  t.ok(lease.releasesNow)
-  lease.releaseNow()
-  t.same(calls, ['release'])
-  t.throws(() => { lease.releaseNow() }, { code: 'MCP_SESSION_LOCK_NOT_HELD' })
-  await t.rejects(lease.release(), { code: 'MCP_SESSION_LOCK_NOT_HELD' }, 'release() agrees')
-
-  const revoked = new Lease('y', () => { calls.push('revoke') }, undefined, true)
-  await revoked.revoke(new Error('closing'))
-  revoked.releaseNow()
-  t.same(calls, ['release', 'revoke'], 'a revoked lease is released once, by the lock')
-
-  const later = new Lease('z', async () => { calls.push('async') })
-  t.notOk(later.releasesNow)
-  t.throws(() => { later.releaseNow() })
-  t.ok(later.held, 'still held')
+t.test('memoryLockNow.releaseNow: once, then "not held"; quiet after the lock revoked it (close)', async t => {
+  const lock = new MemorySessionLock()
+  const first = await lock.acquire('x')
+  memoryLockNow.releaseNow(first)
+  t.equal(lock.size, 0, 'released before it returned')
+  t.throws(() => { memoryLockNow.releaseNow(first) }, { code: 'MCP_SESSION_LOCK_NOT_HELD' })
+  await t.rejects(first.release(), { code: 'MCP_SESSION_LOCK_NOT_HELD' }, 'release() agrees')
+  const second = memoryLockNow.acquireNow(lock, 'y', {})
+  t.ok(second !== null && lock.size === 1, 'a free key granted at once')
+  t.equal(memoryLockNow.acquireNow(lock, 'y', {}), null, 'a held key: nothing done')
+  await lock.close()
+  memoryLockNow.releaseNow(second as SessionLease)
+  t.equal(lock.size, 0, 'a revoked lease is released once, by the lock')
 })
 
 t.test('a combined store that passes the lease on: closeNow hands it over and does not release it', async t => {
@@ -149,14 +157,15 @@ t.test('a combined store that passes the lease on: closeNow hands it over and do
       return passOn && (lease as Lease).held
     }
   })
-  const backend = new StateBackend(locking, lock)
+  const backend = new StateBackend(pairingFor(locking, lock))
   let scope: StateScope | null = null
   scope = await open(backend, true)
-  t.same(scope.closeNow(), { status: 'unchanged' })
+  t.equal(scope.closeNow(), null, 'handed on by close()')
+  t.same(await scope.close(), { status: 'unchanged' })
   t.same(passed, [false])
   t.same(released, [], 'passed on, not released')
   passOn = false
   scope = await open(backend, true)
-  t.same(scope.closeNow(), { status: 'unchanged' })
-  t.same(released, ['release'], 'no taker: released at once')
+  t.same(await scope.close(), { status: 'unchanged' })
+  t.same(released, ['release'], 'no taker: released')
 })

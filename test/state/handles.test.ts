@@ -14,6 +14,7 @@ import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import { HANDLE_KEYS, StateHandles, handleKey } from '../../lib/state/handles.js'
 import { StateBackend } from '../../lib/state/state-scope.js'
 import { sleep } from '../helpers/time.js'
+import { pairingFor } from '../../lib/state/pairings/choose-pairing.js'
 
 const ALICE = { id: 'alice' }
 const BOB = { id: 'bob' }
@@ -26,14 +27,14 @@ async function fileSetup (t: Test): Promise<{ handles: StateHandles, files: () =
   t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
   const lock = new FileSessionLock({ dir })
   t.teardown(async () => { await lock.close() })
-  const handles = new StateHandles(new StateBackend(new FileSessionStore({ dir }), lock))
+  const handles = new StateHandles(new StateBackend(pairingFor(new FileSessionStore({ dir }), lock)))
   handles.define('basket', { ttl: 60_000 })
   return { handles, files: async () => (await readdir(dir)).sort() }
 }
 
 t.test('mint, use by the owner, and the same null for everything else', async t => {
   const store = new MemorySessionStore()
-  const handles = new StateHandles(new StateBackend(store, new MemorySessionLock()))
+  const handles = new StateHandles(new StateBackend(pairingFor(store, new MemorySessionLock())))
   handles.define('basket', { ttl: 60_000 })
   handles.define('cart', { ttl: 60_000 })
   const id = await handles.create('basket', ALICE, { items: [] })
@@ -61,7 +62,7 @@ t.test('mint, use by the owner, and the same null for everything else', async t 
 })
 
 t.test('anonymous handles are for anonymous callers', async t => {
-  const handles = new StateHandles(new StateBackend(new MemorySessionStore(), null))
+  const handles = new StateHandles(new StateBackend(pairingFor(new MemorySessionStore(), null)))
   handles.define('basket', { ttl: 60_000 })
   const id = await handles.create('basket', null)
   const scope = await handles.open('basket', id, null, { lock: true })
@@ -71,7 +72,7 @@ t.test('anonymous handles are for anonymous callers', async t => {
 })
 
 t.test('expired by the kind\'s TTL, refreshed by use', async t => {
-  const handles = new StateHandles(new StateBackend(new MemorySessionStore({ ttl: 60_000 }), null))
+  const handles = new StateHandles(new StateBackend(pairingFor(new MemorySessionStore({ ttl: 60_000 }), null)))
   handles.define('short', { ttl: 300 })
   const used = await handles.create('short', ALICE)
   const idle = await handles.create('short', ALICE)
@@ -101,7 +102,7 @@ t.test('file store and file lock: malformed, unknown and foreign handles create 
 })
 
 t.test('define refuses bad kinds and ttls; create refuses an unknown kind', async t => {
-  const handles = new StateHandles(new StateBackend(new MemorySessionStore(), null))
+  const handles = new StateHandles(new StateBackend(pairingFor(new MemorySessionStore(), null)))
   t.throws(() => handles.define('Basket', { ttl: 1000 }), TypeError)
   t.throws(() => handles.define('a-b', { ttl: 1000 }), TypeError)
   t.throws(() => handles.define('basket', { ttl: 0 }), TypeError)
@@ -112,7 +113,7 @@ t.test('gc() collects expired handles by their kind\'s TTL (file and memory stor
   const dir = await mkdtemp(join(tmpdir(), 'mcp-handles-gc-'))
   t.teardown(async () => { await rm(dir, { recursive: true, force: true }) })
   for (const store of [new FileSessionStore({ dir, ttl: 60_000 }), new MemorySessionStore({ ttl: 60_000 })]) {
-    const handles = new StateHandles(new StateBackend(store, null))
+    const handles = new StateHandles(new StateBackend(pairingFor(store, null)))
     handles.define('short', { ttl: 300 })
     handles.define('long', { ttl: 60_000 })
     const short = await handles.create('short', ALICE)

@@ -11,11 +11,12 @@ import type { SessionLock } from '../../lib/locks/session-lock.js'
 import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import type { SessionStore } from '../../lib/sessions/session-store.js'
 import { StateBackend, type StateScope } from '../../lib/state/state-scope.js'
+import { pairingFor } from '../../lib/state/pairings/choose-pairing.js'
 
 async function setup (t: Test, lock: SessionLock | null, store: SessionStore = new MemorySessionStore()): Promise<StateBackend> {
   t.teardown(async () => { await store.close?.(); await lock?.close?.() })
   await store.create('s1', { a: [1] })
-  return new StateBackend(store, lock)
+  return new StateBackend(pairingFor(store, lock))
 }
 
 function opened (scope: StateScope | null | undefined): StateScope {

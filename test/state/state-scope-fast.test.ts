@@ -1,6 +1,6 @@
 /**
  * The state scope's fast path: a custom store implementing `LockingSessionStore`, which
- * StateBackend picks through `lockedAccess()` (against the journal fakes of fixtures/journal.ts);
+ * `pairingFor()` pairs through `LockingStorePairing` (against the journal fakes of fixtures/journal.ts);
  * and a request's cancellation whose signal is made only for a lock that needs it.
  */
 import t from 'tap'
@@ -8,17 +8,19 @@ import type { AcquireOptions, SessionLease, SessionLock } from '../../lib/locks/
 import type { SaveGuard, SessionChanges } from '../../lib/sessions/session-store.js'
 import { StateBackend } from '../../lib/state/state-scope.js'
 import { type Call, FakeLock, FakeLockingStore, FakeStore, fixture, isHeld, lockingFixture, open } from './fixtures/journal.js'
+import { pairingFor } from '../../lib/state/pairings/choose-pairing.js'
+import { LockingStorePairing } from '../../lib/state/pairings/locking-store-pairing.js'
 
 t.test('fast path: a store implementing LockingSessionStore for the lock', async t => {
-  t.test('picked through lockedAccess only for the lock the store can work with', async t => {
+  t.test('paired through LockingStorePairing only for the lock the store can work with', async t => {
     const f = lockingFixture()
-    t.not(f.backend.fast, null)
+    t.ok(f.backend.pairing instanceof LockingStorePairing)
     const journal: Call[] = []
     const other = new FakeLock(journal, 'Lease')
     const store = new FakeLockingStore(journal, f.lock)
     store.put('s1', {})
-    const backend = new StateBackend(store, other)
-    t.equal(backend.fast, null, 'canLockWith(other) is false')
+    const backend = new StateBackend(pairingFor(store, other))
+    t.notOk(backend.pairing.oneCall, 'canLockWith(other) is false')
     await backend.open('s1', { lock: true })
     t.same(journal.map(c => c[0]), ['exists', 'acquire', 'load'], 'the plain path')
   })
@@ -157,7 +159,7 @@ t.test('a cancellation whose signal is made on demand (an AbortSource): made onl
     const store = new FakeStore([])
     store.put('s1', {})
     const lock = new MemorySessionLock()
-    const backend = new StateBackend(store, lock)
+    const backend = new StateBackend(pairingFor(store, lock))
     const first = new Source()
     const holder = await backend.open('s1', { lock: true, signal: first })
     t.equal(first.asked, 0, 'uncontended: no signal made')

@@ -13,6 +13,7 @@ import type { AcquireOptions } from '../../lib/locks/session-lock.js'
 import type { SaveGuard, SessionChanges } from '../../lib/sessions/session-store.js'
 import { StateBackend } from '../../lib/state/state-scope.js'
 import { type Call, FakeStore, fixture, isHeld, lose, open } from './fixtures/journal.js'
+import { pairingFor } from '../../lib/state/pairings/choose-pairing.js'
 
 t.test('open without the lock reads the state and nothing else', async t => {
   const f = fixture()
@@ -33,8 +34,8 @@ t.test('open without the lock reads the state and nothing else', async t => {
   const journal: Call[] = []
   const store = new FakeStore(journal)
   store.put('s1', {})
-  const unlocked = new StateBackend(store, null)
-  t.equal(unlocked.fast, null)
+  const unlocked = new StateBackend(pairingFor(store, null))
+  t.notOk(unlocked.pairing.oneCall)
   const s = await unlocked.open('s1', { lock: true })
   t.same(journal, [['load', 's1']])
   t.equal(s?.held, false)

@@ -1,21 +1,23 @@
 /**
- * The Redis fast path: with a `RedisSessionStore` and a `RedisSessionLock` on the same server,
+ * The Redis pairing: with a `RedisSessionStore` and a `RedisSessionLock` on the same server,
  * take-lock+read is one Lua script and save+release another, so a locked request costs two round
  * trips instead of four; and a request that changed nothing hands the lease, with the state it read,
  * to the next request of this process queued for the same key, for none.
  *
- * This object is the one place that knows both: it runs the store's scripts (and codec) on the
- * lock's fail-fast client, through the lock's lease machinery (FIFO, token, renewal, pass-on). It
- * has the shape of `LockedAccess` (`locked-access.ts`), which picks it.
+ * This pairing is the one place that knows both: it runs the store's scripts (and codec) on the
+ * lock's fail-fast client, through the lock's lease machinery (FIFO, token, renewal, pass-on).
  */
-import { LEASE_BUSY, NOT_ADOPTED, SESSION_MISSING, type LeaseAttempt, type RedisSessionLock } from '../locks/redis-lock.js'
-import type { LocalAcquireOptions, SessionLease } from '../locks/session-lock.js'
-import { RedisLease } from '../locks/redis-lease.js'
-import { sessionKey } from '../redis/keys.js'
-import type { McpScripts } from '../redis/scripts.js'
-import { saveArguments, type RedisSessionStore } from '../sessions/redis-store.js'
-import type { LockedSession, SaveGuard, SaveResult, SessionChanges } from '../sessions/session-store.js'
-import { roundTrip } from '../telemetry/index.js'
+import { LEASE_BUSY, NOT_ADOPTED, SESSION_MISSING, type LeaseAttempt, type RedisSessionLock } from '../../locks/redis-lock.js'
+import type { LocalAcquireOptions, SessionLease } from '../../locks/session-lock.js'
+import { RedisLease } from '../../locks/redis-lease.js'
+import { sessionKey } from '../../redis/keys.js'
+import type { McpScripts } from '../../redis/scripts.js'
+import { saveArguments, type RedisSessionStore } from '../../sessions/redis-store.js'
+import type { SaveGuard, SaveResult, SessionChanges } from '../../sessions/session-store.js'
+import { roundTrip } from '../../telemetry/index.js'
+import type { CloseResult } from '../outcome.js'
+import { AnyPairing } from './any-pairing.js'
+import type { Taken } from './pairing.js'
 
 /** The take-lock+read script's reply when it took the lease: '1 ', then a `SessionReply`. */
 type TakenReply = Exclude<Awaited<ReturnType<McpScripts['mcpAcquireAndLoad']>>, '0' | '2'>
@@ -26,7 +28,7 @@ type TakenReply = Exclude<Awaited<ReturnType<McpScripts['mcpAcquireAndLoad']>>, 
  * reaches the next.
  */
 class PassedState {
-  constructor (readonly by: RedisFastPath, readonly reply: TakenReply) {}
+  constructor (readonly by: RedisPairing, readonly reply: TakenReply) {}
 }
 
 /** The take-lock+read script's reply as a lease attempt's outcome. */
@@ -36,16 +38,18 @@ function takenOrNot (reply: Awaited<ReturnType<McpScripts['mcpAcquireAndLoad']>>
 }
 
 /** Store + lock in one backend call each (see the module doc). */
-export class RedisFastPath {
+export class RedisPairing extends AnyPairing {
+  override readonly oneCall = true
   readonly #store: RedisSessionStore
   readonly #lock: RedisSessionLock
-  /** One try at the lease (see acquireAndLoad), made once rather than a closure per request. */
+  /** One try at the lease (see takeWith), made once rather than a closure per request. */
   readonly #attempt: LeaseAttempt<TakenReply>
-  /** Takes what a holder of this fast path passed on (see passOn). */
+  /** Takes what a holder of this pairing passed on (see passOn). */
   readonly #adopt: (handed: unknown) => TakenReply | typeof NOT_ADOPTED
 
   /** Both must use the same Redis server and database (nothing can check it). */
   constructor (store: RedisSessionStore, lock: RedisSessionLock) {
+    super(store, lock, true)
     this.#store = store
     this.#lock = lock
     // Not async: the script's promise and one `then`, no async function's frame kept alive (and
@@ -63,7 +67,7 @@ export class RedisFastPath {
    * state (returned as one JSON document). Resolves null, holding nothing, when the state does not exist. State that cannot be
    * decoded releases the lease and rejects.
    */
-  async acquireAndLoad (id: string, options: LocalAcquireOptions = {}): Promise<LockedSession | null> {
+  protected override async takeWith (id: string, options: LocalAcquireOptions): Promise<Taken | null> {
     const taken = await this.#lock.acquireWith(id, options, this.#attempt, this.#adopt)
     if (taken === null) return null
     let record
@@ -85,20 +89,31 @@ export class RedisFastPath {
    * (no round trip: nobody else can have written the state while the lease was held, since every
    * write goes through it). False when the lease cannot be passed on; release it then.
    */
-  passOn (_id: string, lease: SessionLease): boolean {
+  override passOn (_id: string, lease: SessionLease): boolean {
     if (!(lease instanceof RedisLease) || lease.readBy !== this) return false
     // Passed on, the lease is forgotten by its lock, which drops its read (RedisLease.forget()).
     return this.#lock.passOn(lease, new PassedState(this, lease.read as TakenReply))
+  }
+
+  /** The save and the release in one script; under no lease (an unlocked scope), the store's save. */
+  override async write (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease | null): Promise<CloseResult> {
+    if (lease === null) return await super.write(id, changes, guard, lease)
+    try {
+      return { status: await this.#saveAndRelease(id, changes, guard, lease) }
+    } catch (error) {
+      // The lease ended all the same (see #saveAndRelease).
+      return { status: 'failed', error }
+    }
   }
 
   /**
    * Fenced save (by the lease's token, and `guard.version`) plus compare-and-delete of the lease,
    * in one script on the lock's client. The lease ends here even if the call fails (it then
    * expires in Redis after the lock's ttl).
-   * Not async: the release's promise is returned as it is (see `StateBackend`'s `#lockAndLoad`).
+   * Not async: the release's promise is returned as it is.
    * @throws {SessionLockError} "not held" for a lease released already (as a rejection).
    */
-  saveAndRelease (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease): Promise<SaveResult> {
+  #saveAndRelease (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease): Promise<SaveResult> {
     const store = this.#store
     let args: ReturnType<typeof saveArguments>
     try {

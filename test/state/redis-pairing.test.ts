@@ -1,5 +1,5 @@
 /**
- * The Redis fast path (state/redis-fast-path.ts): take-lock+read and save+release in one script
+ * The Redis pairing (state/pairings/redis-pairing.ts): take-lock+read and save+release in one script
  * each, and the lease passed on to the next waiter of this process without a round trip. Against
  * a private redis-server.
  */
@@ -14,8 +14,9 @@ import type { SessionLease } from '../../lib/locks/session-lock.js'
 import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import { RedisSessionStore } from '../../lib/sessions/redis-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
-import { lockedAccess } from '../../lib/state/locked-access.js'
-import { RedisFastPath } from '../../lib/state/redis-fast-path.js'
+import { pairingFor } from '../../lib/state/pairings/choose-pairing.js'
+import { RedisPairing } from '../../lib/state/pairings/redis-pairing.js'
+import { pairedCalls, type PairedCalls } from './fixtures/paired-calls.js'
 import { commandsSent } from '../helpers/redis-monitor.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 
@@ -37,8 +38,8 @@ interface Setup {
   lock: RedisSessionLock
   /** Another instance's lock on the same server. */
   other: RedisSessionLock
-  fast: RedisFastPath
-  fastOther: RedisFastPath
+  fast: PairedCalls
+  fastOther: PairedCalls
   prefix: string
 }
 
@@ -52,16 +53,16 @@ async function setup (t: Test, options: { ttl?: number, lockTtl?: number } = {})
   const other = new RedisSessionLock({ redis: server.url, prefix, ttl: options.lockTtl })
   t.teardown(async () => { await lock.close(); await other.close() })
   await Promise.all([lock.ready(), other.ready()])
-  return { store, lock, other, prefix, fast: new RedisFastPath(store, lock), fastOther: new RedisFastPath(store, other) }
+  return { store, lock, other, prefix, fast: pairedCalls(new RedisPairing(store, lock)), fastOther: pairedCalls(new RedisPairing(store, other)) }
 }
 
 t.test('fast path: acquireAndLoad and saveAndRelease', async t => {
   t.test('picked only for a Redis store with a Redis lock', async t => {
     const { store, lock } = await setup(t)
-    t.ok(lockedAccess(store, lock) instanceof RedisFastPath)
-    t.equal(lockedAccess(store, new MemorySessionLock()), null)
-    t.equal(lockedAccess(store, null), null)
-    t.equal(lockedAccess(new MemorySessionStore(), lock), null)
+    t.ok(pairingFor(store, lock) instanceof RedisPairing)
+    t.notOk(pairingFor(store, new MemorySessionLock()).oneCall)
+    t.notOk(pairingFor(store, null).oneCall)
+    t.notOk(pairingFor(new MemorySessionStore(), lock).oneCall)
   })
 
   t.test('one round trip each; the lease is taken with the read and released with the write', async t => {
@@ -284,7 +285,7 @@ t.test('passOn: an unchanged session and its lease go to the next waiter of this
     await store.create(id, { a: 1 })
     const otherClient = new Redis(server.url)
     t.teardown(() => { otherClient.disconnect() })
-    const foreign = new RedisFastPath(new RedisSessionStore({ redis: otherClient, prefix }), lock)
+    const foreign = pairedCalls(new RedisPairing(new RedisSessionStore({ redis: otherClient, prefix }), lock))
     const first = await fast.acquireAndLoad(id)
     const waiting = foreign.acquireAndLoad(id)
     await sleep(10)
