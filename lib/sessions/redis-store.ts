@@ -9,7 +9,7 @@
  * lease was lost and which someone else has since locked or written (see `SaveGuard`).
  *
  * With a `RedisSessionLock` on the same Redis, the state layer runs take-lock+read and
- * save+release as one script each (`state/redis-fast-path.ts`, using this file's codec): two round
+ * save+release as one script each (`state/pairings/redis-pairing.ts`, using this file's codec): two round
  * trips per locked request instead of four.
  */
 import { DEFAULT_KEY_PREFIX, RESERVED_FIELD_PREFIX, assertKeyPrefix, lockKey, sessionKey } from '../redis/keys.js'
@@ -88,7 +88,7 @@ export class RedisSessionStore implements SessionStore {
    * A load script's reply from index `at` → the record (see {@link decodeSession}), a session read
    * again unchanged copied rather than parsed.
    * @throws {SessionDataError} when the data cannot be decoded.
-   * @internal For the store + lock fast path (`state/redis-fast-path.ts`).
+   * @internal For the store + lock fast path (`state/pairings/redis-pairing.ts`).
    */
   decode (id: string, reply: string, at = 0): SessionRecord {
     return decodeSession(id, reply, at, this.#decoded)

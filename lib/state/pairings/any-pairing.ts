@@ -19,7 +19,7 @@ export function withRelease (result: CloseResult, releaseError: unknown): CloseR
 
 /** The lock's options of one take: a fresh object (the lock may keep it), `signal` made real unless the lock takes a source. */
 function acquireOptions (options: LocalAcquireOptions, sources: boolean): LocalAcquireOptions {
-  return { owner: options.owner, signal: sources ? options.signal : signalOf(options.signal), priority: options.priority }
+  return { owner: options.owner, signal: sources ? options.signal : signalOf(options.signal), priority: options.priority, timeout: options.timeout }
 }
 
 /** See the module doc. */
