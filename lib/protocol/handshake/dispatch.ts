@@ -23,7 +23,7 @@ import { needsSession } from './sessionless.js'
 const MAX_SUBSCRIPTIONS = 100
 const MAX_SUBSCRIBED_URI = 2048
 
-/** What the methods are run with (a part of the wire's `HandshakeDeps`). */
+/** @internal What the methods are run with (a part of the wire's `HandshakeDeps`). */
 export interface DispatchDeps {
   opts: ResolvedOptions
   registry: Registry
@@ -39,8 +39,8 @@ function resourceNotFound (uri: string): McpError {
 }
 
 /**
- * A request's method; throws or rejects its refusal (not async: the method has the frame).
- * `scope` is null on a request served without a session.
+ * @internal A request's method; throws or rejects its refusal (not async: the method has the
+ * frame). `scope` is null on a request served without a session.
  */
 export function dispatch (d: DispatchDeps, scope: StateScope | null, msg: JsonRpcRequest, ctx: BaseContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> | Record<string, unknown> {
   const params = msg.params ?? {}
@@ -98,7 +98,7 @@ async function subscribe (hub: Hub, scope: StateScope, method: string, params: R
   return {}
 }
 
-/** A notification of the client. */
+/** @internal A notification of the client. */
 export async function notification (hub: Hub, sid: string, method: string, params: Record<string, unknown>): Promise<void> {
   if (method === 'notifications/cancelled') {
     const requestId = params.requestId

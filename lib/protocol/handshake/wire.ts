@@ -37,7 +37,7 @@ import { allowsBatches, supportsSsePolling } from '../versions.js'
 /** The answer of a POST whose session was opened: nothing is known of the client's interest yet. */
 const NOT_STARTED = { done: false, resumable: false }
 
-/** What the handshake-era wire is built from. */
+/** @internal What the handshake-era wire is built from. */
 export interface HandshakeDeps {
   opts: ResolvedOptions
   registry: Registry
