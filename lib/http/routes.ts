@@ -24,7 +24,7 @@ import { HttpExchange, bindLog } from './exchange.js'
 import { JSON_CONTENT_TYPE } from './post-response.js'
 import { HttpRefusal } from './refusal.js'
 
-/** What the routes are registered with. */
+/** @internal What the routes are registered with. */
 export interface RoutesOptions {
   opts: ResolvedOptions
   engine: McpEngine
@@ -185,7 +185,7 @@ function logAccessRefusal (request: FastifyRequest, err: McpError): void {
   request.log.info({ statusCode: status, reason, description: described }, 'MCP request refused')
 }
 
-/** Registers the routes (see the module doc). */
+/** @internal Registers the routes (see the module doc). */
 export async function mcpRoutes (child: FastifyInstance, { opts, engine, access, onEndpoint }: RoutesOptions): Promise<void> {
   if (onEndpoint !== undefined) child.addHook('onRoute', (route) => { if (route.method === 'POST') onEndpoint(route.url) })
   child.removeAllContentTypeParsers()

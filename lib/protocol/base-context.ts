@@ -60,7 +60,7 @@ export function missingCapability (caps: Record<string, unknown>, method: string
   return isPlainObject(caps.roots) ? null : { name: 'roots', required: { roots: {} } }
 }
 
-/** What a context is made of. */
+/** @internal What a context is made of. */
 export interface ContextParts {
   request: FastifyRequest
   principal: McpPrincipal | null

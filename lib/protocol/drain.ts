@@ -141,9 +141,9 @@ export class Drain {
 }
 
 /**
- * One POST as the drain sees it: the exchange the wires serve it through (it remembers the answer
- * channel, so that the client can be answered at the deadline), and its `shutdown`, aborted at the
- * deadline. Once forced, later writes of the wire are dropped.
+ * @internal One POST as the drain sees it: the exchange the wires serve it through (it remembers
+ * the answer channel, so that the client can be answered at the deadline), and its `shutdown`,
+ * aborted at the deadline. Once forced, later writes of the wire are dropped.
  */
 export class DrainedPost implements Exchange, Linked<DrainedPost> {
   readonly shutdown = new RequestAbort()

@@ -10,7 +10,7 @@ import type { Hub } from '../bus/hub.js'
 import type { SessionStore } from '../sessions/session-store.js'
 import { shownId } from '../util/shown-id.js'
 
-/** What ending a session touches. */
+/** @internal What ending a session touches. */
 export interface SessionEndDeps {
   eventLog: EventLog
   hub: Hub
@@ -22,8 +22,9 @@ export interface EndLogger {
 }
 
 /**
- * Removes what belongs to the ended session `sid`. A log failure is logged (its keys expire with
- * their ttl); a bus failure rejects (the caller decides: DELETE still answers 200, as the session is gone, and logs; expiry logs).
+ * @internal Removes what belongs to the ended session `sid`. A log failure is logged (its keys
+ * expire with their ttl); a bus failure rejects (the caller decides: DELETE still answers 200, as
+ * the session is gone, and logs; expiry logs).
  */
 export async function endSession (d: SessionEndDeps, sid: string, log: EndLogger): Promise<void> {
   await d.eventLog.dropSession(sid).catch((err: unknown) => { log.warn({ err, sessionId: shownId(sid) }, 'event log cleanup failed') })
@@ -31,8 +32,8 @@ export async function endSession (d: SessionEndDeps, sid: string, log: EndLogger
 }
 
 /**
- * Ends the sessions among `ids` that a store removed on its own. Ids starting with `~` are other
- * state in the same store (handles, tasks), never sessions.
+ * @internal Ends the sessions among `ids` that a store removed on its own. Ids starting with `~`
+ * are other state in the same store (handles, tasks), never sessions.
  */
 export function endExpired (d: SessionEndDeps, ids: string[], log: EndLogger): void {
   for (const sid of ids) {
@@ -42,9 +43,9 @@ export function endExpired (d: SessionEndDeps, ids: string[], log: EndLogger): v
 }
 
 /**
- * Listens to the store's reports of sessions it removed on its own (`onExpired`), and ends them.
- * Returns what stops listening; `null` when the store does not report (then only the plugin's own
- * gc runs say what they removed).
+ * @internal Listens to the store's reports of sessions it removed on its own (`onExpired`), and
+ * ends them. Returns what stops listening; `null` when the store does not report (then only the
+ * plugin's own gc runs say what they removed).
  */
 export function watchExpiry (store: SessionStore, d: SessionEndDeps, log: EndLogger): (() => void) | null {
   if (typeof store.onExpired !== 'function') return null

@@ -66,8 +66,8 @@ export interface Exchange {
   /** Answers with no body. */
   empty (status: number): void
   /**
-   * Aborted at the drain deadline of `app.close()` (`drain.ts`): the wire's request aborts follow
-   * it. Absent when nothing drains (an exchange served outside the engine).
+   * @internal Aborted at the drain deadline of `app.close()` (`drain.ts`): the wire's request
+   * aborts follow it. Absent when nothing drains (an exchange served outside the engine).
    */
   readonly shutdown?: RequestAbort
   /**

@@ -150,14 +150,16 @@ export function unkeptHandle (closed: CloseResult, stoppedBy?: unknown): McpErro
  */
 export function reportHandleClose (closed: CloseResult, log: FastifyBaseLogger, key: string, stoppedBy?: unknown): void {
   const handleKind = key.split('~')[1]
-  // A handler stopped by its lost lease before it changed anything dropped its work all the same.
-  const status = closed.status === 'unchanged' && stoppedBy instanceof LeaseLostError ? 'lost' : closed.status
-  switch (status) {
+  switch (closed.status) {
+    case 'unchanged':
+      // A handler stopped by its lost lease before it changed anything dropped its work all the same.
+      if (stoppedBy instanceof LeaseLostError) log.warn({ handleKind, result: 'lost' }, 'handle lock lost; changes dropped')
+      break
+    case 'lost': log.warn({ handleKind, result: 'lost' }, 'handle lock lost; changes dropped'); break
     case 'gone': log.info({ handleKind, result: 'gone' }, 'handle ended during the call; changes dropped'); break
     case 'fenced': log.warn({ handleKind, result: 'fenced' }, 'handle lock lost and the handle changed meanwhile; changes dropped'); break
-    case 'lost': log.warn({ handleKind, result: 'lost' }, 'handle lock lost; changes dropped'); break
     case 'abandoned': log.warn({ handleKind, result: 'abandoned' }, 'the call\'s client left and its lease was released after the grace; changes dropped'); break
-    case 'failed': if (closed.status === 'failed') log.error({ err: closed.error, handleKind }, 'handle save failed')
+    case 'failed': log.error({ err: closed.error, handleKind }, 'handle save failed')
   }
   if (closed.releaseError !== undefined) log.warn({ err: closed.releaseError, handleKind }, 'handle lock release failed; it expires in the backend')
 }

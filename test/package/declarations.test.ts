@@ -5,7 +5,10 @@
  *   (b) the members that users must not call (the locks' pass-on paths, the sync twins of the
  *       fast paths, the leases' mutable read) are not declared in their class's `.d.ts`;
  *   (c) a consumer importing the package's one entry type-checks under `strict` with
- *       `skipLibCheck: false`: nothing the entry reaches names a stripped declaration.
+ *       `skipLibCheck: false`: nothing the entry reaches names a stripped declaration;
+ *   (d) so does a program holding every emitted `.d.ts`, also those the entry never reaches
+ *       (they ship in the tarball, and a consumer's `skipLibCheck: false` checks whatever its
+ *       program pulls in): no declaration names a class or member that was stripped.
  * (c) is what `test/package/pack.test.ts` checks on the packed tarball too; here it runs on the
  * declarations alone, quicker, with the failure naming the file.
  */
@@ -38,6 +41,20 @@ const STRIPPED: Record<string, string[]> = {
 function declares (dts: string, member: string): boolean {
   const code = dts.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '')
   return new RegExp(`^\\s*(?:(?:readonly|static|protected|get|set)\\s+)*${member}\\??\\s*[<(:]`, 'm').test(code)
+}
+
+/** The flags of a strict consumer's tsc run, its own checks of the declarations on. */
+const CONSUMER_TSC = ['--noEmit', '--strict', '--skipLibCheck', 'false', '--target', 'ES2023', '--lib', 'ES2023',
+  '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', 'node']
+
+/** The errors of a tsc run by the file they are in: `{ 'dist/x.d.ts': ['TS2304: Cannot find name …'] }`. */
+function errorsByFile (out: string): Record<string, string[]> {
+  const byFile: Record<string, string[]> = {}
+  for (const line of out.split('\n')) {
+    const m = /^(\S.*?)\(\d+,\d+\): error (TS\d+: .*)$/.exec(line)
+    if (m !== null) (byFile[m[1]] ??= []).push(m[2])
+  }
+  return byFile
 }
 
 const CONSUMER = `
@@ -81,12 +98,22 @@ t.test('the members users must not call are not declared', async (t) => {
   t.ok(declares(await readFile(join(dist, 'locks/lease.d.ts'), 'utf8'), 'release'), 'Lease.release is declared')
 })
 
+// The consumer's folder: the package's dependencies, and dist/ beside it as if installed.
+await writeFile(join(work, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }))
+await symlink(join(ROOT, 'node_modules'), join(work, 'node_modules'), 'dir')
+
 t.test('a consumer of the entry type-checks with skipLibCheck off', async (t) => {
-  await writeFile(join(work, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }))
-  await symlink(join(ROOT, 'node_modules'), join(work, 'node_modules'), 'dir')
   await writeFile(join(work, 'consumer.ts'), CONSUMER)
-  const r = await run(process.execPath, [TSC, '--noEmit', '--strict', '--skipLibCheck', 'false', '--target', 'ES2023', '--lib', 'ES2023',
-    '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', 'node', 'consumer.ts'], work)
+  const r = await run(process.execPath, [TSC, ...CONSUMER_TSC, 'consumer.ts'], work)
   t.equal(r.code, 0, 'tsc exits 0')
   t.equal(r.stdout + r.stderr, '', 'tsc reports nothing')
+})
+
+t.test('every declaration file type-checks with skipLibCheck off, also those the entry never reaches', async (t) => {
+  t.ok(files.length > 1 && files.includes('index.d.ts'), 'the program holds the entry and the rest of dist/')
+  const r = await run(process.execPath, [TSC, ...CONSUMER_TSC, ...files.map(f => `dist/${f}`)], work)
+  const out = r.stdout + r.stderr
+  t.same(errorsByFile(out), {}, 'declaration files with errors, and their errors')
+  t.equal(r.code, 0, 'tsc exits 0')
+  t.equal(out, '', 'tsc reports nothing')
 })

@@ -64,16 +64,18 @@ export function busDown (err: unknown, log: FastifyBaseLogger, sid: string): Mcp
 }
 
 /**
- * Opens the session's scope for this request, taking the lock first when `lock` is set (and one
- * is configured). 404 for a session that does not exist or belongs to another principal; 503 when
- * the backend cannot serve it. With `abort`, a client that leaves while the request waits for the
- * lock gives up its place in the queue at once: resolves `null` then (nobody is left to answer).
+ * @internal Opens the session's scope for this request, taking the lock first when `lock` is set
+ * (and one is configured). 404 for a session that does not exist or belongs to another principal;
+ * 503 when the backend cannot serve it. With `abort`, a client that leaves while the request waits
+ * for the lock gives up its place in the queue at once: resolves `null` then (nobody is left to
+ * answer).
  *
  * Returns the scope itself, no promise, when the backend opened it without a wait (the memory
  * store, see `StateBackend.openNow`) and it is admitted as it is: most requests of such a backend.
  */
 export function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
   principal: McpPrincipal | null, lock: boolean, abort: RequestAbort | undefined): StateScope | Promise<StateScope | null>
+/** @internal The same without `abort`: never `null`. */
 export function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
   principal: McpPrincipal | null, lock: boolean): StateScope | Promise<StateScope>
 export function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,

@@ -37,11 +37,11 @@ export function needsSession (method: string): McpError {
   return new McpError(ErrorCode.InvalidRequest, `Invalid Request: ${method} needs a session; ${SEND_SESSION_ID}`)
 }
 
-/** Runs one request of the POST (the wire's method dispatch, with no session scope). */
+/** @internal Runs one request of the POST (the wire's method dispatch, with no session scope). */
 export type SessionlessDispatch = (msg: JsonRpcRequest, ctx: SessionlessContext, log: FastifyBaseLogger) =>
 Promise<Record<string, unknown>> | Record<string, unknown>
 
-/** What a sessionless POST is served with. */
+/** @internal What a sessionless POST is served with. */
 export interface SessionlessDeps {
   opts: ResolvedOptions
   handles: HandleCalls
@@ -85,7 +85,7 @@ interface Run {
   headers?: Record<string, string>
 }
 
-/** Serves a handshake-era POST that names no session (see the module doc). */
+/** @internal Serves a handshake-era POST that names no session (see the module doc). */
 export async function postWithoutSession (d: SessionlessDeps, exchange: Exchange, body: ParsedBody & { ok: true },
   principal: McpPrincipal | null, trace: PostTrace): Promise<void> {
   const request = exchange.request

@@ -16,7 +16,7 @@ import { busDown, checkVersionHeader, openSession, refuse, sessionIdOf, unavaila
 import { supportsSsePolling } from '../versions.js'
 import { shownId } from '../../util/shown-id.js'
 
-/** What GET and DELETE need of the wire. */
+/** @internal What GET and DELETE need of the wire. */
 export interface StreamDeps {
   opts: ResolvedOptions
   sessions: StateBackend
@@ -27,7 +27,7 @@ export interface StreamDeps {
 }
 
 /**
- * GET: the session's standalone stream. With `Last-Event-ID` naming one of the session's
+ * @internal GET: the session's standalone stream. With `Last-Event-ID` naming one of the session's
  * streams, the rest of that stream is replayed first (from the event log, on any instance): a
  * POST stream is then followed until its response, a GET stream continues as the new
  * standalone stream. An id that names no stream of this session replays nothing.
@@ -93,9 +93,9 @@ async function followPostStream (d: StreamDeps, exchange: Exchange, sid: string,
 }
 
 /**
- * DELETE: ends the session at once, without waiting for the session lock: a request still running
- * is aborted (its client is told the session is gone), and its save cannot bring the session back
- * (every store reports `gone` instead of re-creating it).
+ * @internal DELETE: ends the session at once, without waiting for the session lock: a request still
+ * running is aborted (its client is told the session is gone), and its save cannot bring the
+ * session back (every store reports `gone` instead of re-creating it).
  */
 export async function deleteSession (d: StreamDeps, exchange: Exchange, principal: McpPrincipal | null): Promise<void> {
   const request = exchange.request

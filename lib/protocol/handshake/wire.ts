@@ -3,8 +3,8 @@
  * POST names it in `Mcp-Session-Id`. A POST opens the session's state scope (under the session
  * lock when one is configured and the POST carries requests, unless they are all read-only tool
  * calls: those read a snapshot, see `state/snapshot.ts`), runs its messages, writes back what
- * they changed, and answers. GET and DELETE are in `streams.ts`, requests to the client in
- * `client-requests.ts`, `initialize` in `initialize.ts`.
+ * they changed, and answers. What each message does is in `dispatch.ts`, GET and DELETE in
+ * `streams.ts`, requests to the client in `client-requests.ts`, `initialize` in `initialize.ts`.
  */
 import type { FastifyBaseLogger } from 'fastify'
 // Imported: the global `performance` is a lazy getter, called on every access.
@@ -12,12 +12,11 @@ import { performance } from 'node:perf_hooks'
 import type { EventLog } from '../../bus/event-log.js'
 import type { Hub } from '../../bus/hub.js'
 import type { Tracking } from '../../bus/inflight.js'
-import { LOG_LEVELS, type McpPrincipal } from '../../context.js'
-import { METHODS, methodNotFound, needCapability } from '../../features/method-table.js'
+import type { McpPrincipal } from '../../context.js'
 import type { Registry } from '../../features/registry.js'
 import { ErrorCode, McpError, errorResponse, type RequestId } from '../../jsonrpc/errors.js'
 import type { ToolLimiter } from '../../limits/limiter.js'
-import { metaProblem, resultResponse, type JsonRpcRequest, type ParsedBody } from '../../jsonrpc/messages.js'
+import { resultResponse, type JsonRpcRequest, type ParsedBody } from '../../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../../options.js'
 import { K } from '../../sessions/session-handle.js'
 import { readsOnly, sealSnapshot } from '../../state/snapshot.js'
@@ -26,28 +25,19 @@ import { NO_POST, type PostTrace, type Telemetry } from '../../telemetry/index.j
 import { ClientRequests } from './client-requests.js'
 import type { Exchange, ResponseChannel } from '../exchange.js'
 import type { HandleCalls } from '../handle-calls.js'
-import type { BaseContext } from '../base-context.js'
 import { HandshakeContext } from './context.js'
+import { dispatch, notification } from './dispatch.js'
 import { initialize } from './initialize.js'
 import { LeaseLostError, busDown, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './session.js'
 import { closingHeaders, stoppedByDrain, stoppedError, stoppedResponse } from '../drain.js'
 import { RequestAbort } from '../request-abort.js'
-import { failedAnswer, needsSession, postWithoutSession, type SessionlessDeps } from './sessionless.js'
+import { failedAnswer, postWithoutSession, type SessionlessDeps } from './sessionless.js'
 import { allowsBatches, supportsSsePolling } from '../versions.js'
-
-/** What a session may subscribe to (kept in the session, and on the instance holding its GET stream). */
-const MAX_SUBSCRIPTIONS = 100
-const MAX_SUBSCRIBED_URI = 2048
 
 /** The answer of a POST whose session was opened: nothing is known of the client's interest yet. */
 const NOT_STARTED = { done: false, resumable: false }
 
-/** -32002: resources/read of a URI nobody serves (the handshake era's code). */
-function resourceNotFound (uri: string): McpError {
-  return new McpError(ErrorCode.ResourceNotFound, 'Resource not found', { uri })
-}
-
-/** What the handshake-era wire is built from. */
+/** @internal What the handshake-era wire is built from. */
 export interface HandshakeDeps {
   opts: ResolvedOptions
   registry: Registry
@@ -109,7 +99,7 @@ export class HandshakeWire {
   constructor (deps: HandshakeDeps) {
     this.#d = deps
     this.#clientRequests = new ClientRequests(deps.hub, deps.opts, deps.telemetry)
-    this.#sessionless = { opts: deps.opts, handles: deps.handles, maybeGc: deps.maybeGc, dispatch: (msg, ctx, log) => this.#dispatch(null, msg, ctx, log) }
+    this.#sessionless = { opts: deps.opts, handles: deps.handles, maybeGc: deps.maybeGc, dispatch: (msg, ctx, log) => dispatch(deps, null, msg, ctx, log) }
   }
 
   /** Handles a handshake-era POST whose body parsed. */
@@ -290,7 +280,7 @@ export class HandshakeWire {
           break
         }
         case 'notification':
-          await this.#notification(sid, m.message.method, m.message.params ?? {})
+          await notification(hub, sid, m.message.method, m.message.params ?? {})
             .catch((err: unknown) => { throw busDown(err, log, sid) })
           break
         case 'request': {
@@ -302,17 +292,6 @@ export class HandshakeWire {
       }
     }
     return responses
-  }
-
-  async #notification (sid: string, method: string, params: Record<string, unknown>): Promise<void> {
-    if (method === 'notifications/cancelled') {
-      const requestId = params.requestId
-      // Published to every instance: an id longer than any request id may be is nobody's.
-      if ((typeof requestId === 'string' && requestId.length <= 256) || typeof requestId === 'number') {
-        await this.#d.hub.topics.publish(sid, { t: 'cancel', sid, requestId })
-      }
-    }
-    // notifications/initialized, roots/list_changed, progress…: accepted, nothing to do.
   }
 
   /** Runs one request; resolves its response, or `null` when it was cancelled. */
@@ -332,8 +311,8 @@ export class HandshakeWire {
       // A lone request runs in the POST's span context, which the engine entered: only a batch's
       // requests enter their own (no closure, no lookup of the active context otherwise).
       const result = await (run.batch
-        ? run.trace.run(msg, () => this.#dispatch(run.scope, msg, ctx, request.log))
-        : this.#dispatch(run.scope, msg, ctx, request.log))
+        ? run.trace.run(msg, () => dispatch(this.#d, run.scope, msg, ctx, request.log))
+        : dispatch(this.#d, run.scope, msg, ctx, request.log))
       if (abort.aborted) return this.#abortedResponse(run, msg.id, abort)
       const response = resultResponse(msg.id, result)
       run.trace.answered(msg, response, 200)
@@ -361,62 +340,5 @@ export class HandshakeWire {
     if (unkept === null) return null
     run.status = unkept.status
     return errorResponse(id, unkept.code, unkept.message)
-  }
-
-  /** A request's method; throws or rejects its refusal (not async: the method has the frame). */
-  #dispatch (scope: StateScope | null, msg: JsonRpcRequest, ctx: BaseContext, log: FastifyBaseLogger): Promise<Record<string, unknown>> | Record<string, unknown> {
-    const params = msg.params ?? {}
-    const problem = metaProblem(params)
-    if (problem !== null) throw new McpError(ErrorCode.InvalidParams, problem)
-    const caps = this.#d.capabilities()
-    const entry = METHODS.get(msg.method)
-    if (entry !== undefined) {
-      needCapability(caps, entry.capability, msg.method)
-      return entry.handler({
-        registry: this.#d.registry,
-        params,
-        ctx: entry.context ? ctx : null,
-        principal: ctx.principal,
-        pageSize: this.#d.opts.pageSize,
-        log,
-        resourceNotFound,
-        limiter: this.#d.limiter,
-        state: this.#d.handles
-      })
-    }
-    switch (msg.method) {
-      case 'ping': return {}
-      case 'initialize': throw new McpError(ErrorCode.InvalidRequest, 'Invalid Request: the session is already initialized')
-      case 'resources/subscribe':
-      case 'resources/unsubscribe':
-        needCapability(caps, 'resources', msg.method)
-        if (scope === null) throw needsSession(msg.method)
-        return this.#subscribe(scope, msg.method, params)
-      case 'logging/setLevel':
-        if (scope === null) throw needsSession(msg.method)
-        if (!LOG_LEVELS.includes(params.level as never)) {
-          throw new McpError(ErrorCode.InvalidParams, `Invalid params: level must be one of ${LOG_LEVELS.join(', ')}`)
-        }
-        scope.handle.setProtocol(K.logLevel, params.level)
-        return {}
-      default: throw methodNotFound(msg.method)
-    }
-  }
-
-  async #subscribe (scope: StateScope, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>> {
-    if (typeof params.uri !== 'string') throw new McpError(ErrorCode.InvalidParams, 'Invalid params: uri must be a string')
-    if (params.uri.length > MAX_SUBSCRIBED_URI) {
-      throw new McpError(ErrorCode.InvalidParams, `Invalid params: uri is longer than ${MAX_SUBSCRIBED_URI} characters`)
-    }
-    const subs = new Set(scope.handle.getProtocol<string[]>(K.subscriptions) ?? [])
-    if (method === 'resources/subscribe') subs.add(params.uri)
-    else subs.delete(params.uri)
-    if (subs.size > MAX_SUBSCRIPTIONS) {
-      throw new McpError(ErrorCode.InvalidParams, `Invalid params: a session subscribes to at most ${MAX_SUBSCRIPTIONS} resources`)
-    }
-    scope.handle.setProtocol(K.subscriptions, [...subs])
-    // Whichever instance holds the session's GET stream learns the new set.
-    await this.#d.hub.topics.publish(scope.id, { t: 'subs', sid: scope.id, uris: [...subs] })
-    return {}
   }
 }

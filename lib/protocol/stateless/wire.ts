@@ -28,6 +28,7 @@ import type { StateSealer } from './request-state.js'
 import { NO_POST, type PostTrace } from '../../telemetry/index.js'
 import { LeaseLostError } from '../../state/outcome.js'
 
+/** @internal What the 2026-07-28 wire is built from. */
 export interface StatelessDeps {
   opts: ResolvedOptions
   registry: Registry

@@ -1,0 +1,218 @@
+/**
+ * The options of `fastify.register(mcp, opts)` as users write them: the public types, documented
+ * option by option. `options.ts` validates them into the resolved form the plugin reads (and
+ * re-exports these types, which the entry exports from there).
+ */
+import type { FastifyRequest } from 'fastify'
+import type { McpPrincipal } from './context.js'
+import type { SessionStore } from './sessions/session-store.js'
+import type { SessionLock } from './locks/session-lock.js'
+import type { Bus } from './bus/bus.js'
+import type { EventLog } from './bus/event-log.js'
+import type { RedisClientLike } from './redis/scripts.js'
+import type { PgPoolLike } from './postgres/pool.js'
+import type { RedisSentinelConnection } from './redis/sentinel.js'
+import type { CacheOptions } from './features/cache-hints.js'
+import type { AuthOptions } from './auth/resource-server.js'
+import type { ToolLimitsOptions } from './limits/policy.js'
+import type { TelemetryOption } from './telemetry/index.js'
+
+/** Identity of this server (`serverInfo`). */
+export interface Implementation {
+  name: string
+  version: string
+  title?: string
+  description?: string
+  websiteUrl?: string
+  icons?: Array<{ src: string, mimeType?: string, sizes?: string[] }>
+}
+
+/** Session options (handshake-era clients). */
+export interface SessionOptions {
+  /** Where sessions live. Default: a new bounded `MemorySessionStore` (one process only). */
+  store?: SessionStore
+  /**
+   * The lock that serializes the requests on one session or state handle (and holds a task's
+   * runner). Default: the lock matching the store — `MemorySessionLock` for the memory store,
+   * `FileSessionLock` on the file store's `lockDir`, `RedisSessionLock` on the Redis store's client
+   * and prefix; a store of the app's own gets `MemorySessionLock` (one process only; a warning at
+   * start-up). `false`: no lock — requests on one session or handle run concurrently, and of two
+   * that change the same state the last save wins (lost updates). See docs/sessions-and-lock.md.
+   */
+  lock?: SessionLock | false
+  /**
+   * Milliseconds a request keeps its lease (on its session or state handle) after it was
+   * cancelled or its client left, when its handler ignores `ctx.signal`: then the lease is
+   * released (no longer renewed), the next request on that session or handle runs, and whatever
+   * the handler saves later is dropped (logged at warn). Checked a few times a second: released
+   * within `cancelGrace` plus a quarter of it (at most 1 s more). Default 5,000; 0 releases at the
+   * first check. At most 1 hour.
+   */
+  cancelGrace?: number
+  /** Probability numerator of running `store.gc()` on a request. Default 1; 0 disables. */
+  gcProbability?: number
+  /** Probability denominator. Default 100; must be ≥ 1. */
+  gcDivisor?: number
+  /**
+   * Answer a handshake-era request other than `initialize` that carries no `Mcp-Session-Id` with
+   * 400, as before. Default false: such a request is served without a session (`ctx.session`
+   * null; a tool declared `session: 'required'` answers `isError`, requests to the client fail);
+   * some clients in use never send the id back (docs/clients.md).
+   */
+  requireSessionId?: boolean
+  /**
+   * Idle TTL in ms of a session until its first use after `initialize` (a client that never sends
+   * its id back, or starts a session per call, leaves only such sessions): they expire this soon,
+   * and the memory store evicts them first. After its first request the store's TTL applies.
+   * Default 120,000 (2 minutes), capped at the store's TTL.
+   */
+  unusedTtl?: number
+}
+
+/** Options of `fastify.register(mcp, opts)`. */
+export interface McpPluginOptions {
+  /** Endpoint path. Default `/mcp`. */
+  path?: string
+  /**
+   * Route prefix, as for any Fastify plugin: `register(mcp, { prefix: '/api' })` serves
+   * `/api/mcp`. It adds to the prefix of the context the plugin is registered in.
+   */
+  prefix?: string
+  /**
+   * `serverInfo` sent to clients. Default: the `name` and `version` of the app's `package.json`
+   * (read from the working directory at register time), else `{ name: 'fastify-mcp-http', version: <plugin version> }`.
+   */
+  serverInfo?: Implementation
+  /** Instructions returned by `initialize`. */
+  instructions?: string
+  sessions?: SessionOptions
+  /**
+   * Origins allowed to call the endpoint (a request without `Origin` is always allowed; a present,
+   * disallowed one gets 403). Default: loopback origins only (`http(s)://localhost|127.0.0.1|[::1]`).
+   * A function decides per origin. An origin the app's CORS plugin approved for the request (it
+   * echoed it in `Access-Control-Allow-Origin` before the route ran) is allowed as well.
+   */
+  allowedOrigins?: string[] | ((origin: string) => boolean)
+  /**
+   * Host header values accepted on connections that arrived on a loopback address (protection
+   * against DNS rebinding). Default: `localhost`, `127.0.0.1`, `[::1]`, any port. Requests on
+   * non-loopback addresses are not restricted by Host. A request forwarded by a proxy the app
+   * trusts (Fastify's `trustProxy`) is checked by its forwarded host (`request.host`), and only
+   * when this option is set.
+   */
+  allowedHosts?: string[]
+  /** Authenticates a request: a principal, or `null` when anonymous. */
+  authenticate?: (request: FastifyRequest) => McpPrincipal | null | Promise<McpPrincipal | null>
+  /**
+   * The endpoint as an OAuth 2.0 protected resource (MCP authorization): bearer tokens verified
+   * against the authorization server's JWKS (`jwt`) or by `verify`, Protected Resource Metadata
+   * served at the RFC 9728 well-known URIs, `resource_metadata` in every challenge. Exclusive with
+   * `authenticate` and `wwwAuthenticate`.
+   */
+  auth?: AuthOptions
+  /**
+   * Reject anonymous requests with 401 when `authenticate` returns null (with `auth`: a request
+   * without a token). Default true when `authenticate` or `auth` is set. A request with an invalid
+   * token is refused either way.
+   */
+  requireAuth?: boolean
+  /** `WWW-Authenticate` value sent with 401 (not with `auth`, which builds its own). Default `Bearer`. */
+  wwwAuthenticate?: string
+  /** Largest accepted body in bytes (413 beyond). Default 4 MiB. */
+  bodyLimit?: number
+  /** Milliseconds a request to the client (elicitation, sampling, roots) may wait. Default 60,000. */
+  clientRequestTimeout?: number
+  /** Milliseconds between SSE keep-alive comments on GET streams. Default 15,000; 0 disables. */
+  keepAliveInterval?: number
+  /** `retry` (ms) sent before the server closes an SSE connection deliberately. Default 1,000. */
+  retryInterval?: number
+  /**
+   * Milliseconds `app.close()` lets requests already running finish before it stops them with an
+   * error (new requests get 503 meanwhile). Default 10,000; 0 stops them at once. At most 1 hour.
+   */
+  drainTimeout?: number
+  /** Items per page of the list methods. Default 100. */
+  pageSize?: number
+  /** Pending requests to the client allowed per session. Default 32. */
+  maxPendingClientRequests?: number
+  /** Messages allowed in one JSON-RPC batch (2025-03-26 sessions); a larger batch gets 400. Default 64. */
+  maxBatchSize?: number
+  /**
+   * Requests in flight plus open streams (GET, resumed) allowed per session on one instance; past
+   * it a request gets 429. Default 64.
+   */
+  maxStreamsPerSession?: number
+  /**
+   * Secret that seals `requestState` of multi-round-trip requests (2026-07-28); every instance
+   * behind one load balancer needs the same. Default: a random secret per process (logged once).
+   */
+  requestStateSecret?: string
+  /** Milliseconds a sealed `requestState` stays valid. Default 600,000 (10 min). */
+  requestStateTtl?: number
+  /**
+   * Cache hints (`ttlMs`, `cacheScope`) of `server/discover`, the lists and `resources/read`
+   * (2026-07-28). Per resource: `cache` in its definition. Defaults: discover and lists 60 s,
+   * reads 0; scope `private` when `authenticate` is set (results may depend on the caller), else `public`.
+   */
+  cache?: CacheOptions
+  /** Open `subscriptions/listen` streams allowed per process. Default 1,000. */
+  maxListenStreams?: number
+  /**
+   * Open `subscriptions/listen` streams allowed per client and process: per authenticated
+   * principal (`authenticate`), else per remote address (`request.ip`, which follows the app's
+   * `trustProxy`). Past it → 429. Default 10.
+   */
+  maxListenStreamsPerClient?: number
+  /**
+   * Redis for many instances: an ioredis (5 or 6) client, Cluster, a URL, or a Sentinel deployment
+   * (`{ sentinels: [{ host, port }, …], name, …ioredis options }`: the client follows the primary
+   * the sentinels name through every failover). From a URL or Sentinel the plugin creates the
+   * client and closes it on `app.close()`; a client you pass is never closed. Turns on the Redis
+   * bus (pub/sub on a dedicated subscriber connection; sharded on Cluster) and the Redis Streams
+   * event log, unless `bus` / `eventLog` are given.
+   */
+  redis?: RedisClientLike | string | RedisSentinelConnection
+  /**
+   * PostgreSQL for many instances: a pg Pool, or a connection string (then the plugin makes a pool
+   * of the app's `pg` with bounded waits, see docs/postgresql.md, and ends it on `app.close()`; a
+   * pool you pass is never ended). Builds on it the session store, the session lock (lease rows),
+   * the bus (LISTEN/NOTIFY on one connection of the pool), the event log and the tool limits,
+   * unless `sessions.store`, `sessions.lock`, `bus`, `eventLog` or `limits.backend` name others.
+   * Not together with `redis`.
+   */
+  postgres?: PgPoolLike | string
+  /** Table-name prefix of what the plugin keeps in PostgreSQL. Default `mcp_`. */
+  postgresPrefix?: string
+  /** Event log bounds: events per stream and age in ms. Defaults 1,000 and 300,000. */
+  eventLogOptions?: { maxEvents?: number, ttl?: number }
+  /** Key and channel prefix for what the plugin keeps in Redis. Default `mcp:`. */
+  redisPrefix?: string
+  /** The bus (default: in-process). */
+  bus?: Bus
+  /** The event log for resumable streams (default: in-process, bounded). */
+  eventLog?: EventLog
+  /**
+   * Rate and concurrency limits of tool calls per tool and caller (the principal, or the address
+   * when anonymous); shared by every instance through `redis` when given. Default: none.
+   */
+  limits?: ToolLimitsOptions
+  /**
+   * Tool calls as tasks (2026-07-28 Tasks extension; a tool opts in with `taskSupport`). `ttl`: how
+   * long a finished task stays readable, ms (default 3,600,000; 1,000 to 86,400,000), the `ttlMs`
+   * clients see; `pollInterval`: the `pollIntervalMs` suggested (default 1,000; 100 to 60,000);
+   * `maxPerPrincipal`: tasks running at once per principal (per address when anonymous), past it
+   * 429 (default 100).
+   */
+  tasks?: { ttl?: number, pollInterval?: number, maxPerPrincipal?: number }
+  /**
+   * OpenTelemetry spans and metrics (docs/observability.md): `true` (default) uses the providers
+   * the app registered globally (no-op without an SDK), an object names its own, `false` turns
+   * them off.
+   */
+  telemetry?: TelemetryOption
+  /**
+   * Serves `GET <statusRoute>`: this instance's counts (sessions held, lock waiters, streams,
+   * pending client requests) as JSON, never an id or a principal. Default: off.
+   */
+  statusRoute?: string | false
+}
