@@ -21,8 +21,7 @@ t.setTimeout(300_000)
 const STRIPPED: Record<string, string[]> = {
   'locks/redis-lock.d.ts': ['acquireWith', 'passOn', 'releaseWith'],
   'locks/pg-lock.d.ts': ['acquireWith', 'passOn', 'releaseWith'],
-  'locks/redis-lease.d.ts': ['read', 'readBy'],
-  'locks/pg-lease.d.ts': ['read', 'readBy'],
+  'locks/backend-lease.d.ts': ['read', 'readBy'],
   'locks/lease.d.ts': ['releaseNow', 'releasesNow', 'whenLost', 'expiresBy'],
   'locks/memory-lock.d.ts': ['acquireNow'],
   'locks/keyed-fifo.d.ts': ['grantNow'],
