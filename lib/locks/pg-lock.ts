@@ -27,10 +27,10 @@ import { resolvePgPool, type PgPoolLike } from '../postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema } from '../postgres/schema.js'
 import { settleWithin } from '../util/settle.js'
 import { roundTrip } from '../telemetry/index.js'
-import { BackendLeases, LEASE_BUSY, leaseTtl, type LeaseAttempt } from './backend-leases.js'
-import { SessionLockError, SessionLockTimeoutError } from './errors.js'
+import { BackendSessionLock, leaseEngine } from './backend-lock.js'
+import { LEASE_BUSY, leaseTtl, type BackendLeases } from './backend-leases.js'
+import { SessionLockError } from './errors.js'
 import { PgLease, type LeaseStatement } from './pg-lease.js'
-import type { AcquireOptions, LocalAcquireOptions, SessionLease, SessionLock } from './session-lock.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout } from './wait.js'
 
 /** Options of {@link PgSessionLock}. */
@@ -54,47 +54,87 @@ const ORPHAN_RETRY = 1000
 /** How long close() waits for the pool's end (ms). */
 const CLOSE_TIMEOUT = 1000
 
-/** Reads a lock's engine (set by the class's static block, which alone can read its private field). */
-let engineOf: (lock: PgSessionLock) => BackendLeases<PgPoolLike>
+/**
+ * Lease rows this process failed to release (the database was unreachable), by token: the id,
+ * and until when the row can still hold the key (`performance.now()` ms). Deleted once the
+ * database answers again (a retry every second, and before this process takes the key again),
+ * so that a restart does not leave a key busy for a whole lease ttl; at most a ttl, as the row
+ * would expire by then anyway.
+ */
+class Orphans {
+  readonly #rows = new Map<string, { id: string, until: number }>()
+  #timer: NodeJS.Timeout | null = null
+  #stopped = false
+
+  constructor (readonly pool: PgPoolLike, readonly release: LeaseStatement, readonly ttl: number) {}
+
+  get size (): number {
+    return this.#rows.size
+  }
+
+  add (id: string, token: string): void {
+    if (this.#stopped) return
+    this.#rows.set(token, { id, until: performance.now() + this.ttl })
+    if (this.#timer !== null) return
+    this.#timer = setInterval(() => { void this.releaseAll() }, ORPHAN_RETRY)
+    this.#timer.unref()
+  }
+
+  /** Deletes the rows (of `id` only, if given); one still unreachable stays for the next tick. */
+  async releaseAll (id?: string): Promise<void> {
+    const now = performance.now()
+    for (const [token, orphan] of this.#rows) {
+      if (id !== undefined && orphan.id !== id) continue
+      if (orphan.until <= now) { this.#rows.delete(token); continue }
+      try {
+        await this.pool.query({ ...this.release, values: [orphan.id, token] })
+        this.#rows.delete(token)
+      } catch {
+        if (id === undefined) break // still unreachable: the next tick tries again
+      }
+    }
+    if (this.#rows.size === 0 && this.#timer !== null) {
+      clearInterval(this.#timer)
+      this.#timer = null
+    }
+  }
+
+  /** The lock closes: no more retries, and none kept. */
+  stop (): void {
+    this.#stopped = true
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#rows.clear()
+  }
+}
 
 /** Session lock backed by PostgreSQL lease rows. */
-export class PgSessionLock implements SessionLock {
-  readonly timeout: number
-  /** Lease time-to-live in milliseconds. */
-  readonly ttl: number
+export class PgSessionLock extends BackendSessionLock<PgPoolLike> {
   /** Table-name prefix. */
   readonly prefix: string
   readonly #pool: PgPoolLike
   readonly #ownsPool: boolean
-  /** The FIFO, the held leases, their renewal and pass-on (`backend-leases.ts`). */
-  readonly #engine: BackendLeases<PgPoolLike>
-  readonly #release: LeaseStatement
-  /** One try of `acquire()`: the take function. */
-  readonly #take: LeaseAttempt<PgPoolLike, undefined>
-  #schemaReady = false
-
-  static {
-    engineOf = lock => lock.#engine
-  }
+  readonly #orphans: Orphans
+  /** Resolves once the schema exists (checked once). */
+  readonly #schema: () => Promise<void>
 
   /** @throws {RangeError} for a negative `timeout` or a `ttl` below 3; {@link TypeError} for a bad prefix or pool. */
   constructor (options: PgSessionLockOptions) {
-    this.timeout = checkTimeout(options.timeout ?? DEFAULT_LOCK_TIMEOUT)
-    this.ttl = leaseTtl(options.ttl)
-    const p = this.prefix = checkPgPrefix(options.prefix ?? DEFAULT_PG_PREFIX)
+    const timeout = checkTimeout(options.timeout ?? DEFAULT_LOCK_TIMEOUT)
+    const ttl = leaseTtl(options.ttl)
+    const p = checkPgPrefix(options.prefix ?? DEFAULT_PG_PREFIX)
     const { pool, owned } = resolvePgPool(options.pool)
-    this.#pool = pool
-    this.#ownsPool = owned
     // The functions of schema.ts: each commits without waiting for the WAL flush (see there).
     const take = { name: `${p}lease_take`, text: `SELECT ${p}lease_take($1, $2, $3) AS ok` }
-    const release = this.#release = { name: `${p}lease_release`, text: `SELECT ${p}lease_release($1, $2)` }
+    const release = { name: `${p}lease_release`, text: `SELECT ${p}lease_release($1, $2)` }
     const extend = { name: `${p}lease_extend`, text: `SELECT ${p}lease_extend($1, $2, $3) AS ok` }
-    this.#take = async (pool, id, token, _id, ttl) => {
-      roundTrip()
-      const { rows } = await pool.query({ ...take, values: [id, token, ttl] })
-      return rows[0]?.ok === true ? undefined : LEASE_BUSY
+    const orphans = new Orphans(pool, release, ttl)
+    let schemaReady = false
+    const schema = async (): Promise<void> => {
+      if (schemaReady) return
+      await ensureSchema(pool, p)
+      schemaReady = true
     }
-    this.#engine = new BackendLeases<PgPoolLike>(this, this.timeout, this.ttl, {
+    super(timeout, ttl, {
       handle: pool,
       // A pool: a release and the next take may run on different connections, in any order.
       ordered: false,
@@ -102,67 +142,25 @@ export class PgSessionLock implements SessionLock {
       newToken: () => randomBytes(16).toString('hex'),
       newLease: (home, id, _key, token, slot, passes, sentAt, read, readBy) => new PgLease(extend, id, home, token, slot, passes, sentAt, read, readBy),
       release: async (id, token) => await pool.query({ ...release, values: [id, token] }),
-      releaseFailed: (id, token) => { this.#orphan(id, token) },
+      releaseFailed: (id, token) => { orphans.add(id, token) },
       // A row of ours left by a release that failed: deleted first, or we would wait for it.
-      prepare: id => this.#orphans.size > 0 ? this.#releaseOrphans(id) : undefined,
-      beforeAttempt: () => this.#schemaReady ? undefined : this.#schema()
+      prepare: id => orphans.size > 0 ? orphans.releaseAll(id) : undefined,
+      beforeAttempt: () => schemaReady ? undefined : schema()
+    }, async (pool, id, token, _id, ttl) => {
+      roundTrip()
+      const { rows } = await pool.query({ ...take, values: [id, token, ttl] })
+      return rows[0]?.ok === true ? undefined : LEASE_BUSY
     })
-  }
-
-  /**
-   * Lease rows this process failed to release (the database was unreachable), by token: the id,
-   * and until when the row can still hold the key (`performance.now()` ms). Deleted once the
-   * database answers again (a retry every second, and before this process takes the key again),
-   * so that a restart does not leave a key busy for a whole lease ttl; at most a ttl, as the row
-   * would expire by then anyway.
-   */
-  readonly #orphans = new Map<string, { id: string, until: number }>()
-  #orphanTimer: NodeJS.Timeout | null = null
-
-  #orphan (id: string, token: string): void {
-    if (this.#engine.closed) return
-    this.#orphans.set(token, { id, until: performance.now() + this.ttl })
-    if (this.#orphanTimer !== null) return
-    this.#orphanTimer = setInterval(() => { void this.#releaseOrphans() }, ORPHAN_RETRY)
-    this.#orphanTimer.unref()
-  }
-
-  async #releaseOrphans (id?: string): Promise<void> {
-    const now = performance.now()
-    for (const [token, orphan] of this.#orphans) {
-      if (id !== undefined && orphan.id !== id) continue
-      if (orphan.until <= now) { this.#orphans.delete(token); continue }
-      try {
-        await this.#pool.query({ ...this.#release, values: [orphan.id, token] })
-        this.#orphans.delete(token)
-      } catch {
-        if (id === undefined) break // still unreachable: the next tick tries again
-      }
-    }
-    if (this.#orphans.size === 0 && this.#orphanTimer !== null) {
-      clearInterval(this.#orphanTimer)
-      this.#orphanTimer = null
-    }
+    this.prefix = p
+    this.#pool = pool
+    this.#ownsPool = owned
+    this.#orphans = orphans
+    this.#schema = schema
   }
 
   /** The pool this lock uses. */
   get pool (): PgPoolLike {
     return this.#pool
-  }
-
-  /** Sessions held or waited for by this instance right now (0 when idle). */
-  get size (): number {
-    return this.#engine.size
-  }
-
-  /** Requests of this process queued behind a holder, over all sessions. */
-  get pending (): number {
-    return this.#engine.pending
-  }
-
-  /** Leases this instance holds right now. */
-  get held (): number {
-    return this.#engine.held
   }
 
   /** Resolves once the database answers and the schema exists; rejects with a `SessionLockError` otherwise. */
@@ -174,35 +172,9 @@ export class PgSessionLock implements SessionLock {
     }
   }
 
-  async #schema (): Promise<void> {
-    if (this.#schemaReady) return
-    await ensureSchema(this.#pool, this.prefix)
-    this.#schemaReady = true
-  }
-
-  async acquire (id: string, options: LocalAcquireOptions = {}): Promise<SessionLease> {
-    const taken = await this.#engine.acquireWith(id, options, this.#take)
-    return (taken as NonNullable<typeof taken>).lease
-  }
-
-  async tryAcquire (id: string, options: Pick<AcquireOptions, 'owner'> = {}): Promise<SessionLease | null> {
-    try {
-      return await this.acquire(id, { owner: options.owner, timeout: 0 })
-    } catch (err) {
-      if (err instanceof SessionLockTimeoutError) return null
-      throw err
-    }
-  }
-
-  /**
-   * Rejects waiters, stops renewals, releases held leases (aborting their signals) and ends the
-   * pool if the lock made it. Bounded; never throws.
-   */
-  async close (): Promise<void> {
-    if (this.#engine.closed) return
-    await this.#engine.close()
-    if (this.#orphanTimer !== null) clearInterval(this.#orphanTimer)
-    this.#orphans.clear()
+  /** Ends the pool if the lock made it (its leases were released before: see `close()`). */
+  protected async closeBackend (): Promise<void> {
+    this.#orphans.stop()
     if (this.#ownsPool) await settleWithin(this.#pool.end(), CLOSE_TIMEOUT, { keepAlive: false })
   }
 }
@@ -212,5 +184,5 @@ export class PgSessionLock implements SessionLock {
  * its leases in its own statements (`sessions/pg-store.ts`).
  */
 export function pgLeaseEngine (lock: PgSessionLock): BackendLeases<PgPoolLike> {
-  return engineOf(lock)
+  return leaseEngine(lock)
 }

@@ -23,10 +23,10 @@ import { createLockClient, isRedisClient } from '../redis/client.js'
 import { DEFAULT_KEY_PREFIX, assertKeyPrefix, lockKey } from '../redis/keys.js'
 import { confirmed, replicaAckFor, replicaAckOf, requireReplicaAck, sendWait } from '../redis/replica-ack.js'
 import { defineScripts, type RedisClient, type RedisClientLike, type RedisConnectionOptions } from '../redis/scripts.js'
-import { BackendLeases, LEASE_BUSY, adoptAny, leaseTtl, type LeaseAttempt, type LeaseBackend } from './backend-leases.js'
-import { SessionLockError, SessionLockTimeoutError } from './errors.js'
+import { BackendSessionLock, leaseEngine } from './backend-lock.js'
+import { LEASE_BUSY, adoptAny, leaseTtl, type BackendLeases, type LeaseBackend } from './backend-leases.js'
+import { SessionLockError } from './errors.js'
 import { RedisLease } from './redis-lease.js'
-import type { AcquireOptions, LocalAcquireOptions, SessionLease, SessionLock } from './session-lock.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout } from './wait.js'
 import { roundTrip } from '../telemetry/index.js'
 import { settleWithin } from '../util/settle.js'
@@ -92,51 +92,32 @@ function redisBackend (client: RedisClient, prefix: string): LeaseBackend<RedisC
   }
 }
 
-/** Reads a lock's engine (set by the class's static block, which alone can read its private field). */
-let engineOf: (lock: RedisSessionLock) => BackendLeases<RedisClient>
-
 /** Session lock backed by a Redis lease. */
-export class RedisSessionLock implements SessionLock {
-  readonly timeout: number
-  /** Lease time-to-live in milliseconds. */
-  readonly ttl: number
+export class RedisSessionLock extends BackendSessionLock<RedisClient> {
   /** Key prefix. */
   readonly prefix: string
   readonly #client: RedisClient
   readonly #ownsClient: boolean
-  /** The FIFO, the held leases, their renewal and pass-on (`backend-leases.ts`). */
-  readonly #engine: BackendLeases<RedisClient>
-  /** One try of `acquire()`: SET NX PX, and WAIT for the replicas if asked. */
-  readonly #take: LeaseAttempt<RedisClient, undefined>
-
-  static {
-    engineOf = lock => lock.#engine
-  }
 
   /**
    * @throws {RangeError} for a negative `timeout` or a `ttl` that is not positive.
    */
   constructor (options: RedisSessionLockOptions) {
-    this.timeout = checkTimeout(options.timeout ?? DEFAULT_LOCK_TIMEOUT)
-    const ttl = this.ttl = leaseTtl(options.ttl)
+    const timeout = checkTimeout(options.timeout ?? DEFAULT_LOCK_TIMEOUT)
+    const ttl = leaseTtl(options.ttl)
     const prefix = options.prefix ?? DEFAULT_KEY_PREFIX
     assertKeyPrefix(prefix)
-    this.prefix = prefix
     // A client marked already (a store's, with its waitReplicas) lends its numbers: the default
     // lock on the store's client confirms its leases as the store confirms its writes.
     const ack = replicaAckOf(options) ?? (isRedisClient(options.redis) ? replicaAckFor(options.redis) : undefined)
-    if (isRedisClient(options.redis)) {
-      this.#client = defineScripts(requireReplicaAck(options.redis, ack))
-      this.#ownsClient = false
-    } else {
-      this.#client = defineScripts(createLockClient(options.redis, options))
-      this.#ownsClient = true
-      // Without a listener ioredis reports every failed reconnect on stderr; acquire() already
-      // reports the failures that matter to the request that hit them.
-      this.#client.on('error', () => {})
-    }
-    this.#engine = new BackendLeases(this, this.timeout, ttl, redisBackend(this.#client, prefix))
-    this.#take = async (client, key, token) => {
+    const owned = !isRedisClient(options.redis)
+    const client = defineScripts(isRedisClient(options.redis)
+      ? requireReplicaAck(options.redis, ack)
+      : createLockClient(options.redis, options))
+    // Without a listener ioredis reports every failed reconnect on stderr; acquire() already
+    // reports the failures that matter to the request that hit them.
+    if (owned) client.on('error', () => {})
+    super(timeout, ttl, redisBackend(client, prefix), async (client, key, token) => {
       roundTrip()
       const set = client.set(key, token, 'PX', ttl, 'NX')
       if (ack === undefined) return await set === 'OK' ? undefined : LEASE_BUSY
@@ -146,27 +127,15 @@ export class RedisSessionLock implements SessionLock {
       acknowledged.catch(() => {})
       const reply = await set
       return confirmed(reply, await acknowledged, ack, r => r === 'OK') === 'OK' ? undefined : LEASE_BUSY
-    }
+    }, adoptAny) // a lease passed on is as good as a fresh one here
+    this.prefix = prefix
+    this.#client = client
+    this.#ownsClient = owned
   }
 
   /** The ioredis client this lock uses (its own fail-fast one, or the injected one). */
   get client (): RedisClient {
     return this.#client
-  }
-
-  /** Sessions held or waited for by this instance right now (0 when idle). */
-  get size (): number {
-    return this.#engine.size
-  }
-
-  /** Requests of this process queued behind a holder, over all sessions. */
-  get pending (): number {
-    return this.#engine.pending
-  }
-
-  /** Leases this instance holds right now. */
-  get held (): number {
-    return this.#engine.held
   }
 
   /**
@@ -190,36 +159,14 @@ export class RedisSessionLock implements SessionLock {
     })
   }
 
-  async acquire (id: string, options: LocalAcquireOptions = {}): Promise<SessionLease> {
-    const taken = await this.#engine.acquireWith(id, options, this.#take, adoptAny)
-    return (taken as NonNullable<typeof taken>).lease
-  }
-
-  async tryAcquire (id: string, options: Pick<AcquireOptions, 'owner'> = {}): Promise<SessionLease | null> {
-    try {
-      return await this.acquire(id, { owner: options.owner, timeout: 0 })
-    } catch (err) {
-      if (err instanceof SessionLockTimeoutError) return null
-      throw err
-    }
-  }
-
-  /**
-   * Rejects waiters, stops renewals, releases held leases (aborting their signals) and closes the
-   * client if the lock created it. Bounded; never throws.
-   */
-  async close (): Promise<void> {
-    if (this.#engine.closed) return
-    // Leases are released before the QUIT below (a release sent after it would find the
-    // connection closing).
-    await this.#engine.close()
-    if (this.#ownsClient && this.#client.status !== 'end') {
-      const client = this.#client
-      const ended = new Promise(resolve => client.once('end', resolve))
-      await settleWithin(client.quit(), CLOSE_TIMEOUT, { keepAlive: false })
-      client.disconnect() // after a QUIT that timed out (hung server), or while reconnecting
-      await settleWithin(ended, CLOSE_TIMEOUT, { keepAlive: false })
-    }
+  /** Closes the client if the lock created it (its leases were released before: see `close()`). */
+  protected async closeBackend (): Promise<void> {
+    if (!this.#ownsClient || this.#client.status === 'end') return
+    const client = this.#client
+    const ended = new Promise(resolve => client.once('end', resolve))
+    await settleWithin(client.quit(), CLOSE_TIMEOUT, { keepAlive: false })
+    client.disconnect() // after a QUIT that timed out (hung server), or while reconnecting
+    await settleWithin(ended, CLOSE_TIMEOUT, { keepAlive: false })
   }
 }
 
@@ -228,5 +175,5 @@ export class RedisSessionLock implements SessionLock {
  * its leases in its own scripts (`state/redis-fast-path.ts`).
  */
 export function redisLeaseEngine (lock: RedisSessionLock): BackendLeases<RedisClient> {
-  return engineOf(lock)
+  return leaseEngine(lock)
 }
