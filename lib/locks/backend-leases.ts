@@ -11,7 +11,8 @@
  *   it, to the next waiter for the same key, with no round trip (a baton per key in between).
  *
  * The locks keep it private; a store that takes leases in its own commands (the store + lock
- * pairings) reaches it through the lock's `@internal` accessor.
+ * pairings) reaches it through its lock's accessor (`redisLeaseEngine`, `pgLeaseEngine`), which
+ * the published declarations leave out.
  */
 import { performance } from 'node:perf_hooks'
 import { SteadySet } from '../util/steady-map.js'

@@ -1,8 +1,8 @@
 /**
  * What `RedisSessionLock` and `PgSessionLock` share as locks: the `SessionLock` surface over their
  * lease machinery (`backend-leases.ts`), which each lock keeps in a private field. A store that
- * takes leases in its own commands reaches it through its lock's `@internal` accessor
- * (`redisLeaseEngine`, `pgLeaseEngine`), which reads that field here.
+ * takes leases in its own commands reaches it through its lock's accessor (`redisLeaseEngine`,
+ * `pgLeaseEngine`, left out of the published declarations), which reads that field here.
  */
 import { BackendLeases, type LeaseAttempt, type LeaseBackend } from './backend-leases.js'
 import { SessionLockTimeoutError } from './errors.js'
