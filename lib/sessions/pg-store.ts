@@ -12,9 +12,9 @@
  * record in one call, and saves and releases in another (`LockingSessionStore`): two round trips
  * per locked request.
  */
+import { LEASE_BUSY, SESSION_MISSING, type LeaseAttempt } from '../locks/backend-leases.js'
 import type { Lease } from '../locks/lease.js'
-import { PgLease } from '../locks/pg-lease.js'
-import { PG_LEASE_BUSY, PG_NOT_ADOPTED, PG_STATE_MISSING, PgSessionLock } from '../locks/pg-lock.js'
+import { PgSessionLock, pgLeaseEngine } from '../locks/pg-lock.js'
 import type { AcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
 import { resolvePgPool, type PgPoolLike, type PgResult } from '../postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema, positioned } from '../postgres/schema.js'
@@ -47,14 +47,6 @@ interface Statement { name: string, text: string }
 /** A row read under a lease: what take_and_load answered. */
 interface TakenRow { status: number, data: unknown, version: unknown }
 
-/**
- * What a pass-on hands to the next holder: the row as read, and which store read it. Every holder
- * decodes its own copy, so what one request mutated without saving never reaches the next.
- */
-class PassedRow {
-  constructor (readonly by: PgSessionStore, readonly row: TakenRow) {}
-}
-
 /** Sessions in PostgreSQL rows. */
 export class PgSessionStore implements LockingSessionStore {
   readonly ttl: number
@@ -63,6 +55,12 @@ export class PgSessionStore implements LockingSessionStore {
   readonly #pool: PgPoolLike
   readonly #ownsPool: boolean
   readonly #sql: Record<'create' | 'load' | 'save' | 'destroy' | 'exists' | 'gc' | 'takeAndLoad', Statement>
+  /**
+   * One try at a lock's lease (see acquireAndLoad): take it and read the record. A lease it read is
+   * passed on with the row, which the next holder it takes decodes anew: what one request mutated
+   * without saving never reaches the next.
+   */
+  readonly #take: LeaseAttempt<PgPoolLike, TakenRow>
   #schemaReady = false
   #closed = false
 
@@ -106,6 +104,13 @@ export class PgSessionStore implements LockingSessionStore {
           SELECT id FROM gone`
       },
       takeAndLoad: { name: `${p}state_take_and_load`, text: `SELECT status, data, version FROM ${p}take_and_load($1, $2, $3, $4, $5)` }
+    }
+    this.#take = async (_pool, key, token, id, lockTtl) => {
+      const rows = await this.#query(this.#sql.takeAndLoad, [key, id, token, lockTtl, this.ttl])
+      const row = rows[0] as unknown as TakenRow
+      if (row.status === 2) return SESSION_MISSING
+      if (row.status === 0) return LEASE_BUSY
+      return row
     }
   }
 
@@ -186,14 +191,7 @@ export class PgSessionStore implements LockingSessionStore {
    * null, holding nothing, when the record does not exist.
    */
   async acquireAndLoad (id: string, lock: SessionLock, options: AcquireOptions = {}): Promise<LockedSession | null> {
-    const pgLock = lock as PgSessionLock
-    const taken = await pgLock.acquireWith(id, options, async (_pool, key, token) => {
-      const rows = await this.#query(this.#sql.takeAndLoad, [key, id, token, pgLock.ttl, this.ttl])
-      const row = rows[0] as unknown as TakenRow
-      if (row.status === 2) return PG_STATE_MISSING
-      if (row.status === 0) return PG_LEASE_BUSY
-      return row
-    }, (handed) => handed instanceof PassedRow && handed.by === this ? handed.row : PG_NOT_ADOPTED)
+    const taken = await pgLeaseEngine(lock as PgSessionLock).acquireWith(id, options, this.#take)
     if (taken === null) return null
     let record
     try {
@@ -202,10 +200,6 @@ export class PgSessionStore implements LockingSessionStore {
       await taken.lease.release().catch(() => {})
       throw err
     }
-    // The row read under the lease, for passing it on (taken.lease is a PgLease).
-    const lease = taken.lease as PgLease
-    lease.read = taken.value
-    lease.readBy = this
     return { lease: taken.lease, record }
   }
 
@@ -215,8 +209,8 @@ export class PgSessionStore implements LockingSessionStore {
    * locked write goes through it). False when the lease cannot be passed on; release it then.
    */
   passOn (_id: string, lease: SessionLease): boolean {
-    if (!(lease instanceof PgLease) || lease.readBy !== this || !(lease.lock instanceof PgSessionLock)) return false
-    return lease.lock.passOn(lease, new PassedRow(this, lease.read as TakenRow))
+    const lock = (lease as Partial<{ lock: unknown }>).lock
+    return lock instanceof PgSessionLock && pgLeaseEngine(lock).passOn(lease, this.#take)
   }
 
   /**
@@ -233,7 +227,7 @@ export class PgSessionStore implements LockingSessionStore {
       await (lease as Lease).release().catch(() => {})
       throw err
     }
-    return await lock.releaseWith(lease, async (_pool, key, token) => {
+    return await pgLeaseEngine(lock).releaseWith(lease, async (_pool, key, token) => {
       const rows = await this.#query(this.#sql.save, [id, key, token, guard.version ?? null, this.ttl, set[0], set[1], changes.delete, true])
       return rows[0]?.result as SaveResult
     })

@@ -66,6 +66,7 @@ t.test('a lost lease aborts the signal; renewal never revives it; release never 
   await Promise.race([aborted, sleep(1000)])
   t.equal(lease.signal.aborted, true, 'aborted at the next renewal')
   t.match(lease.signal.reason, { name: 'SessionLockError', code: 'MCP_SESSION_LEASE_LOST' })
+  t.notOk((lease.signal.reason as Error).message.includes(id), 'the reason shows the id cut (ids are secrets)')
   t.same(await leaseRows('lost_'), [], 'not revived')
   await db.admin.query("INSERT INTO lost_leases VALUES ($1, 'next-holder', clock_timestamp() + interval '5 s')", [id])
   await lease.release()

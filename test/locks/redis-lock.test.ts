@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { SessionLockError, SessionLockTimeoutError } from '../../lib/locks/errors.js'
-import { LOCK_CLIENT_OPTIONS, RedisSessionLock } from '../../lib/locks/redis-lock.js'
+import { LOCK_CLIENT_OPTIONS, RedisSessionLock, redisLeaseEngine } from '../../lib/locks/redis-lock.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { runSessionLockContract } from './lock-contract.js'
@@ -86,7 +86,7 @@ t.test('releaseWith: a finish that throws before sending rejects, frees the loca
   const lock = await newLock(t)
   const id = generateSessionId()
   const lease = await lock.acquire(id)
-  await t.rejects(lock.releaseWith(lease, () => { throw new TypeError('a key the script refuses') }), TypeError)
+  await t.rejects(redisLeaseEngine(lock).releaseWith(lease, () => { throw new TypeError('a key the script refuses') }), TypeError)
   t.equal(lock.held, 0, 'no lease tracked')
   await until(async () => await admin.exists(`mcp:{${id}}:lock`) === 0)
   const next = await lock.acquire(id, { timeout: 1000 })

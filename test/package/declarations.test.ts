@@ -24,8 +24,7 @@ t.setTimeout(300_000)
 const STRIPPED: Record<string, string[]> = {
   'locks/redis-lock.d.ts': ['acquireWith', 'passOn', 'releaseWith'],
   'locks/pg-lock.d.ts': ['acquireWith', 'passOn', 'releaseWith'],
-  'locks/redis-lease.d.ts': ['read', 'readBy'],
-  'locks/pg-lease.d.ts': ['read', 'readBy'],
+  'locks/backend-lease.d.ts': ['read', 'readBy'],
   'locks/lease.d.ts': ['releaseNow', 'releasesNow', 'whenLost', 'expiresBy'],
   'locks/memory-lock.d.ts': ['acquireNow'],
   'locks/keyed-fifo.d.ts': ['grantNow'],
@@ -93,8 +92,13 @@ t.test('the members users must not call are not declared', async (t) => {
     const dts = await readFile(join(dist, file), 'utf8')
     for (const member of members) t.notOk(declares(dts, member), `${file} does not declare ${member}`)
   }
+  // The backend locks' engine accessors (for the store + lock pairings) are not published either.
+  for (const [file, accessor] of [['locks/redis-lock.d.ts', 'redisLeaseEngine'], ['locks/pg-lock.d.ts', 'pgLeaseEngine'], ['locks/backend-lock.d.ts', 'leaseEngine']]) {
+    t.notOk((await readFile(join(dist, file), 'utf8')).includes(accessor), `${file} does not declare ${accessor}`)
+  }
   // The check itself sees a declaration: the public members next to them are found.
-  t.ok(declares(await readFile(join(dist, 'locks/redis-lock.d.ts'), 'utf8'), 'acquire'), 'RedisSessionLock.acquire is declared')
+  t.ok(declares(await readFile(join(dist, 'locks/redis-lock.d.ts'), 'utf8'), 'ready'), 'RedisSessionLock.ready is declared')
+  t.ok(declares(await readFile(join(dist, 'locks/backend-lock.d.ts'), 'utf8'), 'acquire'), 'the backend locks\' acquire is declared')
   t.ok(declares(await readFile(join(dist, 'locks/lease.d.ts'), 'utf8'), 'release'), 'Lease.release is declared')
 })
 

@@ -7,11 +7,11 @@
  * This pairing is the one place that knows both: it runs the store's scripts (and codec) on the
  * lock's fail-fast client, through the lock's lease machinery (FIFO, token, renewal, pass-on).
  */
-import { LEASE_BUSY, NOT_ADOPTED, SESSION_MISSING, type LeaseAttempt, type RedisSessionLock } from '../../locks/redis-lock.js'
+import { LEASE_BUSY, SESSION_MISSING, type BackendLeases, type LeaseAttempt } from '../../locks/backend-leases.js'
+import { redisLeaseEngine, type RedisSessionLock } from '../../locks/redis-lock.js'
 import type { LocalAcquireOptions, SessionLease } from '../../locks/session-lock.js'
-import { RedisLease } from '../../locks/redis-lease.js'
 import { sessionKey } from '../../redis/keys.js'
-import type { McpScripts } from '../../redis/scripts.js'
+import type { McpScripts, RedisClient } from '../../redis/scripts.js'
 import { saveArguments, type RedisSessionStore } from '../../sessions/redis-store.js'
 import type { SaveGuard, SaveResult, SessionChanges } from '../../sessions/session-store.js'
 import { roundTrip } from '../../telemetry/index.js'
@@ -21,15 +21,6 @@ import type { Taken } from './pairing.js'
 
 /** The take-lock+read script's reply when it took the lease: '1 ', then a `SessionReply`. */
 type TakenReply = Exclude<Awaited<ReturnType<McpScripts['mcpAcquireAndLoad']>>, '0' | '2'>
-
-/**
- * What a pass-on hands to the next holder: the state as read (the script's raw reply), and who
- * read it. Every holder decodes its own copy, so what one request mutated without saving never
- * reaches the next.
- */
-class PassedState {
-  constructor (readonly by: RedisPairing, readonly reply: TakenReply) {}
-}
 
 /** The take-lock+read script's reply as a lease attempt's outcome. */
 function takenOrNot (reply: Awaited<ReturnType<McpScripts['mcpAcquireAndLoad']>>): TakenReply | typeof SESSION_MISSING | typeof LEASE_BUSY {
@@ -41,24 +32,26 @@ function takenOrNot (reply: Awaited<ReturnType<McpScripts['mcpAcquireAndLoad']>>
 export class RedisPairing extends AnyPairing {
   override readonly oneCall = true
   readonly #store: RedisSessionStore
-  readonly #lock: RedisSessionLock
-  /** One try at the lease (see takeWith), made once rather than a closure per request. */
-  readonly #attempt: LeaseAttempt<TakenReply>
-  /** Takes what a holder of this pairing passed on (see passOn). */
-  readonly #adopt: (handed: unknown) => TakenReply | typeof NOT_ADOPTED
+  /** The lock's lease machinery. */
+  readonly #leases: BackendLeases<RedisClient>
+  /**
+   * One try at the lease (see takeWith), made once rather than a closure per request. A
+   * lease it read is passed on with the raw reply, which the next holder it takes decodes anew:
+   * what one request mutated without saving never reaches the next.
+   */
+  readonly #attempt: LeaseAttempt<RedisClient, TakenReply>
 
   /** Both must use the same Redis server and database (nothing can check it). */
   constructor (store: RedisSessionStore, lock: RedisSessionLock) {
     super(store, lock, true)
     this.#store = store
-    this.#lock = lock
+    this.#leases = redisLeaseEngine(lock)
     // Not async: the script's promise and one `then`, no async function's frame kept alive (and
     // copied by the young-generation GC) across the round trip.
     this.#attempt = (client, key, token, id) => {
       roundTrip()
       return client.mcpAcquireAndLoad(key, sessionKey(store.prefix, id), token, lock.ttl, store.ttl).then(takenOrNot)
     }
-    this.#adopt = (handed) => handed instanceof PassedState && handed.by === this ? handed.reply : NOT_ADOPTED
   }
 
   /**
@@ -68,7 +61,7 @@ export class RedisPairing extends AnyPairing {
    * decoded releases the lease and rejects.
    */
   protected override async takeWith (id: string, options: LocalAcquireOptions): Promise<Taken | null> {
-    const taken = await this.#lock.acquireWith(id, options, this.#attempt, this.#adopt)
+    const taken = await this.#leases.acquireWith(id, options, this.#attempt)
     if (taken === null) return null
     let record
     try {
@@ -77,10 +70,6 @@ export class RedisPairing extends AnyPairing {
       await taken.lease.release().catch(() => {})
       throw err
     }
-    // The raw reply read under the lease, for passing it on (taken.lease is a RedisLease).
-    const lease = taken.lease as RedisLease
-    lease.read = taken.value
-    lease.readBy = this
     return { lease: taken.lease, record }
   }
 
@@ -90,9 +79,7 @@ export class RedisPairing extends AnyPairing {
    * write goes through it). False when the lease cannot be passed on; release it then.
    */
   override passOn (_id: string, lease: SessionLease): boolean {
-    if (!(lease instanceof RedisLease) || lease.readBy !== this) return false
-    // Passed on, the lease is forgotten by its lock, which drops its read (RedisLease.forget()).
-    return this.#lock.passOn(lease, new PassedState(this, lease.read as TakenReply))
+    return this.#leases.passOn(lease, this.#attempt)
   }
 
   /** The save and the release in one script; under no lease (an unlocked scope), the store's save. */
@@ -123,7 +110,7 @@ export class RedisPairing extends AnyPairing {
       // Nothing to save: the lease ends all the same, as promised (its caller lets go of it).
       return lease.release().then(() => { throw err }, () => { throw err })
     }
-    return this.#lock.releaseWith(lease, (client, key, token) => {
+    return this.#leases.releaseWith(lease, (client, key, token) => {
       args[1] = token
       roundTrip()
       return client.mcpSaveAndRelease(sessionKey(store.prefix, id), key, ...args)
