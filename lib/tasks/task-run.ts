@@ -185,7 +185,10 @@ export class TaskRun {
           set[K.status] = 'failed'
           set[K.error] = outcome.error as JsonValue
         }
-        await this.#save(set, [K.inputRequests], record.version)
+        // The end and the lease's release in one step where the backends can: an instance that
+        // reads the end finds the task's key free.
+        const status = await this.#d.hold.finish({ set, delete: [K.inputRequests] }, record.version)
+        if (status !== 'ok') this.#abort(new TaskAbortError('lost', `the task could not be written (${status})`))
       })
     } catch (err) {
       this.#d.warn({ err, task: shownId(this.id) }, 'the end of a task could not be written; it turns failed once its lease expires')

@@ -14,7 +14,7 @@ import { Redis } from 'ioredis'
 import mcp, { ErrorCode, FileSessionLock, FileSessionStore, injectClient, McpError, MemorySessionStore, RedisSessionLock, RedisSessionStore, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
 import { tokensAuth } from '../../examples/server.js'
 import { startRedisServer } from '../helpers/redis-server.js'
-import { until } from '../helpers/time.js'
+import { sleep, until } from '../helpers/time.js'
 import { rpc, modernHeaders } from '../helpers/wire.js'
 
 const EXT = 'io.modelcontextprotocol/tasks'
@@ -239,6 +239,34 @@ for (const backend of ['memory', 'redis', 'file'] as const) {
     if (backend === 'redis') t.equal(await admin.exists(`mcp:{~task~${taskId}}:s`), 0, 'its record is removed')
   })
 }
+
+t.test('redis: a task\'s end and the release of its lease are one script: whoever reads the end finds the key free', async t => {
+  const { app, probe } = await build(t, 'redis')
+  const alice = client(app, 'a')
+  const taskId = await create(alice, 'gate')
+  await status(alice, taskId, 'working')
+  const lockKey = `mcp:{~task~${taskId}}:lock`
+  const recordKey = `mcp:{~task~${taskId}}:s`
+  // Every command that names the task's keys, with its arguments, while the handler ends.
+  const monitor = await admin.monitor()
+  const seen: string[][] = []
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (source !== 'lua' && (args.includes(lockKey) || args.includes(recordKey))) seen.push(args)
+  })
+  t.teardown(() => { monitor.disconnect() })
+  await sleep(100) // MONITOR reports a little after it is on
+  probe.open()
+  await status(alice, taskId, 'completed')
+  t.equal(await admin.exists(lockKey), 0, 'the key is free as soon as the end can be read')
+  await sleep(100)
+  const end = seen.findLastIndex(args => args.includes(lockKey) && args.includes(recordKey))
+  t.ok(end >= 0, 'one script writes the end and releases the lease')
+  // The runner's lease token: nothing after the end uses it (no separate release). A poll that read
+  // the task working just before may still take the free key, see the end and let go (its own token).
+  const token = seen[end]?.find(a => /^[0-9a-f]{32}$/.test(a))
+  t.ok(token, 'the end is fenced by the runner\'s token')
+  t.same(seen.slice(end + 1).filter(args => args.includes(token as string)), [], 'nothing uses the runner\'s lease after it (no separate release)')
+})
 
 t.test('redis: Redis stopped: task calls and task methods answer 503, nothing crashes; tasks work again once it is back', async t => {
   const { app } = await build(t, 'redis')

@@ -117,6 +117,6 @@ export class AnyPairing implements Pairing {
   }
 
   holds (): KeyHolds {
-    return new KeyHolds(this.store, this.#holdLock)
+    return new KeyHolds(this.store, this.#holdLock, async (key, changes, guard, lease) => await this.write(key, changes, guard, lease))
   }
 }
