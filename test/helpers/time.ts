@@ -37,3 +37,11 @@ export async function until (check: () => boolean | Promise<boolean>, o: UntilOp
     await sleep(o.every ?? 10)
   }
 }
+
+/** Whether `promise` settles (either way) within `ms`. */
+export async function settlesWithin (promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let settled = false
+  promise.then(() => { settled = true }, () => { settled = true })
+  await sleep(ms)
+  return settled
+}

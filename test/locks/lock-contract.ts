@@ -11,20 +11,12 @@ import type { Test } from 'tap'
 import { SessionLockError, SessionLockTimeoutError } from '../../lib/locks/errors.js'
 import type { SessionLease, SessionLock } from '../../lib/locks/session-lock.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
-import { sleep } from '../helpers/time.js'
+import { settlesWithin, sleep } from '../helpers/time.js'
 
 export interface LockContractOptions<L extends SessionLock> {
   create: (t: Test, options: { timeout?: number }) => L | Promise<L>
   idle: (t: Test, lock: L) => void | Promise<void>
   sharedBackend: boolean
-}
-
-/** Settles within `ms`? (true if settled, either way). */
-async function settlesWithin (promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let settled = false
-  promise.then(() => { settled = true }, () => { settled = true })
-  await sleep(ms)
-  return settled
 }
 
 export function runSessionLockContract<L extends SessionLock> (t: Test, name: string, options: LockContractOptions<L>): void {

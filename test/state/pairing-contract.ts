@@ -14,21 +14,13 @@ import { SessionLockTimeoutError } from '../../lib/locks/errors.js'
 import type { SessionLease } from '../../lib/locks/session-lock.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import type { Pairing, Taken } from '../../lib/state/pairings/pairing.js'
-import { sleep } from '../helpers/time.js'
+import { settlesWithin, sleep } from '../helpers/time.js'
 
 export interface PairingContractOptions {
   create: (t: Test) => Pairing | Promise<Pairing>
   /** Whether the pairing has a lock (without one, only reads, writes and holds are asked of it). */
   locked: boolean
   passesOn: boolean
-}
-
-/** Settles within `ms`? */
-async function settlesWithin (promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let settled = false
-  promise.then(() => { settled = true }, () => { settled = true })
-  await sleep(ms)
-  return settled
 }
 
 function leaseOf (taken: Taken | null): SessionLease {
