@@ -38,6 +38,7 @@ export class StateBackend {
    * {@link open} without a promise when it needs no wait (the pairing can take and read at once:
    * the memory store, with no lock or the memory lock's key free). Returns `undefined`, doing
    * nothing, otherwise: then `await open()`. Most requests of a process-local backend need no wait.
+   * @internal
    */
   openNow (id: string, options: ScopeOptions): StateScope | null | undefined {
     const taken = this.pairing.takeNow(id, options)
@@ -177,6 +178,7 @@ export class StateScope implements Watched {
    * {@link close} without a promise when it needs neither a backend call nor a wait: nothing was
    * changed, and there is no lease or the pairing lets it go at once (the memory lock's). Returns
    * `null`, doing nothing, otherwise: then `await close()`. Most requests change nothing.
+   * @internal
    */
   closeNow (): CloseResult | null {
     if (this.#closed) return this.#afterEnd()
