@@ -7,14 +7,11 @@
  */
 import { SteadyMap } from '../util/steady-map.js'
 import type { Bus, BusMessage } from './bus.js'
+import { OutageLog, type OutageLogger } from '../util/outage-log.js'
 import { shownId } from '../util/shown-id.js'
 
 /** What a job reports to its logger (a Fastify/pino logger fits). */
-export interface TopicLogger {
-  error (obj: object, msg: string): void
-  warn (obj: object, msg: string): void
-  debug (obj: object, msg: string): void
-}
+export type TopicLogger = OutageLogger
 
 /** One job of the hub: holds things per session, and hears the session's channel. */
 export interface SessionJob {
@@ -45,6 +42,9 @@ export class SessionTopics {
   /** A session's entry comes and goes with each short request: a map whose table never empties. */
   readonly #topics = new SteadyMap<Topic>()
   readonly #jobs: SessionJob[] = []
+  /** Failed subscriptions (the bus down): one error line per outage, not one per session. */
+  readonly #outages = new OutageLog()
+  readonly #subscribed = (): void => { this.#outages.ok(this.#logger) }
 
   constructor (bus: Bus, logger: TopicLogger) {
     this.#bus = bus
@@ -113,8 +113,8 @@ export class SessionTopics {
     const subscription = this.#bus.subscribe(sessionChannel(sid), (m) => { this.#deliver(sid, m) })
     topic.subscription = subscription
     topic.failed = false
-    subscription.catch((err: unknown) => {
-      this.#logger.error({ err, sessionId: shownId(sid) }, 'bus subscription failed')
+    subscription.then(this.#subscribed, (err: unknown) => {
+      this.#outages.failed('bus subscription', err, this.#logger, { sessionId: shownId(sid) })
       // A failed subscription is not kept: the next ready() subscribes again.
       if (topic.subscription === subscription) topic.failed = true
     })

@@ -6,7 +6,10 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { McpError } from '../jsonrpc/errors.js'
 import { refusalOf } from '../state/outcome.js'
+import { OutageLog } from '../util/outage-log.js'
 import { unconfirmedAnswer } from './unconfirmed.js'
+
+export { OutageLog, OUTAGE_LOG_INTERVAL } from '../util/outage-log.js'
 
 /**
  * `Retry-After` of a 503 for a backend that failed (a database restarting, a Redis failing over):
@@ -26,48 +29,6 @@ export interface OpenRefusals {
   unreadable: () => McpError
   /** The store failed. */
   storeDown: () => McpError
-}
-
-/** How often an outage that lasts is logged again at error (ms). */
-export const OUTAGE_LOG_INTERVAL = 60_000
-
-interface Outage { since: number, logged: number, failures: number }
-
-/**
- * The log of backend outages (the store or the lock down): the first failure at error with its
- * cause, then at most one error line per {@link OUTAGE_LOG_INTERVAL} while it lasts (with the
- * failures since it began; the others at debug, without a stack), and one warning when a state
- * scope opens again. A client in a retry loop during a Redis outage makes a handful of lines, not
- * a stack per request.
- */
-export class OutageLog {
-  readonly #down = new Map<string, Outage>()
-
-  /** Logs one failure of `what` ("session store", "handle lock"). */
-  failed (what: string, err: unknown, log: FastifyBaseLogger, fields: Record<string, unknown>): void {
-    const now = Date.now()
-    const o = this.#down.get(what)
-    if (o === undefined) {
-      this.#down.set(what, { since: now, logged: now, failures: 1 })
-      log.error({ err, ...fields }, `${what} unavailable`)
-      return
-    }
-    o.failures++
-    if (now - o.logged >= OUTAGE_LOG_INTERVAL) {
-      o.logged = now
-      log.error({ err, ...fields, failures: o.failures, downMs: now - o.since }, `${what} still unavailable`)
-    } else {
-      log.debug({ ...fields, reason: err instanceof Error ? err.message : String(err) }, `${what} unavailable`)
-    }
-  }
-
-  /** A scope opened: every outage logged ends with one line. */
-  ok (log: FastifyBaseLogger): void {
-    if (this.#down.size === 0) return
-    const now = Date.now()
-    for (const [what, o] of this.#down) log.warn({ failures: o.failures, downMs: now - o.since }, `${what} available again`)
-    this.#down.clear()
-  }
 }
 
 /** The outage log of a backend (one per state backend: per plugin instance). */

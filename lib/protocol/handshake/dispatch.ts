@@ -98,14 +98,16 @@ async function subscribe (hub: Hub, scope: StateScope, method: string, params: R
   return {}
 }
 
-/** @internal A notification of the client. */
-export async function notification (hub: Hub, sid: string, method: string, params: Record<string, unknown>): Promise<void> {
+/** @internal A notification of the client; resolves whether it went through the bus. */
+export async function notification (hub: Hub, sid: string, method: string, params: Record<string, unknown>): Promise<boolean> {
   if (method === 'notifications/cancelled') {
     const requestId = params.requestId
     // Published to every instance: an id longer than any request id may be is nobody's.
     if ((typeof requestId === 'string' && requestId.length <= 256) || typeof requestId === 'number') {
       await hub.topics.publish(sid, { t: 'cancel', sid, requestId })
+      return true
     }
   }
   // notifications/initialized, roots/list_changed, progress…: accepted, nothing to do.
+  return false
 }

@@ -57,10 +57,18 @@ export function unavailable (err: unknown, log: FastifyBaseLogger, sid: string, 
   return openFailure(err, log, refuse, 'session', { sessionId: shownId(sid) }, outagesOf(sessions))
 }
 
-/** Logs a bus failure and maps it to its 503 (a bus down is never a 500). */
-export function busDown (err: unknown, log: FastifyBaseLogger, sid: string): McpError {
-  log.error({ err, sessionId: shownId(sid) }, 'message bus unavailable')
+/**
+ * Maps a bus failure to its 503 (a bus down is never a 500) and logs it in the bus's outage log
+ * (`bus`: the hub), so that a client retrying during an outage makes a handful of lines.
+ */
+export function busDown (err: unknown, log: FastifyBaseLogger, sid: string, bus: object): McpError {
+  outagesOf(bus).failed('message bus', err, log, { sessionId: shownId(sid) })
   return refuse.busDown()
+}
+
+/** A bus operation went through: an outage of the bus logged before ends with one line. */
+export function busUp (log: FastifyBaseLogger, bus: object): void {
+  outagesOf(bus).ok(log)
 }
 
 /**

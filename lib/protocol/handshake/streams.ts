@@ -12,7 +12,7 @@ import { K } from '../../sessions/session-handle.js'
 import type { StateBackend } from '../../state/state-scope.js'
 import type { Exchange } from '../exchange.js'
 import { endSession } from '../ended-sessions.js'
-import { busDown, checkVersionHeader, openSession, refuse, sessionIdOf, unavailable } from './session.js'
+import { busDown, busUp, checkVersionHeader, openSession, refuse, sessionIdOf, unavailable } from './session.js'
 import { supportsSsePolling } from '../versions.js'
 import { shownId } from '../../util/shown-id.js'
 
@@ -59,8 +59,9 @@ export async function openGetStream (d: StreamDeps, exchange: Exchange, principa
     await d.hub.getStreams.claim(sid, stream, subscriptions, d.opts.retryInterval)
   } catch (err) {
     d.hub.getStreams.drop(sid, stream)
-    throw busDown(err, request.log, sid)
+    throw busDown(err, request.log, sid, d.hub)
   }
+  busUp(request.log, d.hub)
   const sink = exchange.stream({ keepAlive: d.opts.keepAliveInterval, what: { sessionId: shownId(sid), streamId: stream.id } })
   stream.attach(sink, () => { d.hub.getStreams.drop(sid, stream) })
   stream.replay(backlog)
@@ -76,7 +77,8 @@ export async function openGetStream (d: StreamDeps, exchange: Exchange, principa
  */
 async function followPostStream (d: StreamDeps, exchange: Exchange, sid: string, lastEventId: string): Promise<boolean> {
   const log = exchange.request.log
-  const following = await d.hub.followers.follow(sid, lastEventId).catch((err: unknown) => { throw busDown(err, log, sid) })
+  const following = await d.hub.followers.follow(sid, lastEventId).catch((err: unknown) => { throw busDown(err, log, sid, d.hub) })
+  busUp(log, d.hub)
   let replay
   try {
     replay = await d.eventLog.replay(sid, lastEventId)

@@ -28,7 +28,7 @@ import type { HandleCalls } from '../handle-calls.js'
 import { HandshakeContext } from './context.js'
 import { dispatch, notification } from './dispatch.js'
 import { initialize } from './initialize.js'
-import { LeaseLostError, busDown, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './session.js'
+import { LeaseLostError, busDown, busUp, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './session.js'
 import { closingHeaders, stoppedByDrain, stoppedError, stoppedResponse } from '../drain.js'
 import { RequestAbort } from '../request-abort.js'
 import { failedAnswer, postWithoutSession, type SessionlessDeps } from './sessionless.js'
@@ -276,12 +276,12 @@ export class HandshakeWire {
         case 'response': {
           const answer = this.#d.telemetry.answer(m.message.id, sid)
           await hub.answers.deliver(sid, m.message as unknown as Record<string, unknown>, opts.clientRequestTimeout, (tag) => { answer.kept(tag) })
-            .then(() => { answer.end() }, (err: unknown) => { answer.end(err); throw busDown(err, log, sid) })
+            .then((published) => { answer.end(); if (published) busUp(log, hub) }, (err: unknown) => { answer.end(err); throw busDown(err, log, sid, hub) })
           break
         }
         case 'notification':
           await notification(hub, sid, m.message.method, m.message.params ?? {})
-            .catch((err: unknown) => { throw busDown(err, log, sid) })
+            .then((published) => { if (published) busUp(log, hub) }, (err: unknown) => { throw busDown(err, log, sid, hub) })
           break
         case 'request': {
           // One at a time, in order, even in a batch: each request of the session sees what the
