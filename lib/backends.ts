@@ -30,7 +30,7 @@ import { PgBus } from './bus/pg-bus.js'
 import { PgEventLog } from './bus/pg-event-log.js'
 import { createPgPool, type PgPoolLike } from './postgres/pool.js'
 import { PgSessionStore } from './sessions/pg-store.js'
-import { matchingLock } from './state/matching-lock.js'
+import { matchingLock } from './state/pairings/matching-lock.js'
 import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 
 /** How long `close()` waits for the stores and the bus, and for the Redis client's QUIT (ms). */

@@ -23,7 +23,7 @@ export type { Implementation, McpPluginOptions, SessionOptions }
 /** The backends the options name (validated; `undefined` where the plugin makes its own). */
 export interface ResolvedBackends {
   store: SessionStore | undefined
-  /** `undefined`: the lock matching the store (`state/matching-lock.ts`); `false`: none. */
+  /** `undefined`: the lock matching the store (`state/pairings/matching-lock.ts`); `false`: none. */
   lock: SessionLock | false | undefined
   redis: RedisClientLike | string | RedisSentinelConnection | undefined
   postgres: PgPoolLike | string | undefined

@@ -1,6 +1,7 @@
 /**
  * Which pairing a (store, lock) pair runs on: chosen once, when the plugin builds its state
- * engine. The only place in `state/` that looks at which classes the store and lock are.
+ * engine. With `matching-lock.ts`, the only code in `state/` that looks at which classes the
+ * store and lock are.
  */
 import { FileSessionLock } from '../../locks/file-lock.js'
 import { MemorySessionLock } from '../../locks/memory-lock.js'

@@ -3,16 +3,16 @@
  * requests as far as the store is shared. One row per bundled store; a store of the app's own
  * gets the in-process lock, with a warning that it serializes within one process only.
  */
-import { FileSessionLock } from '../locks/file-lock.js'
-import { MemorySessionLock } from '../locks/memory-lock.js'
-import { PgSessionLock } from '../locks/pg-lock.js'
-import { RedisSessionLock } from '../locks/redis-lock.js'
-import type { SessionLock } from '../locks/session-lock.js'
-import { FileSessionStore } from '../sessions/file-store.js'
-import { MemorySessionStore } from '../sessions/memory-store.js'
-import { PgSessionStore } from '../sessions/pg-store.js'
-import { RedisSessionStore } from '../sessions/redis-store.js'
-import type { SessionStore } from '../sessions/session-store.js'
+import { FileSessionLock } from '../../locks/file-lock.js'
+import { MemorySessionLock } from '../../locks/memory-lock.js'
+import { PgSessionLock } from '../../locks/pg-lock.js'
+import { RedisSessionLock } from '../../locks/redis-lock.js'
+import type { SessionLock } from '../../locks/session-lock.js'
+import { FileSessionStore } from '../../sessions/file-store.js'
+import { MemorySessionStore } from '../../sessions/memory-store.js'
+import { PgSessionStore } from '../../sessions/pg-store.js'
+import { RedisSessionStore } from '../../sessions/redis-store.js'
+import type { SessionStore } from '../../sessions/session-store.js'
 
 /** The default lock of a store, and what to warn about it at start-up (if anything). */
 export interface MatchedLock {
