@@ -67,8 +67,9 @@ export class AnyPairing implements Pairing {
     }
   }
 
-  async read (id: string): Promise<SessionRecord | null> {
-    return await this.store.load(id)
+  /** Not async: the store's promise as it is (see {@link take}). */
+  read (id: string): Promise<SessionRecord | null> {
+    return this.store.load(id)
   }
 
   letGoNow (_id: string, _lease: SessionLease): CloseResult {
