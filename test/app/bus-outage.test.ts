@@ -31,7 +31,10 @@ t.test('client answers and cancellations during a bus outage: 503 each, one erro
   await app.register(mcp, { redis: server.url })
   app.mcp.tool({ name: 'echo', description: 'Echoes' }, async () => 'echo')
   await app.ready()
-  await sleep(300) // the plugin's fail-fast clients connect
+  // The plugin's broadcast subscription is in place before Redis goes (else its failure is logged too).
+  const admin = new Redis(server.url)
+  await until(async () => Number((await admin.pubsub('NUMSUB', 'mcp:broadcast') as [string, number])[1]) >= 1, { timeout: 10_000, what: 'the broadcast subscription' })
+  admin.disconnect()
   const session = await initialize(app)
   await server.stop()
   t.teardown(async () => { await server.start().catch(() => {}) })
