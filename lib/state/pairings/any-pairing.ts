@@ -5,7 +5,7 @@
  */
 import { Lease } from '../../locks/lease.js'
 import { signalOf, type LocalAcquireOptions, type SessionLease, type SessionLock } from '../../locks/session-lock.js'
-import type { SaveGuard, SessionChanges, SessionRecord, SessionStore } from '../../sessions/session-store.js'
+import type { SaveGuard, SaveResult, SessionChanges, SessionRecord, SessionStore } from '../../sessions/session-store.js'
 import { KeyHolds } from '../key-holds.js'
 import type { CloseResult } from '../outcome.js'
 import type { Pairing, Taken, TakeOptions } from './pairing.js'
@@ -86,6 +86,14 @@ export class AnyPairing implements Pairing {
   }
 
   async write (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease | null): Promise<CloseResult> {
+    if (lease !== null && this.saveAndRelease !== undefined) {
+      try {
+        return { status: await this.saveAndRelease(id, changes, guard, lease) }
+      } catch (error) {
+        // The lease ended all the same (see saveAndRelease).
+        return { status: 'failed', error }
+      }
+    }
     let result: CloseResult
     try {
       result = { status: await this.store.save(id, changes, guard) }
@@ -94,6 +102,12 @@ export class AnyPairing implements Pairing {
     }
     return withRelease(result, await this.release(lease))
   }
+
+  /**
+   * Where a pairing saves and releases in one backend call: fenced by the lease, which ends even
+   * when the call fails. Without it, {@link write} saves, then releases.
+   */
+  protected saveAndRelease? (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease): Promise<SaveResult>
 
   async release (lease: SessionLease | null): Promise<unknown> {
     if (lease === null) return undefined

@@ -4,8 +4,7 @@
  * one backend call, saves and releases in another, and may hand an unchanged record's lease on.
  */
 import type { LocalAcquireOptions, SessionLease, SessionLock } from '../../locks/session-lock.js'
-import type { LockingSessionStore, SaveGuard, SessionChanges } from '../../sessions/session-store.js'
-import type { CloseResult } from '../outcome.js'
+import type { LockingSessionStore, SaveGuard, SaveResult, SessionChanges } from '../../sessions/session-store.js'
 import { AnyPairing } from './any-pairing.js'
 import type { Taken } from './pairing.js'
 
@@ -30,13 +29,8 @@ export class LockingStorePairing extends AnyPairing {
     return this.#store.passOn?.(id, lease) === true
   }
 
-  /** Saves and releases in one call (the lease ends even when it fails); without a lease, the store's save. */
-  override async write (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease | null): Promise<CloseResult> {
-    if (lease === null) return await super.write(id, changes, guard, lease)
-    try {
-      return { status: await this.#store.saveAndRelease(id, changes, guard, lease) }
-    } catch (error) {
-      return { status: 'failed', error }
-    }
+  /** The store's save-and-release: one call, the lease ends even when it fails. */
+  protected override async saveAndRelease (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease): Promise<SaveResult> {
+    return await this.#store.saveAndRelease(id, changes, guard, lease)
   }
 }

@@ -15,7 +15,6 @@ import type { McpScripts, RedisClient } from '../../redis/scripts.js'
 import { saveArguments, type RedisSessionStore } from '../../sessions/redis-store.js'
 import type { SaveGuard, SaveResult, SessionChanges } from '../../sessions/session-store.js'
 import { roundTrip } from '../../telemetry/index.js'
-import type { CloseResult } from '../outcome.js'
 import { AnyPairing } from './any-pairing.js'
 import type { Taken } from './pairing.js'
 
@@ -82,17 +81,6 @@ export class RedisPairing extends AnyPairing {
     return this.#leases.passOn(lease, this.#attempt)
   }
 
-  /** The save and the release in one script; under no lease (an unlocked scope), the store's save. */
-  override async write (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease | null): Promise<CloseResult> {
-    if (lease === null) return await super.write(id, changes, guard, lease)
-    try {
-      return { status: await this.#saveAndRelease(id, changes, guard, lease) }
-    } catch (error) {
-      // The lease ended all the same (see #saveAndRelease).
-      return { status: 'failed', error }
-    }
-  }
-
   /**
    * Fenced save (by the lease's token, and `guard.version`) plus compare-and-delete of the lease,
    * in one script on the lock's client. The lease ends here even if the call fails (it then
@@ -100,7 +88,7 @@ export class RedisPairing extends AnyPairing {
    * Not async: the release's promise is returned as it is.
    * @throws {SessionLockError} "not held" for a lease released already (as a rejection).
    */
-  #saveAndRelease (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease): Promise<SaveResult> {
+  protected override saveAndRelease (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease): Promise<SaveResult> {
     const store = this.#store
     let args: ReturnType<typeof saveArguments>
     try {
