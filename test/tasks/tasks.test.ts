@@ -268,6 +268,33 @@ t.test('redis: a task\'s end and the release of its lease are one script: whoeve
   t.same(seen.slice(end + 1).filter(args => args.includes(token as string)), [], 'nothing uses the runner\'s lease after it (no separate release)')
 })
 
+t.test('redis: Redis refusing writes when a task ends: never told completed; failed once writes work, as the store holds', async t => {
+  const { app, probe } = await build(t, 'redis')
+  const alice = client(app, 'a')
+  const taskId = await create(alice, 'gate')
+  await status(alice, taskId, 'working')
+  const recordKey = `mcp:{~task~${taskId}}:s`
+  // Every write refused (no replica can acknowledge it): the end, and the release that follows a failed end.
+  await admin.config('SET', 'min-replicas-to-write', '1')
+  let restored = false
+  const restore = async (): Promise<void> => { if (!restored) { restored = true; await admin.config('SET', 'min-replicas-to-write', '0') } }
+  t.teardown(restore)
+  probe.open()
+  // The lease runs out (1 s) without renewal; polls meanwhile see the task working, or a 503.
+  const told: string[] = []
+  const started = Date.now()
+  while (Date.now() - started < 2500) {
+    told.push(await alice.request('tasks/get', { taskId }).then(r => String(r.status), (err: McpError) => `error ${err.code}`))
+    await sleep(100)
+  }
+  t.notOk(told.includes('completed'), `never told completed while the end could not be written (${[...new Set(told)].join(', ')})`)
+  t.equal(JSON.parse(await admin.hget(recordKey, 'status') as string), 'working', 'the store holds no end')
+  await restore()
+  const failed = await status(alice, taskId, 'failed')
+  t.match(failed.error, { code: -32603 }, 'told failed: the runner stopped before its end was written')
+  t.equal(JSON.parse(await admin.hget(recordKey, 'status') as string), 'failed', 'and that is what the store holds')
+})
+
 t.test('redis: Redis stopped: task calls and task methods answer 503, nothing crashes; tasks work again once it is back', async t => {
   const { app } = await build(t, 'redis')
   const alice = client(app, 'a')
