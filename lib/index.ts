@@ -5,14 +5,16 @@
  *   app.mcp.tool({ name: 'echo', description: 'Echoes', input: Type.Object({ text: Type.String() }) },
  *     async ({ text }) => text)
  *
- * The entry only assembles: options (`options.ts`), what the plugin owns (`backends.ts`), the
- * engine (`protocol/engine.ts`), the routes (`http/routes.ts`). `lib/README.md` maps the rest.
+ * The entry only assembles: options (`options.ts`), what the plugin owns (`backends.ts`), what the
+ * engine runs on (`compose.ts`: the state engine, tasks, telemetry), the engine
+ * (`protocol/engine.ts`), the routes (`http/routes.ts`). `lib/README.md` maps the rest.
  */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { registerProtectedResourceMetadata } from './auth/metadata.js'
 import type { ResolvedAuth } from './auth/resource-server.js'
 import { buildBackends } from './backends.js'
+import { composeEngineParts } from './compose.js'
 import { McpDecorator } from './decorator.js'
 import { mcpRoutes } from './http/routes.js'
 import { MemoryBus } from './bus/bus.js'
@@ -110,7 +112,8 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
     }
   }
   const registry = new McpDecorator()
-  const engine = new McpEngine({ opts, registry, ...backends, logger: fastify.log })
+  const parts = composeEngineParts(opts, registry, backends, fastify.log)
+  const engine = new McpEngine({ opts, registry, ...parts, bus: backends.bus, eventLog: backends.eventLog, limiter: backends.limiter, logger: fastify.log })
   registry.attach(engine)
   fastify.decorate('mcp', registry)
   fastify.decorateRequest('mcpSession', null)

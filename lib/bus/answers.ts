@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto'
 import type { Bus, BusMessage } from './bus.js'
 import type { SessionJob, SessionTopics, TopicLogger } from './session-topics.js'
 import { shownId } from '../util/shown-id.js'
+import { SessionEndedError } from './session-ended.js'
 
 interface Waiter {
   resolve: (msg: Record<string, unknown>) => void
@@ -157,7 +158,7 @@ export class PendingAnswers implements SessionJob {
 
   onMessage (sid: string, m: BusMessage): void {
     if (m.t === 'answer') this.#answer(sid, m.msg, m.via)
-    else if (m.t === 'ended') this.#rejectAll(sid, new Error('session ended'))
+    else if (m.t === 'ended') this.#rejectAll(sid, new SessionEndedError())
   }
 
   #answer (sid: string, msg: Record<string, unknown>, via: string | undefined): void {

@@ -17,6 +17,7 @@ import { LinkedList, type Linked } from '../util/linked-list.js'
 import { SteadyMap } from '../util/steady-map.js'
 import type { BusMessage } from './bus.js'
 import type { SessionJob, SessionTopics } from './session-topics.js'
+import { SessionEndedError } from './session-ended.js'
 
 /** What a cancellation aborts. */
 export interface Abortable { abort: (reason: unknown) => void }
@@ -190,7 +191,7 @@ export class InflightRequests implements SessionJob {
       // Every request of the session in flight with that id: the client cannot tell us which one.
       const session = this.#bySession.get(sid)
       if (session !== undefined) for (const e of session.entries(String(m.requestId))) e.request.abort(new Error('cancelled by the client'))
-    } else if (m.t === 'ended') this.#abortAll(sid, new Error('session ended'))
+    } else if (m.t === 'ended') this.#abortAll(sid, new SessionEndedError())
   }
 
   #abortAll (sid: string, reason: Error): void {

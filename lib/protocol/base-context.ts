@@ -21,6 +21,7 @@ import type { ResponseChannel } from './exchange.js'
 import type { RequestAbort } from './request-abort.js'
 import type { SessionHandle } from '../sessions/session-handle.js'
 import type { StateScope } from '../state/state-scope.js'
+import type { UnitOfWork } from '../state/unit-of-work.js'
 
 /** A client capability a request to the client needs: its name, and the `requiredCapabilities` entry. */
 export interface MissingCapability {
@@ -70,6 +71,10 @@ export interface ContextParts {
   abort: RequestAbort
   /** Makes the `ctx.handles` of a principal (absent: no handle kinds are served). */
   handles?: (principal: McpPrincipal | null, ip?: string, log?: FastifyBaseLogger) => HandleMinter
+  /** The request's unit of work: the state handles its calls open join it (absent: none served). */
+  unit?: UnitOfWork
+  /** The JSON-RPC request this context runs (what the unit's outcome is answered per). */
+  member?: object
 }
 
 /** `ctx.handles` where no handles are served (a context made outside the engine). */
@@ -91,6 +96,10 @@ export abstract class BaseContext implements McpContext {
   protected readonly channel: ResponseChannel
   /** @internal The request's cancellation; its AbortSignal is made on demand (`signal`). */
   readonly abort: RequestAbort
+  /** @internal The request's unit of work (`null`: a context made outside a wire). */
+  readonly unit: UnitOfWork | null
+  /** @internal The JSON-RPC request this context runs. */
+  readonly member: object | undefined
   readonly #makeHandles: ContextParts['handles']
   #handles: HandleMinter | undefined
   #handleScope: StateScope | null = null
@@ -103,6 +112,8 @@ export abstract class BaseContext implements McpContext {
     this.meta = parts.meta
     this.channel = parts.channel
     this.abort = parts.abort
+    this.unit = parts.unit ?? null
+    this.member = parts.member
     this.#makeHandles = parts.handles
   }
 

@@ -13,22 +13,17 @@ import type { McpPrincipal } from '../context.js'
 import { FST_ERR_MCP_SERVER_CLOSING } from '../errors.js'
 import { cacheHints } from '../features/cache-hints.js'
 import { serverCapabilities } from '../features/capabilities.js'
-import { METHODS } from '../features/method-table.js'
 import type { Registry } from '../features/registry.js'
 import type { ParsedBody } from '../jsonrpc/messages.js'
 import type { ToolLimiter } from '../limits/limiter.js'
 import type { ResolvedOptions } from '../options.js'
 import { GcPolicy } from '../sessions/gc.js'
-import { RedisSessionStore } from '../sessions/redis-store.js'
 import { isValidSessionId } from '../sessions/session-id.js'
-import type { SessionStore } from '../sessions/session-store.js'
-import { StateHandles } from '../state/handles.js'
-import { pairingFor } from '../state/pairings/choose-pairing.js'
-import type { Pairing } from '../state/pairings/pairing.js'
-import { StateBackend, type SessionLock } from '../state/state-scope.js'
-import { TaskService } from '../tasks/task-service.js'
-import { TASK_METHODS, TaskCalls } from './stateless/task-calls.js'
-import { MAX_VERSION, NO_POST, Telemetry, type Era, type KnownNames, type Peer, type PostTrace } from '../telemetry/index.js'
+import type { StateEngine } from '../state/engine.js'
+import type { StateHandles } from '../state/handles.js'
+import type { TaskService } from '../tasks/task-service.js'
+import { TaskCalls } from './stateless/task-calls.js'
+import { MAX_VERSION, NO_POST, type Era, type Peer, type PostTrace, type Telemetry } from '../telemetry/index.js'
 import { HandleCalls } from './handle-calls.js'
 import type { Exchange } from './exchange.js'
 import { HandshakeWire } from './handshake/wire.js'
@@ -39,32 +34,19 @@ import { isStatelessPost } from './stateless/headers.js'
 import { StatelessWire } from './stateless/wire.js'
 import { StateSealer } from './stateless/request-state.js'
 
-/** What the engine runs on. */
+/** What the engine runs on (`compose.ts` builds the state engine, the tasks and the telemetry). */
 export interface EngineDeps {
   opts: ResolvedOptions
   registry: Registry
-  store: SessionStore
-  lock: SessionLock | null
+  /** Sessions, state handles and task holds, on one store and lock. */
+  state: StateEngine
+  tasks: TaskService
+  telemetry: Telemetry
   bus: Bus
   eventLog: EventLog
   logger: FastifyBaseLogger
   /** The tool call limits (the `limits` option and the definitions' own). */
   limiter: ToolLimiter
-}
-
-/** Methods outside the method table whose names may name spans and metrics (any other is `_OTHER`). */
-const OTHER_METHODS = new Set([
-  'initialize', 'ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe', 'server/discover', 'subscriptions/listen',
-  'notifications/initialized', 'notifications/cancelled', 'notifications/progress', 'notifications/roots/list_changed', 'notifications/message'
-])
-
-/** The names spans and metrics may carry (any other method is `_OTHER`; tools and prompts the registry holds). */
-function knownNames (registry: Registry): KnownNames {
-  return {
-    method: (m) => METHODS.has(m) || OTHER_METHODS.has(m) || TASK_METHODS.has(m),
-    tool: (name) => registry.tools.has(name),
-    prompt: (name) => registry.prompts.has(name)
-  }
 }
 
 /**
@@ -76,21 +58,10 @@ function knownNames (registry: Registry): KnownNames {
 function sessionEnds (d: EngineDeps, hub: Hub): { stopExpiry: (() => void) | null, maybeGc: (log: FastifyBaseLogger) => void } {
   const gc = new GcPolicy({ gcProbability: d.opts.gcProbability, gcDivisor: d.opts.gcDivisor })
   const ends = { eventLog: d.eventLog, hub }
-  const stopExpiry = watchExpiry(d.store, ends, d.logger)
+  const store = d.state.store
+  const stopExpiry = watchExpiry(store, ends, d.logger)
   const onRemoved = stopExpiry === null ? (ids: string[]) => { endExpired(ends, ids, d.logger) } : undefined
-  return { stopExpiry, maybeGc: (log) => { gc.maybeRun(d.store, log, onRemoved) } }
-}
-
-/** The Tasks extension's calls (2026-07-28). */
-function taskCalls (d: EngineDeps, pairing: Pairing): TaskCalls {
-  return new TaskCalls(new TaskService({
-    // A task's runner holds a lease of the sessions' lock (see the pairing's holds()).
-    holds: pairing.holds(),
-    bus: d.bus,
-    slots: d.limiter.backend,
-    options: d.opts.tasks,
-    warn: (obj, msg) => { d.logger.warn(obj, msg) }
-  }), (principal, ip) => d.limiter.clientKey(principal, ip))
+  return { stopExpiry, maybeGc: (log) => { gc.maybeRun(store, log, onRemoved) } }
 }
 
 /** The 2026-07-28 capabilities: the registry's, with the Tasks extension; rebuilt only when those change. */
@@ -140,7 +111,7 @@ export class McpEngine {
   readonly #subscription: Promise<() => Promise<void>>
   readonly #telemetry: Telemetry
   readonly #stopExpiry: (() => void) | null
-  readonly #handleCalls: HandleCalls
+  readonly #state: StateEngine
   readonly #drain: Drain
   readonly #tasks: TaskCalls
   readonly #logger: FastifyBaseLogger
@@ -150,31 +121,28 @@ export class McpEngine {
     this.#bus = d.bus
     this.#logger = logger
     this.#drain = new Drain(opts.retryInterval)
-    // Only the Redis store (and its fast path with the Redis lock) counts round trips.
-    this.#telemetry = new Telemetry(opts.telemetry, opts.serverInfo.version, knownNames(registry), d.store instanceof RedisSessionStore)
+    this.#telemetry = d.telemetry
+    this.#state = d.state
     this.hub = new Hub(d.bus, logger, { clientRequestTimeout: opts.clientRequestTimeout })
-    // Sessions, handles and tasks share one store and lock, through the pairing chosen for them here.
-    const pairing = pairingFor(d.store, d.lock)
-    const sessions = new StateBackend(pairing, { cancelGrace: opts.cancelGrace })
-    // Handles live in the sessions' store and lock, under their own keys.
-    this.handles = new StateHandles(sessions, registry.handleKinds)
+    const state = d.state
+    this.handles = state.handles
     const capabilities = serverCapabilities(registry)
     const ends = sessionEnds(d, this.hub)
     this.#stopExpiry = ends.stopExpiry
     const maybeGc = ends.maybeGc
     // Each POST on a handshake-era session and each new handle may trigger the store's GC (the
     // stateless wire has no session: only its handles do).
-    const handles = this.#handleCalls = new HandleCalls(this.handles, {
+    const handles = new HandleCalls(state, {
       anonymous: opts.authenticate === undefined,
       minted: () => { maybeGc(logger) },
       clientKey: (principal, ip) => d.limiter.clientKey(principal, ip)
     })
-    this.#handshakeWire = new HandshakeWire({ opts, registry, sessions, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, telemetry: this.#telemetry })
-    this.#streams = { opts, sessions, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
+    this.#handshakeWire = new HandshakeWire({ opts, registry, state, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, telemetry: this.#telemetry })
+    this.#streams = { opts, state, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
     const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
-    const tasks = this.#tasks = taskCalls(d, pairing)
-    this.#statelessWire = new StatelessWire({ opts, registry, sealer, capabilities: withTasksExtension(capabilities, tasks), cache, logger, handles, limiter: d.limiter, tasks })
+    const tasks = this.#tasks = new TaskCalls(d.tasks, (principal, ip) => d.limiter.clientKey(principal, ip))
+    this.#statelessWire = new StatelessWire({ opts, registry, state, sealer, capabilities: withTasksExtension(capabilities, tasks), cache, logger, handles, limiter: d.limiter, tasks })
     this.#subscription = d.bus.subscribe(BROADCAST_CHANNEL, (m) => { this.#onBroadcast(m) })
     // An instance started while the bus is down keeps running (and logs); it must not crash.
     this.#subscription.catch((err: unknown) => logger.error({ err }, 'broadcast subscription failed'))
@@ -186,7 +154,7 @@ export class McpEngine {
   #observe (log: EventLog & { size?: unknown }): void {
     this.#telemetry.observe(() => {
       const s: GaugeStatus = this.status()
-      s.handleLockWaiters = this.#handleCalls.lockWaiters
+      s.handleLockWaiters = this.#state.waiting.handle
       if (typeof log.size === 'number') s.eventLogStreams = log.size
       return s
     })
@@ -268,7 +236,7 @@ export class McpEngine {
       sessionsHeld: this.hub.size,
       getStreams: this.hub.getStreams.size,
       listenStreams: this.#statelessWire.listeners.size,
-      lockWaiters: this.#handshakeWire.lockWaiters + this.#handleCalls.lockWaiters,
+      lockWaiters: this.#state.lockWaiters,
       pendingClientRequests: this.hub.answers.size,
       inflightRequests: this.#drain.inflight,
       runningTasks: this.#tasks.running,

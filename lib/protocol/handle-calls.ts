@@ -1,7 +1,8 @@
 /**
  * Tool calls on a state handle, on both wires: the handle's scope is opened under its lock (lock →
- * load), the tool runs with it as `ctx.handle`, and what it changed is written back, fenced, before
- * the lease is released. What the client is told is what was kept: a save that failed, a lease lost
+ * load) in the request's unit of work, the tool runs with it as `ctx.handle`, and what it changed
+ * is written back, fenced, when the request ends, with the rest of what the request changed. What
+ * the client is told is what was kept (`unkept-answers.ts`): a save that failed, a lease lost
  * meanwhile, or a handle ended under the call answers with an error instead of the tool's result.
  *
  * Lock order: a handshake-era request holds its session, then takes the handle (never the other
@@ -15,25 +16,16 @@ import type { HandleMinter, McpContext, McpPrincipal } from '../context.js'
 import type { StateRunner } from '../features/methods.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import type { JsonValue } from '../sessions/session-store.js'
-import type { StateHandles } from '../state/handles.js'
-import { SNAPSHOT, sealSnapshot } from '../state/snapshot.js'
-import { LeaseLostError } from '../state/outcome.js'
-import type { CloseResult, StateScope } from '../state/state-scope.js'
+import type { StateEngine } from '../state/engine.js'
+import type { StateScope } from '../state/state-scope.js'
+import { StateRefusedError, type Opening, type UnitOfWork } from '../state/unit-of-work.js'
 import type { BaseContext } from './base-context.js'
-import { OutageLog, backendRetry, openFailure } from './open-failure.js'
-import { unkeptOf } from './unkept-answers.js'
+import { refusalAnswer } from './refusals.js'
+import { stoppedAnswer } from './unkept-answers.js'
 
-/** The refusals of a handle call, by what happened (all 503: the client may retry). */
-export const handleRefusal = {
-  busy: () => unavailable('Another call on this handle is still being processed.'),
-  lockDown: () => unavailable('State lock is unavailable.', backendRetry()),
-  storeDown: () => unavailable('State store is unavailable.', backendRetry()),
-  unreadable: () => unavailable('Handle data cannot be read.'),
-  nested: () => new McpError(ErrorCode.InternalError, 'A call works on one state handle at a time.')
-}
-
-function unavailable (message: string, headers?: Record<string, string>): McpError {
-  return new McpError(ErrorCode.ServerError, message, undefined, 503, headers)
+/** A call on one handle that asks for another one (a handler calling a tool of another handle). */
+function nested (): McpError {
+  return new McpError(ErrorCode.InternalError, 'A call works on one state handle at a time.')
 }
 
 /** How {@link HandleCalls} serves. */
@@ -51,27 +43,24 @@ export interface HandleCallsOptions {
 
 /** @internal See the module doc. */
 export class HandleCalls implements StateRunner {
-  readonly #handles: StateHandles
+  readonly #state: StateEngine
   readonly #options: HandleCallsOptions
-  /** The handles' backend outages (see `OutageLog`). */
-  readonly #outages = new OutageLog()
-  /** Calls of this instance queued for a handle's lock (the status and the lock-waiter gauge). */
-  lockWaiters = 0
 
-  constructor (handles: StateHandles, options: HandleCallsOptions) {
-    this.#handles = handles
+  constructor (state: StateEngine, options: HandleCallsOptions) {
+    this.#state = state
     this.#options = options
   }
 
   /** `ctx.handles` for a principal at an address (a bound function: contexts take it as it is). */
   readonly minter = (principal: McpPrincipal | null, ip?: string, log?: FastifyBaseLogger): HandleMinter => {
-    const handles = this.#handles
+    const state = this.#state
+    const handles = state.handles
     const { anonymous, minted, clientKey } = this.#options
     // The store failing is a 503 like on every other state path (never a tool error the model
     // reads); a misuse (unknown kind, data JSON cannot carry) stays the handler's TypeError.
     const down = (err: unknown, kind: string): never => {
       if (err instanceof TypeError || err instanceof RangeError || log === undefined) throw err
-      throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind }, this.#outages)
+      throw refusalAnswer(state.refused('handle', `~${kind}~`, err, log).refusal, 'handle')
     }
     return {
       create: async (kind, data) => {
@@ -84,82 +73,52 @@ export class HandleCalls implements StateRunner {
     }
   }
 
+  /**
+   * Runs `work` on the handle, in the request's unit of work: its scope is opened there (a batch's
+   * second call on the same handle finds it held) and written back when the request ends, with
+   * what else the request changed. A call that failed, was stopped or will be repeated lets go of
+   * its handle now, writing nothing.
+   */
   async withHandle<T> (kind: string, id: unknown, mcpCtx: McpContext, work: () => Promise<T>, readOnly = false): Promise<T | null> {
     const ctx = mcpCtx as BaseContext
-    const log = ctx.request.log
-    if (ctx.handleScope !== null) throw handleRefusal.nested()
-    let scope: StateScope | null
-    // A read-only tool reads a snapshot: no queue, no lease (`state/snapshot.ts`).
-    const waits = readOnly ? 0 : 1
-    this.lockWaiters += waits
-    try {
-      // The cancellation, not its signal: made only if the call has to queue for the lock.
-      scope = await this.#handles.open(kind, id, ctx.principal, readOnly ? SNAPSHOT : { lock: true, owner: ctx.request, signal: ctx.abort })
-    } catch (err) {
-      // Given up while queued: the wire answers for the request (cancelled, or its session ended).
-      if (ctx.abort.aborted) throw ctx.abort.reason
-      throw openFailure(err, log, handleRefusal, 'handle', { handleKind: kind }, this.#outages)
-    } finally {
-      this.lockWaiters -= waits
-    }
-    this.#outages.ok(log)
+    if (ctx.handleScope !== null) throw nested()
+    const unit = ctx.unit
+    if (unit === null) throw new Error('state handles are served in a request\'s unit of work')
+    const opening = this.#state.handles.opening(kind, id, ctx.principal, readOnly ? 'snapshot' : 'lock')
+    if (opening === null) return null
+    opening.abort = ctx.abort
+    opening.member = ctx.member
+    const scope = await this.#open(unit, opening, ctx)
     if (scope === null) return null
-    if (readOnly) sealSnapshot(scope, 'handle')
-    // A lost lease stops the handler (as a session's does): nothing it does after is kept.
-    scope.onLost(() => { ctx.abort.abort(new LeaseLostError('handle')) })
     ctx.useHandle(scope)
     let out: T
     try {
       out = await work()
     } catch (err) {
-      // Its changes are dropped; a handler stopped by a lost lease (or that failed after its save
-      // at a wait did not keep) is answered with why, not with its own error.
-      const closed = await this.#end(ctx, scope, 'abandon')
-      throw unkeptHandle(closed, ctx.abort.aborted ? ctx.abort.reason : undefined) ?? err
+      await unit.drop(scope)
+      // A call stopped by a lost lease (or by its session's end) is answered with why, not with its own error.
+      const stopped = ctx.abort.aborted ? stoppedAnswer(ctx.abort.reason) : null
+      throw stopped === null ? err : new McpError(stopped.code, stopped.message, stopped.data, stopped.status, stopped.headers)
+    } finally {
+      ctx.useHandle(null)
     }
     // A run that will be repeated (input_required), or whose client is not told its result
     // (cancelled, its session ended), keeps nothing.
-    const closed = await this.#end(ctx, scope, ctx.repeats || ctx.abort.aborted ? 'abandon' : 'close')
-    if (closed.status === 'gone') return null
-    const refusal = unkeptHandle(closed, ctx.abort.aborted ? ctx.abort.reason : undefined)
-    if (refusal !== null) throw refusal
+    if (ctx.repeats || ctx.abort.aborted) await unit.drop(scope)
     return out
   }
 
-  /** Writes back (or drops) and releases; reports what did not go as planned. */
-  async #end (ctx: BaseContext, scope: StateScope, how: 'close' | 'abandon'): Promise<CloseResult> {
-    ctx.useHandle(null)
-    const closed = how === 'close' ? await scope.close() : await scope.abandon()
-    reportHandleClose(closed, ctx.request.log, scope.id, ctx.abort.aborted ? ctx.abort.reason : undefined)
-    return closed
+  /** The handle's scope in `unit`: held already, or opened now (`null`: not this caller's to use). */
+  async #open (unit: UnitOfWork, opening: Opening, ctx: BaseContext): Promise<StateScope | null> {
+    const held = unit.held(opening.key, opening.member)
+    if (held !== undefined) return opening.admit?.(held) === false ? null : held
+    try {
+      return await unit.open(opening)
+    } catch (err) {
+      // Given up while queued: the wire answers for the request (cancelled, or its session ended).
+      if (ctx.abort.aborted) throw ctx.abort.reason
+      if (err instanceof StateRefusedError) throw refusalAnswer(err.refusal, 'handle')
+      throw err
+    }
   }
-}
-
-/**
- * What the client is told instead of the result when the call's changes were not kept (`null`:
- * the result stands); `stoppedBy` is why the call was stopped, if it was.
- */
-export function unkeptHandle (closed: CloseResult, stoppedBy?: unknown): McpError | null {
-  const unkept = unkeptOf(closed, 'handle', stoppedBy)
-  return unkept === null ? null : new McpError(unkept.code, unkept.message, unkept.data, unkept.status, unkept.headers)
-}
-
-/**
- * Logs what a close that did not write means. The key is logged, not the id: a handle id is a
- * bearer secret of whoever holds it.
- */
-export function reportHandleClose (closed: CloseResult, log: FastifyBaseLogger, key: string, stoppedBy?: unknown): void {
-  const handleKind = key.split('~')[1]
-  switch (closed.status) {
-    case 'unchanged':
-      // A handler stopped by its lost lease before it changed anything dropped its work all the same.
-      if (stoppedBy instanceof LeaseLostError) log.warn({ handleKind, result: 'lost' }, 'handle lock lost; changes dropped')
-      break
-    case 'lost': log.warn({ handleKind, result: 'lost' }, 'handle lock lost; changes dropped'); break
-    case 'gone': log.info({ handleKind, result: 'gone' }, 'handle ended during the call; changes dropped'); break
-    case 'fenced': log.warn({ handleKind, result: 'fenced' }, 'handle lock lost and the handle changed meanwhile; changes dropped'); break
-    case 'abandoned': log.warn({ handleKind, result: 'abandoned' }, 'the call\'s client left and its lease was released after the grace; changes dropped'); break
-    case 'failed': log.error({ err: closed.error, handleKind }, 'handle save failed')
-  }
-  if (closed.releaseError !== undefined) log.warn({ err: closed.releaseError, handleKind }, 'handle lock release failed; it expires in the backend')
 }

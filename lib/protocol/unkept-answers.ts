@@ -1,17 +1,24 @@
 /**
- * What a client is told when the work of its request was not kept: one table from the scope's
- * outcome (`state/outcome.ts`) to the JSON-RPC error, for a session's request (handshake era) and
- * for a call on a state handle (both eras). `null`: the results stand.
+ * What a client is told when the work of its request was not kept: one table from a record's
+ * outcome (`state/outcome.ts`) and subject (a handshake-era session, a state handle) to the
+ * JSON-RPC error, and the answer of each request of a unit of work (`state/unit-of-work.ts`):
+ * `null` when its results stand. A request is answered by the records it worked on — the
+ * session (every request of the POST) and the handles its own calls used — and when the unit
+ * kept part of its work (a backend that cannot write several records at once, or changes saved
+ * before a question to the client), the error says which part was kept and which was not.
  */
-import { ErrorCode } from '../jsonrpc/errors.js'
-import { outcomeOf, type Outcome } from '../state/outcome.js'
-import type { CloseResult } from '../state/state-scope.js'
+import { SessionEndedError } from '../bus/session-ended.js'
+import { ErrorCode, errorResponse, type RequestId } from '../jsonrpc/errors.js'
+import { resultResponse } from '../jsonrpc/messages.js'
+import { LeaseLostError, type Outcome } from '../state/outcome.js'
+import type { Part, Subject, UnitOutcome } from '../state/unit-of-work.js'
 import { UNCONFIRMED_MESSAGE } from './unconfirmed.js'
 
 /** An answer in place of the results: HTTP status, JSON-RPC code, message, data and headers. */
 export interface UnkeptAnswer { status: number, code: number, message: string, data?: unknown, headers?: Record<string, string> }
 
-type Subject = 'session' | 'handle'
+/** A tool call's answer as a tool result with `isError` (a handle that ended under the call). */
+export interface UnkeptToolResult { toolError: string }
 
 /** Every 503 here is worth a retry soon (a lease lost, a backend failing over): `Retry-After: 1`. */
 const RETRY = { 'retry-after': '1' }
@@ -27,6 +34,10 @@ const ANSWERS = {
   abandoned: {
     session: answer(503, ErrorCode.ServerError, 'The request was abandoned by its client; its changes were not saved.'),
     handle: answer(503, ErrorCode.ServerError, 'The call was abandoned by its client; its changes were not saved.')
+  },
+  skipped: {
+    session: answer(503, ErrorCode.ServerError, 'The changes of this request were not saved: another part of it could not be kept.'),
+    handle: answer(503, ErrorCode.ServerError, 'The changes of this call were not saved: another part of the request could not be kept.')
   },
   failed: {
     session: answer(503, ErrorCode.ServerError, 'Session store is unavailable.'),
@@ -46,20 +57,97 @@ const ANSWERS = {
   }
 } as const
 
-/** The answer for an outcome (see the module doc). */
+/** The answer for an outcome (see the module doc); `null` for a kept one, and for a handle gone. */
 export function answerFor (outcome: Outcome, subject: Subject): UnkeptAnswer | null {
   switch (outcome.kind) {
     case 'kept':
     case 'unchanged': return null
     case 'gone': return ANSWERS.gone[subject]
-    case 'not-kept': return ANSWERS[outcome.why === 'abandoned' ? 'abandoned' : 'lost'][subject]
+    case 'not-kept': return ANSWERS[outcome.why === 'fenced' ? 'lost' : outcome.why][subject]
     case 'failed': return ANSWERS.failed[subject]
     case 'unknown': return ANSWERS.unknown[subject]
     case 'unconfirmed': return ANSWERS.unconfirmed[subject]
   }
 }
 
-/** {@link answerFor} of a close; `stoppedBy` is why the work was stopped, if it was. */
-export function unkeptOf (closed: CloseResult, subject: Subject, stoppedBy?: unknown): UnkeptAnswer | null {
-  return answerFor(outcomeOf(closed, stoppedBy), subject)
+/**
+ * The answer for a request stopped while it ran (its results are not reported): its lease lost,
+ * its session ended; `null` when it gets no response (cancelled, its client gone).
+ */
+export function stoppedAnswer (reason: unknown): UnkeptAnswer | null {
+  if (reason instanceof LeaseLostError) return ANSWERS.lost[reason.what]
+  if (reason instanceof SessionEndedError) return ANSWERS.gone.session
+  return null
+}
+
+const kept = (p: Part): boolean => p.outcome.kind === 'kept' || p.outcome.kind === 'unchanged'
+
+/** How a part is named in an answer's `data`: `session`, or `handle:<kind>`. */
+function nameOf (p: Part): string {
+  return p.subject === 'session' ? 'session' : `handle:${p.key.split('~')[1]}`
+}
+
+/**
+ * The answer of one request (`member`: its JSON-RPC message; `undefined`: every request) of a
+ * unit that ended with `outcome`: `null` when its results stand.
+ */
+export function unitAnswer (outcome: UnitOutcome, member?: object): UnkeptAnswer | UnkeptToolResult | null {
+  const parts = outcome.parts
+  let failed: Part | undefined
+  for (const p of parts) {
+    if (kept(p) || (p.subject !== 'session' && member !== undefined && !p.members.includes(member))) continue
+    failed = p
+    break
+  }
+  if (failed === undefined) return null
+  if (failed.subject === 'handle' && failed.outcome.kind === 'gone') return { toolError: `Unknown or expired ${failed.key.split('~')[1]} handle.` }
+  // A part skipped because another was not kept is answered with why that one was not.
+  const cause = failed.outcome.kind === 'not-kept' && failed.outcome.why === 'skipped' ? parts.find(p => !kept(p) && !(p.outcome.kind === 'not-kept' && p.outcome.why === 'skipped')) ?? failed : failed
+  const base = answerFor(cause.outcome, cause.subject) ?? ANSWERS.skipped[failed.subject]
+  if (parts.length < 2 && !outcome.keptBefore) return base
+  return withParts(base, parts, outcome.keptBefore)
+}
+
+/** `base`, saying which parts of the request were kept and which were not. */
+function withParts (base: UnkeptAnswer, parts: readonly Part[], keptBefore: boolean): UnkeptAnswer {
+  const keptNames = parts.filter(p => p.outcome.kind === 'kept').map(nameOf)
+  const notKept = parts.filter(p => !kept(p)).map(nameOf)
+  let message = base.message
+  if (keptNames.length > 0) message += ` Kept: ${keptNames.join(', ')}; not kept: ${notKept.join(', ')}.`
+  if (keptBefore) message += ' The changes made before the request asked the client were saved; those made after were not.'
+  const data = { ...(base.data as object | undefined), kept: keptNames, notKept, keptBeforeQuestion: keptBefore }
+  return { ...base, message, data }
+}
+
+/** A POST's responses once its unit of work ended, and the status and headers of a lone error. */
+export interface UnkeptResponses {
+  responses: unknown[]
+  /** Set when a result was replaced by an error: its status and headers (a lone request's POST takes them). */
+  status?: number
+  headers?: Record<string, string>
+  /** The errors given in place of results (for the spans). */
+  errors: UnkeptAnswer[]
+}
+
+/**
+ * Replaces each result whose request's work was not kept by what it is owed (see
+ * {@link unitAnswer}); `members[i]` is the request `responses[i]` answers. Error responses stay.
+ */
+export function unkeptResponses (responses: readonly unknown[], members: ReadonlyArray<object | null>, outcome: UnitOutcome): UnkeptResponses {
+  const out: UnkeptResponses = { responses: [], errors: [] }
+  for (let i = 0; i < responses.length; i++) {
+    const r = responses[i] as { id: RequestId, result?: unknown }
+    const unkept = 'result' in r ? unitAnswer(outcome, members[i] ?? undefined) : null
+    if (unkept === null) {
+      out.responses.push(r)
+    } else if ('toolError' in unkept) {
+      out.responses.push(resultResponse(r.id, { content: [{ type: 'text', text: unkept.toolError }], isError: true }))
+    } else {
+      out.status = unkept.status
+      out.headers = unkept.headers
+      out.errors.push(unkept)
+      out.responses.push(errorResponse(r.id, unkept.code, unkept.message, unkept.data))
+    }
+  }
+  return out
 }

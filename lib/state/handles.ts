@@ -12,7 +12,8 @@
 import { randomBytes } from 'node:crypto'
 import type { JsonValue } from '../sessions/session-store.js'
 import { PROTOCOL_PREFIX } from '../sessions/session-handle.js'
-import type { ScopeOptions, StateBackend, StateScope } from './state-scope.js'
+import type { StateBackend, StateScope } from './state-scope.js'
+import type { Opening } from './unit-of-work.js'
 
 /** Who uses a handle: what `authenticate` returned (its `id` is what handles are bound to), or `null`. */
 export type HandlePrincipal = { readonly id: string } | null
@@ -80,6 +81,9 @@ export class StateHandles {
     this.#kinds = kinds
   }
 
+  /** The scopes the handles open on. */
+  get backend (): StateBackend { return this.#backend }
+
   /**
    * Registers a kind (again: replaces its TTL).
    * @throws {TypeError} for a bad name or TTL.
@@ -112,24 +116,18 @@ export class StateHandles {
   }
 
   /**
-   * Opens the scope of a handle for a call by `principal` (locked when `options.lock` and a lock is
-   * configured). `null`, holding nothing, for an id that is malformed, unknown, expired, ended,
-   * of another kind or someone else's: the caller cannot tell which.
+   * What a call by `principal` opens to work on handle `id` of `kind` (`mode`: locked, or a
+   * snapshot for a read-only tool), admitted only when the record is a handle of that kind and
+   * the principal's; `null` for an id that is malformed or of an unknown kind (nothing to open).
+   * Unknown, expired, ended, other kinds' and someone else's handles all open as `null` alike.
    */
-  async open (kindName: string, id: unknown, principal: HandlePrincipal, options: ScopeOptions): Promise<StateScope | null> {
+  opening (kindName: string, id: unknown, principal: HandlePrincipal, mode: 'lock' | 'snapshot'): Opening | null {
     const kind = this.#kinds.get(kindName)
     if (kind === undefined || typeof id !== 'string' || !HANDLE_ID.test(id)) return null
-    // Without the one-call Redis path, a look first: someone else's handle is then never queued
-    // for, nor given a lock file. (On that path the lease is taken and the state read in one call;
-    // a foreign caller's lease is released at once and leaves no key.)
-    if (options.lock && this.#backend.lock !== null && !this.#backend.pairing.oneCall && await this.#peek(kindName, id, principal) === null) return null
-    const scope = await this.#backend.open(handleKey(kind.name, id), options)
-    if (scope === null) return null
-    if (!belongs(scope, kind.name, principal)) {
-      await scope.close()
-      return null
-    }
-    return scope
+    // A look first where the lease and the read are not one call: someone else's handle is then
+    // never queued for, nor given a lock file. (Where they are, a foreign caller's lease is
+    // released at once and leaves no key.)
+    return { subject: 'handle', key: handleKey(kind.name, id), mode, admit: (scope) => belongs(scope, kind.name, principal), look: mode === 'lock' }
   }
 
   /**

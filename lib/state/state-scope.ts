@@ -83,6 +83,7 @@ export interface ScopeOptions {
 
 const LOST: CloseResult = { status: 'lost' }
 const ABANDONED: CloseResult = { status: 'abandoned' }
+const SKIPPED: CloseResult = { status: 'skipped' }
 
 /** One open scope (see the module doc). */
 export class StateScope implements Watched {
@@ -225,6 +226,18 @@ export class StateScope implements Watched {
     this.#closed = true
     const lease = this.#letGo()
     return withRelease(UNCHANGED, await this.#backend.pairing.release(lease))
+  }
+
+  /**
+   * Ends the scope without writing, because an earlier part of the same unit of work was not kept
+   * (a backend that cannot write several records at once): answered `skipped`.
+   */
+  async skip (): Promise<CloseResult> {
+    if (this.#closed) return this.#afterEnd()
+    this.#closed = true
+    this.#ended = SKIPPED
+    const lease = this.#letGo()
+    return withRelease(SKIPPED, await this.#backend.pairing.release(lease))
   }
 
   /**

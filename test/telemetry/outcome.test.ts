@@ -6,23 +6,29 @@
 import t from 'tap'
 import { McpError } from '../../lib/index.js'
 import { refuse } from '../../lib/protocol/handshake/session.js'
-import { handleRefusal, unkeptHandle } from '../../lib/protocol/handle-calls.js'
+import { refusalAnswer } from '../../lib/protocol/refusals.js'
+import { answerFor } from '../../lib/protocol/unkept-answers.js'
+import { outcomeOf, type CloseResult } from '../../lib/state/outcome.js'
 import { ToolLimitError } from '../../lib/limits/errors.js'
 import { outcomeOfError, outcomeOfResponse, refusalReason } from '../../lib/telemetry/outcome.js'
 
 t.test('every refusal of the wires has its own reason', async t => {
+  const unkeptHandle = (closed: CloseResult): McpError => {
+    const a = answerFor(outcomeOf(closed), 'handle')!
+    return new McpError(a.code, a.message, a.data, a.status, a.headers)
+  }
   const reasons = {
-    session_busy: refuse.busy(),
-    lock_unavailable: refuse.lockDown(),
-    store_unavailable: refuse.storeDown(),
-    session_unreadable: refuse.unreadable(),
+    session_busy: refusalAnswer('busy', 'session'),
+    lock_unavailable: refusalAnswer('lock-down', 'session'),
+    store_unavailable: refusalAnswer('store-down', 'session'),
+    session_unreadable: refusalAnswer('unreadable', 'session'),
     bus_unavailable: refuse.busDown(),
     session_streams: refuse.tooManyStreams(),
-    handle_busy: handleRefusal.busy(),
-    handle_unreadable: handleRefusal.unreadable(),
-    lock_lost: unkeptHandle({ status: 'lost' })!,
-    abandoned: unkeptHandle({ status: 'abandoned' })!,
-    save_unknown: unkeptHandle({ status: 'failed', error: new Error('Command timed out') })!,
+    handle_busy: refusalAnswer('busy', 'handle'),
+    handle_unreadable: refusalAnswer('unreadable', 'handle'),
+    lock_lost: unkeptHandle({ status: 'lost' }),
+    abandoned: unkeptHandle({ status: 'abandoned' }),
+    save_unknown: unkeptHandle({ status: 'failed', error: new Error('Command timed out') }),
     tool_rate: new ToolLimitError('t', 'rate', 10),
     tool_concurrency: new ToolLimitError('t', 'concurrency', 10),
     tool_limits_unavailable: new ToolLimitError('t', 'unavailable', 10)

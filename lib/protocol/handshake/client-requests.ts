@@ -9,9 +9,9 @@ import type { Hub } from '../../bus/hub.js'
 import { FST_ERR_MCP_CLIENT_REQUEST, FST_ERR_MCP_CLIENT_TIMEOUT, FST_ERR_MCP_SESSION_BUSY } from '../../errors.js'
 import type { ResolvedOptions } from '../../options.js'
 import type { ClientRequester, HandshakeContext } from './context.js'
-import { McpError } from '../../jsonrpc/errors.js'
-import { reportClose, unkeptAnswer } from './session.js'
-import { reportHandleClose, unkeptHandle } from '../handle-calls.js'
+import { ErrorCode, McpError } from '../../jsonrpc/errors.js'
+import { allKept, type UnitOfWork } from '../../state/unit-of-work.js'
+import { unitAnswer } from '../unkept-answers.js'
 import type { Telemetry } from '../../telemetry/index.js'
 import { shownId } from '../../util/shown-id.js'
 
@@ -58,7 +58,7 @@ export class ClientRequests implements ClientRequester {
       await this.#hub.topics.ready(sid)
       // Saved and released before the wait; if what the handler changed could not be kept, it
       // stops here, and the scope stays closed (nothing more is written for this request).
-      if (ctx.scope.held || ctx.handleScope?.held === true) { await this.#suspend(ctx); suspended = true }
+      if (ctx.unit?.holdsLease === true) { await suspend(ctx.unit); suspended = true }
     } catch (err) {
       answer.catch(() => {})
       cancel(err as Error)
@@ -91,38 +91,29 @@ export class ClientRequests implements ClientRequester {
   }
 
   /**
-   * Saves and releases before the wait, the state handle first (the reverse of the lock order); a
-   * save that did not keep the changes stops the handler.
-   */
-  async #suspend (ctx: HandshakeContext): Promise<void> {
-    const handle = ctx.handleScope
-    if (handle !== null) {
-      const closed = await handle.suspend()
-      reportHandleClose(closed, ctx.request.log, handle.id)
-      const refusal = unkeptHandle(closed)
-      if (refusal !== null) throw refusal
-    }
-    const closed = await ctx.scope.suspend()
-    reportClose(closed, ctx.request.log, ctx.scope.id)
-    const unkept = unkeptAnswer(closed, undefined)
-    if (unkept !== null) throw new McpError(unkept.code, unkept.message, unkept.data, unkept.status, unkept.headers)
-  }
-
-  /**
-   * Takes the session back (ahead of newer requests of this process), then the state handle the
-   * call works on (the lock order). When either cannot be had, the handler gets
+   * Takes the session back (ahead of newer requests of this process), then the state handles the
+   * request works on (the lock order). When one cannot be had, the handler gets
    * FST_ERR_MCP_SESSION_BUSY, what it could not take back is never written, and the client's answer,
    * which nobody will use, is logged rather than dropped in silence.
    */
   async #resume (ctx: HandshakeContext, method: string, answer: Record<string, unknown> | undefined): Promise<void> {
     let failed: unknown
-    await ctx.scope.resume().catch((err: unknown) => { failed = err })
-    // Taken back even when the session was not: nothing else is held, and the handle's scope must
-    // count as lost (its changes never written) if it cannot be.
-    await ctx.handleScope?.resume().catch((err: unknown) => { failed ??= err })
+    await (ctx.unit as UnitOfWork).resume().catch((err: unknown) => { failed = err })
     if (failed === undefined) return
     ctx.request.log.warn({ err: failed, sessionId: shownId(ctx.scope.id), method, answer: answer === undefined ? undefined : logged(answer) },
       'could not take the session or handle back after the client answered; the answer is dropped and the state left as it was')
     throw new FST_ERR_MCP_SESSION_BUSY((failed as Error).message)
   }
+}
+
+/**
+ * Saves and releases before the wait, everything the request holds (together where the backend
+ * can); a save that did not keep the changes stops the handler, and the request keeps nothing more.
+ */
+async function suspend (unit: UnitOfWork): Promise<void> {
+  const outcome = await unit.suspend()
+  if (allKept(outcome.parts)) return
+  const unkept = unitAnswer(outcome)
+  if (unkept === null || 'toolError' in unkept) throw new McpError(ErrorCode.ServerError, 'The state this request works on ended while it asked the client.', undefined, 503)
+  throw new McpError(unkept.code, unkept.message, unkept.data, unkept.status, unkept.headers)
 }

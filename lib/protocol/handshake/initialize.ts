@@ -15,11 +15,9 @@ import { K } from '../../sessions/session-handle.js'
 import type { JsonValue } from '../../sessions/session-store.js'
 import { generateSessionId } from '../../sessions/session-id.js'
 import type { ResolvedOptions } from '../../options.js'
-import type { StateBackend } from '../../state/state-scope.js'
+import type { StateEngine } from '../../state/engine.js'
 import type { Exchange } from '../exchange.js'
-import { refuse } from './session.js'
-import { outagesOf } from '../open-failure.js'
-import { unconfirmedAnswer } from '../unconfirmed.js'
+import { refusalAnswer } from '../refusals.js'
 import { negotiateHandshakeVersion } from '../versions.js'
 
 const invalidParams = (message: string): McpError => new McpError(ErrorCode.InvalidParams, `Invalid params: ${message}`, undefined, 400)
@@ -71,7 +69,7 @@ export function shortClientInfo (info: Record<string, unknown>): Record<string, 
 /** What `initialize` needs of the wire. */
 export interface InitializeDeps {
   opts: ResolvedOptions
-  sessions: StateBackend
+  state: StateEngine
   eventLog: EventLog
   capabilities: () => Record<string, unknown>
   /** Whom the session counts against in the store (the limiter's `clientKey`). */
@@ -97,7 +95,7 @@ export async function initialize (d: InitializeDeps, exchange: Exchange, msg: Js
   const version = negotiateHandshakeVersion(p.protocolVersion)
   const sid = generateSessionId()
   try {
-    await d.sessions.store.create(sid, {
+    await d.state.store.create(sid, {
       [K.version]: version,
       [K.capabilities]: normalizeClientCapabilities(caps),
       [K.clientInfo]: clientInfo === null ? null : shortClientInfo(clientInfo),
@@ -106,15 +104,9 @@ export async function initialize (d: InitializeDeps, exchange: Exchange, msg: Js
     // Short-lived until its first use: a client that never comes back with the id leaves little.
     }, { owner: d.limiter.clientKey(principal, request.ip), unusedTtl: d.opts.unusedTtl })
   } catch (err) {
-    const unconfirmed = unconfirmedAnswer(err)
-    if (unconfirmed !== null) {
-      request.log.warn({ err }, 'session not confirmed by enough replicas')
-      throw unconfirmed
-    }
-    outagesOf(d.sessions).failed('session store', err, request.log, {})
-    throw refuse.storeDown()
+    throw refusalAnswer(d.state.refused('session', sid, err, request.log).refusal, 'session')
   }
-  outagesOf(d.sessions).ok(request.log)
+  d.state.answered('session', request.log)
   const result: Record<string, unknown> = {
     protocolVersion: version,
     capabilities: d.capabilities(),

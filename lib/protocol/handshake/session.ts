@@ -1,34 +1,31 @@
 /**
  * A handshake-era request's way to its session: the `Mcp-Session-Id` header (400 when missing or
- * malformed), the session's state scope (404 when unknown, ended, or another principal's), and
- * the 503 a client gets when the store, the lock or the bus cannot serve it. The refusals are
- * `McpError`s with the HTTP status the specification gives; the routes answer them.
+ * malformed; 404 for a key of other state), who may use a session (its principal), a read of it
+ * for GET and DELETE, and the 503 a client gets when the bus cannot serve it. Opening a session
+ * for a POST is the state engine's (`state/engine.ts`); its refusals are answered by
+ * `../refusals.ts`.
  */
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import type { McpPrincipal } from '../../context.js'
 import { ErrorCode, McpError, echoed } from '../../jsonrpc/errors.js'
 import { K } from '../../sessions/session-handle.js'
 import { isValidSessionId } from '../../sessions/session-id.js'
-import type { CloseResult, StateBackend, StateScope } from '../../state/state-scope.js'
-import { LeaseLostError } from '../../state/outcome.js'
-import { backendRetry, openFailure, outagesOf } from '../open-failure.js'
-import { unkeptOf, type UnkeptAnswer } from '../unkept-answers.js'
-import type { RequestAbort } from '../request-abort.js'
-import { isHandshakeVersion } from '../versions.js'
+import type { StateEngine } from '../../state/engine.js'
+import type { StateScope } from '../../state/state-scope.js'
+import { StateRefusedError } from '../../state/unit-of-work.js'
+import { OutageLog } from '../../util/outage-log.js'
 import { shownId } from '../../util/shown-id.js'
+import { backendRetry, refusalAnswer } from '../refusals.js'
+import { RequestAbort } from '../request-abort.js'
+import { isHandshakeVersion } from '../versions.js'
 
-/** The refusals of this module (and the wire), by what happened. */
+/** The refusals of a session's requests that are not the state engine's, by what happened. */
 export const refuse = {
   /** 400: a request that is not `initialize` names no session. */
   noSessionId: () => new McpError(ErrorCode.InvalidRequest, 'Bad Request: Mcp-Session-Id header is required', undefined, 400),
   malformedSessionId: () => new McpError(ErrorCode.InvalidRequest, 'Bad Request: malformed Mcp-Session-Id header', undefined, 400),
   /** 404: unknown, expired, ended, or another principal's (never tell others it exists). */
   notFound: () => new McpError(ErrorCode.SessionNotFound, 'Session not found', undefined, 404),
-  busy: () => new McpError(ErrorCode.ServerError, 'Another request of this session is still being processed.', undefined, 503),
-  lockDown: () => new McpError(ErrorCode.ServerError, 'Session lock is unavailable.', undefined, 503, backendRetry()),
-  storeDown: () => new McpError(ErrorCode.ServerError, 'Session store is unavailable.', undefined, 503, backendRetry()),
-  /** 503: the stored session cannot be decoded; it can be served again once repaired or expired. */
-  unreadable: () => new McpError(ErrorCode.ServerError, 'Session data cannot be read.', undefined, 503),
   busDown: () => new McpError(ErrorCode.ServerError, 'Message bus is unavailable.', undefined, 503, backendRetry()),
   /** 429: what one session may hold open on this instance is bounded. */
   tooManyStreams: () => new McpError(ErrorCode.ServerError, 'Too many requests and streams open for this session; retry later', undefined, 429)
@@ -52,9 +49,43 @@ export function checkVersionHeader (request: FastifyRequest): void {
   }
 }
 
-/** Maps a store or lock failure to the 503 the client should retry after (never a 404), and logs it. */
-export function unavailable (err: unknown, log: FastifyBaseLogger, sid: string, sessions: StateBackend): McpError {
-  return openFailure(err, log, refuse, 'session', { sessionId: shownId(sid) }, outagesOf(sessions))
+/** Whether a session may serve `principal`: the one that created it (anonymous: anonymous only). */
+export function ownedBy (principal: McpPrincipal | null): (scope: StateScope) => boolean {
+  const id = principal?.id ?? null
+  return (scope) => (scope.handle.getProtocol<string | null>(K.principal) ?? null) === id
+}
+
+/**
+ * Reads the session without its lock (GET, DELETE): 404 when it does not exist or belongs to
+ * another principal, 503 when the store cannot serve it.
+ */
+export async function readSession (state: StateEngine, request: FastifyRequest, sid: string, principal: McpPrincipal | null): Promise<StateScope> {
+  const unit = state.unit({ owner: request, abort: new RequestAbort(), log: request.log })
+  let scope
+  try {
+    scope = await unit.open({ subject: 'session', key: sid, mode: 'read', admit: ownedBy(principal) })
+  } catch (err) {
+    if (err instanceof StateRefusedError) throw refusalAnswer(err.refusal, 'session')
+    throw err
+  }
+  if (scope === null) throw refuse.notFound()
+  request.mcpSession = scope.handle
+  return scope
+}
+
+/** Maps a store failure outside a scope (an event log read) to its 503, and logs it. */
+export function storeFailure (err: unknown, state: StateEngine, log: FastifyBaseLogger, sid: string): McpError {
+  const refused = state.refused('session', sid, err, log)
+  return refusalAnswer(refused.refusal, 'session')
+}
+
+/** The outage log of the bus (one per hub: per plugin instance). */
+const BUS_OUTAGES = new WeakMap<object, OutageLog>()
+
+function busOutages (bus: object): OutageLog {
+  let log = BUS_OUTAGES.get(bus)
+  if (log === undefined) { log = new OutageLog(); BUS_OUTAGES.set(bus, log) }
+  return log
 }
 
 /**
@@ -62,124 +93,11 @@ export function unavailable (err: unknown, log: FastifyBaseLogger, sid: string, 
  * (`bus`: the hub), so that a client retrying during an outage makes a handful of lines.
  */
 export function busDown (err: unknown, log: FastifyBaseLogger, sid: string, bus: object): McpError {
-  outagesOf(bus).failed('message bus', err, log, { sessionId: shownId(sid) })
+  busOutages(bus).failed('message bus', err, log, { sessionId: shownId(sid) })
   return refuse.busDown()
 }
 
 /** A bus operation went through: an outage of the bus logged before ends with one line. */
 export function busUp (log: FastifyBaseLogger, bus: object): void {
-  outagesOf(bus).ok(log)
-}
-
-/**
- * @internal Opens the session's scope for this request, taking the lock first when `lock` is set
- * (and one is configured). 404 for a session that does not exist or belongs to another principal;
- * 503 when the backend cannot serve it. With `abort`, a client that leaves while the request waits
- * for the lock gives up its place in the queue at once: resolves `null` then (nobody is left to
- * answer).
- *
- * Returns the scope itself, no promise, when the backend opened it without a wait (the memory
- * store, see `StateBackend.openNow`) and it is admitted as it is: most requests of such a backend.
- */
-export function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
-  principal: McpPrincipal | null, lock: boolean, abort: RequestAbort | undefined): StateScope | Promise<StateScope | null>
-/** @internal The same without `abort`: never `null`. */
-export function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
-  principal: McpPrincipal | null, lock: boolean): StateScope | Promise<StateScope>
-export function openSession (sessions: StateBackend, request: FastifyRequest, sid: string,
-  principal: McpPrincipal | null, lock: boolean, abort?: RequestAbort): StateScope | Promise<StateScope | null> {
-  const options = { lock, owner: request, signal: abort }
-  let now
-  try {
-    now = sessions.openNow(sid, options)
-  } catch (err) {
-    return opened(sessions, Promise.reject(err), request, sid, principal, abort)
-  }
-  if (now === undefined) return opened(sessions, sessions.open(sid, options), request, sid, principal, abort)
-  if (now !== null && abort?.aborted !== true && ownerOf(now) === (principal?.id ?? null)) {
-    request.mcpSession = now.handle
-    return now
-  }
-  return opened(sessions, Promise.resolve(now), request, sid, principal, abort)
-}
-
-/** The rest of {@link openSession}: waits for the open, and admits the scope or refuses it. */
-async function opened (sessions: StateBackend, opening: Promise<StateScope | null>, request: FastifyRequest, sid: string, principal: McpPrincipal | null,
-  abort: RequestAbort | undefined): Promise<StateScope | null> {
-  let scope: StateScope | null
-  try {
-    scope = await opening
-  } catch (err) {
-    if (abort?.aborted === true) return gaveUp(abort, request, sid)
-    throw unavailable(err, request.log, sid, sessions)
-  }
-  // The backend answered: an outage it had is over.
-  outagesOf(sessions).ok(request.log)
-  if (scope === null) throw refuse.notFound()
-  if (abort?.aborted === true) {
-    // Granted just as the request was given up: its handler never runs.
-    await scope.close()
-    return gaveUp(abort, request, sid)
-  }
-  if (ownerOf(scope) !== (principal?.id ?? null)) {
-    await scope.close()
-    throw refuse.notFound()
-  }
-  request.mcpSession = scope.handle
-  return scope
-}
-
-/** What the scope's session belongs to (`null`: anonymous). */
-function ownerOf (scope: StateScope): string | null {
-  return scope.handle.getProtocol<string | null>(K.principal) ?? null
-}
-
-/**
- * A request given up while it waited for the session lock: the session ended (DELETE) → 404;
- * otherwise (its client left, or cancelled it) `null`, nothing ran.
- */
-function gaveUp (abort: RequestAbort, request: FastifyRequest, sid: string): null {
-  if (sessionEnded(abort.reason)) throw refuse.notFound()
-  request.log.debug({ sessionId: shownId(sid), reason: String((abort.reason as Error)?.message ?? abort.reason) }, 'request given up while waiting for the session lock')
-  return null
-}
-
-/**
- * Logs what a close that did not write means (the caller decides what the client is told);
- * `abortReason` is why the request's handlers were stopped, if they were.
- */
-export function reportClose (closed: CloseResult, log: FastifyBaseLogger, sid: string, abortReason?: unknown): void {
-  switch (closed.status) {
-    case 'unchanged':
-      // Stopped by the loss before it changed anything: nothing to drop, but its client is told 503.
-      if (abortReason instanceof LeaseLostError) log.warn({ sessionId: shownId(sid), result: 'lost' }, 'session lock lost; the request was stopped before it changed anything')
-      break
-    case 'gone': log.warn({ sessionId: shownId(sid), result: 'gone' }, 'session ended meanwhile; changes dropped'); break
-    case 'fenced': log.warn({ sessionId: shownId(sid), result: 'fenced' }, 'session lock lost and the session changed meanwhile; changes dropped'); break
-    case 'lost': log.warn({ sessionId: shownId(sid), result: 'lost' }, 'session lock lost; changes dropped'); break
-    case 'abandoned': log.warn({ sessionId: shownId(sid), result: 'abandoned' }, 'the request\'s client left and its lease was released after the grace; changes dropped'); break
-    case 'failed': log.error({ err: closed.error, sessionId: shownId(sid) }, 'session save failed')
-  }
-  if (closed.releaseError !== undefined) {
-    log.warn({ err: closed.releaseError, sessionId: shownId(sid) }, 'session lock release failed; it expires in the backend')
-  }
-}
-
-export { LeaseLostError }
-
-/** Whether a request was aborted because its session ended (DELETE, on any instance). */
-function sessionEnded (reason: unknown): boolean {
-  return reason instanceof Error && reason.message === 'session ended'
-}
-
-/**
- * What the client is told instead of a result when what its request did was not kept (or the
- * session went away under it), from how the scope closed and why the request was aborted; `null`
- * when the results stand.
- */
-export function unkeptAnswer (closed: CloseResult, abortReason: unknown): UnkeptAnswer | null {
-  const subject = abortReason instanceof LeaseLostError ? abortReason.what : 'session'
-  const unkept = unkeptOf(closed, subject, abortReason)
-  if (unkept !== null || closed.status === 'ok') return unkept
-  return sessionEnded(abortReason) ? unkeptOf({ status: 'gone' }, 'session') : null
+  busOutages(bus).ok(log)
 }

@@ -17,6 +17,8 @@ import { ErrorCode, McpError, errorReply, errorResponse, type RequestId } from '
 import { resultResponse, type JsonRpcRequest, type ParsedBody } from '../../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../../options.js'
 import type { SessionHandle } from '../../sessions/session-handle.js'
+import type { StateEngine } from '../../state/engine.js'
+import { allKept, type UnitOfWork } from '../../state/unit-of-work.js'
 import type { PostTrace } from '../../telemetry/index.js'
 import { BaseContext } from '../base-context.js'
 import { closingHeaders, stoppedByDrain, stoppedResponse } from '../drain.js'
@@ -25,6 +27,7 @@ import type { HandleCalls } from '../handle-calls.js'
 import { checkVersionHeader } from './session.js'
 import { RequestAbort } from '../request-abort.js'
 import { allowsBatches } from '../versions.js'
+import { unkeptResponses } from '../unkept-answers.js'
 
 /** What a client is told to do to get what only a session gives. */
 export const SEND_SESSION_ID = 'send back the Mcp-Session-Id header that initialize returned on every later request'
@@ -44,6 +47,8 @@ Promise<Record<string, unknown>> | Record<string, unknown>
 /** @internal What a sessionless POST is served with. */
 export interface SessionlessDeps {
   opts: ResolvedOptions
+  /** The state engine (the handles of a POST's calls are held in its unit of work). */
+  state: StateEngine
   handles: HandleCalls
   maybeGc: (log: FastifyBaseLogger) => void
   dispatch: SessionlessDispatch
@@ -74,9 +79,10 @@ function unreachable (method: string): Error {
   return new FST_ERR_MCP_NO_SESSION(method)
 }
 
-/** The run of one POST: its responses, and the status and headers of a lone request's error. */
+/** The run of one POST: its unit of work, and the status and headers of a lone request's error. */
 interface Run {
   exchange: Exchange
+  unit: UnitOfWork
   abort: RequestAbort
   principal: McpPrincipal | null
   trace: PostTrace
@@ -84,6 +90,9 @@ interface Run {
   status: number
   headers?: Record<string, string>
 }
+
+/** What a POST's run resolves: the responses, and the request each answers. */
+interface Served { responses: unknown[], members: Array<JsonRpcRequest | null> }
 
 /** @internal Serves a handshake-era POST that names no session (see the module doc). */
 export async function postWithoutSession (d: SessionlessDeps, exchange: Exchange, body: ParsedBody & { ok: true },
@@ -102,23 +111,48 @@ export async function postWithoutSession (d: SessionlessDeps, exchange: Exchange
   const abort = new RequestAbort()
   abort.watch(exchange.connection, channel)
   const unfollow = exchange.shutdown?.follow(abort)
-  const run: Run = { exchange, abort, principal, trace, batch: body.batch, status: 200 }
   try {
-    const responses: unknown[] = []
-    for (const m of body.messages) {
-      if (m.kind === 'invalid') responses.push(errorResponse(m.id, m.error.code, m.error.message))
-      // Notifications (initialized, cancelled…) and answers have no session to reach: accepted, nothing to do.
-      if (m.kind !== 'request') continue
-      const r = await runRequest(d, run, m.message, channel)
-      if (r !== null) responses.push(r)
+    // The handles its calls work on are held in the POST's unit of work, and written when it ends.
+    const unit = d.state.unit({ owner: request, abort, log: request.log })
+    const run: Run = { exchange, unit, abort, principal, trace, batch: body.batch, status: 200 }
+    let served: Served
+    try {
+      served = await runMessages(d, run, body, channel)
+    } catch (err) {
+      await unit.end('abandon')
+      throw err
     }
+    // Most POSTs hold nothing: their end needs no wait. A stopped one keeps nothing.
+    const how = abort.aborted ? 'abandon' : 'commit'
+    const outcome = unit.endNow(how) ?? await unit.end(how)
     if (abort.aborted && !stoppedByDrain(abort.reason)) return
-    const status = body.batch ? 200 : body.messages[0].kind === 'invalid' ? 400 : run.status
-    channel.finish(responses, !body.batch, status, body.batch ? undefined : run.headers)
+    let { responses } = served
+    let status = body.batch ? 200 : body.messages[0].kind === 'invalid' ? 400 : run.status
+    let headers = run.headers
+    if (!allKept(outcome.parts)) {
+      const unkept = unkeptResponses(responses, served.members, outcome)
+      for (const e of unkept.errors) trace.failed(new McpError(e.code, e.message, e.data, e.status), true)
+      responses = unkept.responses
+      if (unkept.status !== undefined && !body.batch) { status = unkept.status; headers = unkept.headers }
+    }
+    channel.finish(responses, !body.batch, status, body.batch ? undefined : headers)
   } finally {
     abort.unwatch()
     unfollow?.()
   }
+}
+
+/** Runs the messages of the POST in order. */
+async function runMessages (d: SessionlessDeps, run: Run, body: ParsedBody & { ok: true }, channel: ResponseChannel): Promise<Served> {
+  const served: Served = { responses: [], members: [] }
+  for (const m of body.messages) {
+    if (m.kind === 'invalid') { served.responses.push(errorResponse(m.id, m.error.code, m.error.message)); served.members.push(null) }
+    // Notifications (initialized, cancelled…) and answers have no session to reach: accepted, nothing to do.
+    if (m.kind !== 'request') continue
+    const r = await runRequest(d, run, m.message, channel)
+    if (r !== null) { served.responses.push(r); served.members.push(m.message) }
+  }
+  return served
 }
 
 /** Runs one request; resolves its response, or `null` when its client went away. */
@@ -131,7 +165,9 @@ async function runRequest (d: SessionlessDeps, run: Run, msg: JsonRpcRequest, ch
     meta: msg.params?._meta as Record<string, unknown> | undefined,
     channel,
     abort: run.abort,
-    handles: d.handles.minter
+    handles: d.handles.minter,
+    unit: run.unit,
+    member: msg
   })
   try {
     const result = await (run.batch

@@ -9,17 +9,17 @@ import { ServerStream } from '../../bus/server-stream.js'
 import type { McpPrincipal } from '../../context.js'
 import type { ResolvedOptions } from '../../options.js'
 import { K } from '../../sessions/session-handle.js'
-import type { StateBackend } from '../../state/state-scope.js'
+import type { StateEngine } from '../../state/engine.js'
 import type { Exchange } from '../exchange.js'
 import { endSession } from '../ended-sessions.js'
-import { busDown, busUp, checkVersionHeader, openSession, refuse, sessionIdOf, unavailable } from './session.js'
+import { busDown, busUp, checkVersionHeader, readSession, refuse, sessionIdOf, storeFailure } from './session.js'
 import { supportsSsePolling } from '../versions.js'
 import { shownId } from '../../util/shown-id.js'
 
 /** @internal What GET and DELETE need of the wire. */
 export interface StreamDeps {
   opts: ResolvedOptions
-  sessions: StateBackend
+  state: StateEngine
   hub: Hub
   eventLog: EventLog
   /** Told when a client ended its session: how long it lived (s) and its protocol version. */
@@ -36,7 +36,7 @@ export async function openGetStream (d: StreamDeps, exchange: Exchange, principa
   const request = exchange.request
   const sid = sessionIdOf(request)
   if (d.hub.streams(sid) >= d.opts.maxStreamsPerSession) throw refuse.tooManyStreams()
-  const scope = await openSession(d.sessions, request, sid, principal, false)
+  const scope = await readSession(d.state, request, sid, principal)
   checkVersionHeader(request)
   const version = scope.handle.getProtocol<string>(K.version) ?? '2025-03-26'
   const subscriptions = scope.handle.getProtocol<string[]>(K.subscriptions) ?? []
@@ -84,7 +84,7 @@ async function followPostStream (d: StreamDeps, exchange: Exchange, sid: string,
     replay = await d.eventLog.replay(sid, lastEventId)
   } catch (err) {
     following.cancel()
-    throw unavailable(err, log, sid, d.sessions)
+    throw storeFailure(err, d.state, log, sid)
   }
   if (replay === null) {
     following.cancel()
@@ -102,18 +102,13 @@ async function followPostStream (d: StreamDeps, exchange: Exchange, sid: string,
 export async function deleteSession (d: StreamDeps, exchange: Exchange, principal: McpPrincipal | null): Promise<void> {
   const request = exchange.request
   const sid = sessionIdOf(request)
-  const scope = await openSession(d.sessions, request, sid, principal, false)
-  try {
-    checkVersionHeader(request)
-  } catch (err) {
-    await scope.close()
-    throw err
-  }
+  const scope = await readSession(d.state, request, sid, principal)
+  checkVersionHeader(request)
   const created = scope.handle.getProtocol<number>(K.created)
   try {
     await scope.destroy()
   } catch (err) {
-    throw unavailable(err, request.log, sid, d.sessions)
+    throw storeFailure(err, d.state, request.log, sid)
   }
   if (typeof created === 'number') d.ended?.(Math.max(0, Date.now() - created) / 1000, scope.handle.getProtocol<string>(K.version))
   // The session is gone from the store: that is what DELETE promised, so the client is told 200.

@@ -7,8 +7,6 @@
  * `streams.ts`, requests to the client in `client-requests.ts`, `initialize` in `initialize.ts`.
  */
 import type { FastifyBaseLogger } from 'fastify'
-// Imported: the global `performance` is a lazy getter, called on every access.
-import { performance } from 'node:perf_hooks'
 import type { EventLog } from '../../bus/event-log.js'
 import type { Hub } from '../../bus/hub.js'
 import type { Tracking } from '../../bus/inflight.js'
@@ -18,9 +16,13 @@ import { ErrorCode, McpError, errorResponse, type RequestId } from '../../jsonrp
 import type { ToolLimiter } from '../../limits/limiter.js'
 import { resultResponse, type JsonRpcRequest, type ParsedBody } from '../../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../../options.js'
+import { SessionEndedError } from '../../bus/session-ended.js'
 import { K } from '../../sessions/session-handle.js'
-import { readsOnly, sealSnapshot } from '../../state/snapshot.js'
-import type { StateBackend, StateScope } from '../../state/state-scope.js'
+import type { Ran, StateEngine } from '../../state/engine.js'
+import { readsOnly } from '../../state/snapshot.js'
+import type { StateScope } from '../../state/state-scope.js'
+import { allKept, type OpenMode, type UnitOfWork } from '../../state/unit-of-work.js'
+import { shownId } from '../../util/shown-id.js'
 import { NO_POST, type PostTrace, type Telemetry } from '../../telemetry/index.js'
 import { ClientRequests } from './client-requests.js'
 import type { Exchange, ResponseChannel } from '../exchange.js'
@@ -28,7 +30,9 @@ import type { HandleCalls } from '../handle-calls.js'
 import { HandshakeContext } from './context.js'
 import { dispatch, notification } from './dispatch.js'
 import { initialize } from './initialize.js'
-import { LeaseLostError, busDown, busUp, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './session.js'
+import { busDown, busUp, checkVersionHeader, ownedBy, refuse, sessionIdOf } from './session.js'
+import { refusalAnswer } from '../refusals.js'
+import { stoppedAnswer, unkeptResponses } from '../unkept-answers.js'
 import { closingHeaders, stoppedByDrain, stoppedError, stoppedResponse } from '../drain.js'
 import { RequestAbort } from '../request-abort.js'
 import { failedAnswer, postWithoutSession, type SessionlessDeps } from './sessionless.js'
@@ -41,7 +45,8 @@ const NOT_STARTED = { done: false, resumable: false }
 export interface HandshakeDeps {
   opts: ResolvedOptions
   registry: Registry
-  sessions: StateBackend
+  /** The state engine: sessions, handles, units of work. */
+  state: StateEngine
   hub: Hub
   eventLog: EventLog
   logger: FastifyBaseLogger
@@ -72,6 +77,8 @@ interface TrackedRequest { abort: RequestAbort, tracking: Tracking }
 interface PostRun {
   exchange: Exchange
   scope: StateScope
+  /** The POST's unit of work: its session, and the handles its calls work on. */
+  unit: UnitOfWork
   channel: ResponseChannel
   /** Aborted when the lease is lost, or the client went away for good. */
   abort: RequestAbort
@@ -86,6 +93,19 @@ interface PostRun {
   trace: PostTrace
   /** Whether the POST is a batch (each request has a span context of its own). */
   batch: boolean
+  /** The responses to send, so far. */
+  responses: unknown[]
+  /** The request each response answers (`null`: an invalid message's). */
+  members: Array<JsonRpcRequest | null>
+}
+
+/** What a POST's run resolves: what to answer, once its unit of work ended. */
+interface Served {
+  channel: ResponseChannel
+  responses: unknown[]
+  members: Array<JsonRpcRequest | null>
+  status: number
+  headers?: Record<string, string>
 }
 
 /** @internal The handshake-era wire. */
@@ -93,16 +113,14 @@ export class HandshakeWire {
   readonly #d: HandshakeDeps
   readonly #clientRequests: ClientRequests
   readonly #sessionless: SessionlessDeps
-  /** Requests of this instance waiting for their session's lock (status, gauges). */
-  lockWaiters = 0
 
   constructor (deps: HandshakeDeps) {
     this.#d = deps
     this.#clientRequests = new ClientRequests(deps.hub, deps.opts, deps.telemetry)
-    this.#sessionless = { opts: deps.opts, handles: deps.handles, maybeGc: deps.maybeGc, dispatch: (msg, ctx, log) => dispatch(deps, null, msg, ctx, log) }
+    this.#sessionless = { opts: deps.opts, state: deps.state, handles: deps.handles, maybeGc: deps.maybeGc, dispatch: (msg, ctx, log) => dispatch(deps, null, msg, ctx, log) }
   }
 
-  /** Handles a handshake-era POST whose body parsed. */
+  /** Handles a handshake-era POST whose body parsed: admit → run in the session's unit of work → answer. */
   async post (exchange: Exchange, body: ParsedBody & { ok: true }, principal: McpPrincipal | null, trace: PostTrace = NO_POST): Promise<void> {
     const { messages, batch } = body
     const first = messages[0]
@@ -128,47 +146,54 @@ export class HandshakeWire {
     // Stopped at the drain deadline of app.close(): answered with an error (`#abortedResponse`).
     const unfollow = exchange.shutdown?.follow(abort)
     try {
-      // Answers and notifications never wait behind a running handler (that handler may be waiting for them).
-      // Only read-only tool calls: they read a snapshot of the session, without the lock.
-      const snapshot = requests > 0 && readsOnly(messages, this.#d.registry.tools)
-      const lock = requests > 0 && !snapshot && this.#d.sessions.lock !== null
-      const start = performance.now()
-      if (lock) this.lockWaiters++
-      let scope
-      try {
-        const opening = openSession(this.#d.sessions, request, sid, principal, lock, lock ? abort : undefined)
-        // Mostly opened without a wait (the memory store): then there is no promise to wait for.
-        scope = opening instanceof Promise ? await opening : opening
-      } finally {
-        if (lock) this.lockWaiters--
-      }
-      const waited = performance.now() - start
-      // How long it waited for the session's lock (with the read that comes with it), for the log.
-      if (lock) exchange.bindLog?.({ mcpLockWaitMs: Math.round(waited * 10) / 10 })
-      trace.opened(waited, lock)
-      // Given up while queued: a client that left hears nothing; a cancelled request, like a
-      // cancelled running one, gets no response (202).
-      if (scope === null) {
-        if (stoppedByDrain(abort.reason)) throw stoppedError(this.#d.opts.retryInterval)
-        if (!exchange.connection.destroyed) exchange.empty(202)
-        return
-      }
-      if (snapshot) sealSnapshot(scope, 'session')
-      // Only a scope opened under the lock ever holds a lease (also after a wait for the client).
-      if (lock) scope.onLost(() => { abort.abort(new LeaseLostError()) })
-      try {
-        await this.#serve(exchange, body, scope, tracked, principal, trace)
-      } catch (err) {
-        // Written back in #serve unless something threw on the way (a close after it does nothing).
-        reportClose(await scope.close(), request.log, sid)
-        throw err
-      }
+      const ran = await this.#d.state.run({ subject: 'session', key: sid, mode: this.#modeOf(body, requests), admit: ownedBy(principal) },
+        { owner: request, abort, log: request.log },
+        (scope, unit) => this.#serve(exchange, body, scope as StateScope, unit, tracked, principal, trace))
+      this.#answer(exchange, body, ran, abort, trace)
     } finally {
       abort.unwatch()
       unfollow?.()
       tracked.only?.tracking.untrack()
       if (tracked.batch !== null) for (const r of tracked.batch.values()) r.tracking.untrack()
     }
+  }
+
+  /**
+   * How the POST opens its session: under the lock when it carries requests, unless they are all
+   * read-only tool calls (a snapshot, without the lock); answers and notifications only read it
+   * (they never wait behind a running handler: that handler may be waiting for them).
+   */
+  #modeOf (body: ParsedBody & { ok: true }, requests: number): OpenMode {
+    if (requests === 0) return 'read'
+    return readsOnly(body.messages, this.#d.registry.tools) ? 'snapshot' : 'lock'
+  }
+
+  /** Answers the POST from how its run went (see `Ran`). */
+  #answer (exchange: Exchange, body: ParsedBody & { ok: true }, ran: Ran<Served>, abort: RequestAbort, trace: PostTrace): void {
+    const request = exchange.request
+    switch (ran.status) {
+      case 'missing': throw refuse.notFound()
+      case 'refused': throw refusalAnswer(ran.refusal, ran.subject)
+      case 'gave-up':
+        // Given up while queued: its session ended → 404; a client that left hears nothing; a
+        // cancelled request, like a cancelled running one, gets no response (202).
+        if (stoppedByDrain(ran.reason)) throw stoppedError(this.#d.opts.retryInterval)
+        if (ran.reason instanceof SessionEndedError) throw refuse.notFound()
+        request.log.debug({ sessionId: shownId(sessionIdOf(request)), reason: String((ran.reason as Error)?.message ?? ran.reason) }, 'request given up while waiting for the session lock')
+        if (!exchange.connection.destroyed) exchange.empty(202)
+        return
+    }
+    const served = ran.value
+    trace.closed(ran.closedMs)
+    let { responses, status, headers } = served
+    if (!allKept(ran.outcome.parts)) {
+      // What the requests changed was not kept: their results must not be reported as done.
+      const unkept = unkeptResponses(responses, served.members, ran.outcome)
+      for (const e of unkept.errors) trace.failed(new McpError(e.code, e.message, e.data, e.status), true)
+      responses = unkept.responses
+      if (unkept.status !== undefined) { status = unkept.status; headers = unkept.headers }
+    }
+    served.channel.finish(responses, !body.batch, body.batch ? 200 : status, body.batch ? undefined : headers)
   }
 
   /**
@@ -210,10 +235,16 @@ export class HandshakeWire {
     return requests
   }
 
-  /** Runs the messages of a POST on its open session, writes back, and answers. */
-  async #serve (exchange: Exchange, body: ParsedBody & { ok: true }, scope: StateScope, tracked: Tracked, principal: McpPrincipal | null, trace: PostTrace): Promise<void> {
+  /** Runs the messages of a POST on its open session; resolves what to answer (the unit then ends). */
+  async #serve (exchange: Exchange, body: ParsedBody & { ok: true }, scope: StateScope, unit: UnitOfWork, tracked: Tracked,
+    principal: McpPrincipal | null, trace: PostTrace): Promise<Served> {
     const abort = tracked.abort
     const request = exchange.request
+    request.mcpSession = scope.handle
+    const locked = scope.held
+    // How long it waited for the session's lock (with the read that comes with it), for the log.
+    if (locked) exchange.bindLog?.({ mcpLockWaitMs: Math.round(unit.waitedMs * 10) / 10 })
+    trace.opened(unit.waitedMs, locked)
     const sid = scope.id
     const version = scope.handle.getProtocol<string>(K.version) ?? '2025-03-26'
     trace.version(version)
@@ -231,47 +262,33 @@ export class HandshakeWire {
     // A client that goes away before it can resume the response (no SSE event id yet) will never
     // see it: stop the handlers, so the lease is freed now rather than when they finish.
     abort.watch(exchange.connection, channel)
-    const run: PostRun = { exchange, scope, channel, abort, tracked, principal, status: 200, trace, batch: body.batch }
+    const run: PostRun = { exchange, scope, unit, channel, abort, tracked, principal, status: 200, trace, batch: body.batch, responses: [], members: [] }
     // A lone request (most POSTs) is run without the loop over a batch's messages and its frame.
     const only = body.batch ? null : body.messages[0]
-    let responses: unknown[]
     if (only?.kind === 'request') {
       const r = await this.#run(run, only.message)
-      responses = r === null ? [] : [r]
+      if (r !== null) { run.responses.push(r); run.members.push(only.message) }
     } else {
-      responses = await this.#messages(run, body)
-    }
-    // Saved before answering: the client's next request must see what this one changed. Most
-    // requests change nothing: their close needs no wait (no await, no promise). A request that
-    // was stopped (cancelled, its client gone, its lease lost, the drain deadline) keeps nothing.
-    const saving = performance.now()
-    const closed = abort.aborted ? await scope.abandon() : (scope.closeNow() ?? await scope.close())
-    trace.closed(performance.now() - saving)
-    reportClose(closed, request.log, sid, abort.reason)
-    const unkept = unkeptAnswer(closed, abort.reason)
-    if (unkept !== null) {
-      // What the requests changed was not kept: their results must not be reported as done.
-      trace.failed(new McpError(unkept.code, unkept.message, unkept.data, unkept.status), true)
-      channel.finish(responses.map(r => 'result' in (r as object)
-        ? errorResponse((r as { id: RequestId }).id, unkept.code, unkept.message, unkept.data)
-        : r), !body.batch, unkept.status, unkept.headers)
-      return
+      await this.#messages(run, body)
     }
     const status = body.batch ? 200 : body.messages[0].kind === 'invalid' ? 400 : run.status
-    channel.finish(responses, !body.batch, status, body.batch ? undefined : run.headers)
+    // Saved before answering (the unit ends when this resolves): the client's next request must
+    // see what this one changed. A request that was stopped keeps nothing.
+    return { channel, responses: run.responses, members: run.members, status, headers: run.headers }
   }
 
-  /** Runs the messages of a POST in order; resolves the responses to send. */
-  async #messages (run: PostRun, body: ParsedBody & { ok: true }): Promise<unknown[]> {
+  /** Runs the messages of a POST in order, collecting the responses to send. */
+  async #messages (run: PostRun, body: ParsedBody & { ok: true }): Promise<void> {
     const { hub, opts } = this.#d
     const sid = run.scope.id
     const log = run.exchange.request.log
-    const responses: unknown[] = []
+    const { responses, members } = run
     for (const m of body.messages) {
       // The bus failing (Redis down) is a 503 like the store failing, never a 500.
       switch (m.kind) {
         case 'invalid':
           responses.push(errorResponse(m.id, m.error.code, m.error.message))
+          members.push(null)
           break
         case 'response': {
           const answer = this.#d.telemetry.answer(m.message.id, sid)
@@ -287,11 +304,10 @@ export class HandshakeWire {
           // One at a time, in order, even in a batch: each request of the session sees what the
           // one before it changed (parallel members would overwrite each other's changes).
           const r = await this.#run(run, m.message)
-          if (r !== null) responses.push(r)
+          if (r !== null) { responses.push(r); members.push(m.message) }
         }
       }
     }
-    return responses
   }
 
   /** Runs one request; resolves its response, or `null` when it was cancelled. */
@@ -300,6 +316,8 @@ export class HandshakeWire {
     const { abort, tracking } = (run.tracked.batch?.get(msg) ?? run.tracked.only) as TrackedRequest
     const ctx = new HandshakeContext(this.#clientRequests, run.scope, {
       request,
+      unit: run.unit,
+      member: msg,
       principal: run.principal,
       requestId: msg.id,
       meta: msg.params?._meta as Record<string, unknown> | undefined,
@@ -336,7 +354,7 @@ export class HandshakeWire {
       run.headers = closingHeaders(this.#d.opts.retryInterval)
       return stoppedResponse(id)
     }
-    const unkept = unkeptAnswer({ status: 'unchanged' }, abort.reason)
+    const unkept = stoppedAnswer(abort.reason)
     if (unkept === null) return null
     run.status = unkept.status
     return errorResponse(id, unkept.code, unkept.message)

@@ -27,10 +27,21 @@ import { TASK_METHODS, type TaskCalls } from './task-calls.js'
 import type { StateSealer } from './request-state.js'
 import { NO_POST, type PostTrace } from '../../telemetry/index.js'
 import { LeaseLostError } from '../../state/outcome.js'
+import type { StateEngine } from '../../state/engine.js'
+import { allKept, type UnitOfWork, type UnitOutcome } from '../../state/unit-of-work.js'
+import { unkeptResponses } from '../unkept-answers.js'
+
+/** A result whose work was not kept: what it is owed instead (see `unkept-answers.ts`). */
+function unkept (response: Answer, msg: JsonRpcRequest, outcome: UnitOutcome): Answer {
+  const out = unkeptResponses([response.body], [msg], outcome)
+  return { body: out.responses[0], status: out.status ?? response.status, headers: out.headers ?? response.headers }
+}
 
 /** @internal What the 2026-07-28 wire is built from. */
 export interface StatelessDeps {
   opts: ResolvedOptions
+  /** The state engine (the handles of a call are held in the request's unit of work). */
+  state: StateEngine
   registry: Registry
   sealer: StateSealer
   capabilities: () => Record<string, unknown>
@@ -56,6 +67,8 @@ interface StatelessRequest {
   principal: McpPrincipal | null
   channel: ResponseChannel
   abort: RequestAbort
+  /** The request's unit of work (the handles its call works on). */
+  unit: UnitOfWork
 }
 
 /** The answer channel of every request of this wire: no session, nothing to resume (shared: only read). */
@@ -132,10 +145,16 @@ export class StatelessWire {
     const unfollow = exchange.shutdown?.follow(abort)
     try {
       const caps = meta[META_CAPS] as Record<string, unknown>
-      const r: StatelessRequest = { exchange, msg, caps, logLevel: logLevel as LogLevel | undefined, principal, channel, abort }
+      // The state handles its call works on are held in the request's unit of work until it ends.
+      const unit = this.#d.state.unit({ owner: request, abort, log: request.log })
+      const r: StatelessRequest = { exchange, msg, caps, logLevel: logLevel as LogLevel | undefined, principal, channel, abort, unit }
       // A POST of this wire carries one request: without a context of its own (no recording span)
       // its span has none either, and no closure is made to enter it.
-      const response = await (trace.context === null ? this.#run(r) : trace.run(msg, () => this.#run(r)))
+      let response = await (trace.context === null ? this.#run(r) : trace.run(msg, () => this.#run(r)))
+      // Most requests hold nothing: their end needs no wait. A stopped one keeps nothing.
+      const how = abort.aborted ? 'abandon' : 'commit'
+      const outcome = unit.endNow(how) ?? await unit.end(how)
+      if (!allKept(outcome.parts)) response = unkept(response, msg, outcome)
       trace.answered(msg, response.body, response.status)
       // A call stopped by the loss of its handle's lease is answered (with that error); a
       // cancelled one is not.
@@ -206,7 +225,7 @@ export class StatelessWire {
     let result: Record<string, unknown>
     try {
       if (entry.context) {
-        ctx = new StatelessContext({ request, msg: r.msg, caps: r.caps, logLevel: r.logLevel, principal: r.principal, channel: r.channel, abort: r.abort, sealer: this.#d.sealer, requestId: r.msg.id, meta: params._meta as Record<string, unknown>, handles: this.#d.handles.minter })
+        ctx = new StatelessContext({ request, msg: r.msg, caps: r.caps, logLevel: r.logLevel, principal: r.principal, channel: r.channel, abort: r.abort, sealer: this.#d.sealer, requestId: r.msg.id, meta: params._meta as Record<string, unknown>, handles: this.#d.handles.minter, unit: r.unit, member: r.msg })
       }
       try {
         result = await entry.handler({

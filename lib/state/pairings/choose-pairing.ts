@@ -31,6 +31,14 @@ export function pairingFor (store: SessionStore, lock: SessionLock | null): Pair
 }
 
 /**
+ * Whether the requests on `store` count their backend round trips (the Redis store's commands do:
+ * the `fastify_mcp.redis.round_trips` span attribute).
+ */
+export function countsRoundTrips (store: SessionStore): boolean {
+  return store instanceof RedisSessionStore
+}
+
+/**
  * Whether `store` reads with the memory store's own `load`: a subclass that overrides it (to fail,
  * count or delay it) is asked through it, never around it.
  */
