@@ -46,3 +46,17 @@ export const FST_ERR_MCP_SESSION_BUSY = createError<[string]>(
  */
 export const FST_ERR_MCP_SERVER_CLOSING = createError<[number]>(
   'FST_ERR_MCP_SERVER_CLOSING', 'The server is shutting down: the request did not finish within the drain timeout (%d ms)', 503)
+
+/**
+ * A write was sent and no answer came (a timeout, a connection cut after the command or statement
+ * left): the store may or may not have applied it. A store of the app's own throws it (with the
+ * driver's error as `cause`) for a save whose fate it cannot know; the plugin then tells the client
+ * exactly that — never "not saved" — and a retry with the same idempotency key answers which.
+ * Any other error of a save means the store refused it: nothing was written.
+ */
+export class OutcomeUnknownError extends Error {
+  constructor (message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'OutcomeUnknownError'
+  }
+}

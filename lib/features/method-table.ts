@@ -10,7 +10,8 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { McpContext, McpPrincipal } from '../context.js'
 import { ErrorCode, McpError, echoed } from '../jsonrpc/errors.js'
 import type { ToolLimiter } from '../limits/limiter.js'
-import { callTool, complete, type StateRunner, type TaskStarter, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from './methods.js'
+import { complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from './methods.js'
+import { callTool, type StateRunner, type TaskStarter } from './tool-call.js'
 import type { Registry } from './registry.js'
 
 /** The results a 2026-07-28 server may give cache hints for. */

@@ -13,7 +13,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify'
 import type { HandleMinter, McpContext, McpPrincipal } from '../context.js'
-import type { StateRunner } from '../features/methods.js'
+import type { StateRunner } from '../features/tool-call.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import type { JsonValue } from '../sessions/session-store.js'
 import type { StateEngine } from '../state/engine.js'

@@ -8,22 +8,19 @@
  * changed keys, never re-creates a destroyed or expired record and, given a lease's fence, refuses
  * to overwrite a record whose lease was lost and which someone else has since locked or written.
  *
- * With a `PgSessionLock` on the same database and prefix, the store takes the lease and reads the
- * record in one call, and saves and releases in another (`LockingSessionStore`): two round trips
- * per locked request.
+ * With a `PgSessionLock` on the same database and prefix, the PostgreSQL pairing
+ * (`state/pairings/pg-pairing.ts`) takes the lease and reads the record in one call of this store,
+ * and saves and releases in another: two round trips per locked request.
  */
-import { LEASE_BUSY, SESSION_MISSING, type LeaseAttempt } from '../locks/backend-leases.js'
-import type { Lease } from '../locks/lease.js'
-import { PgSessionLock, pgLeaseEngine } from '../locks/pg-lock.js'
-import type { AcquireOptions, SessionLease, SessionLock } from '../locks/session-lock.js'
 import { resolvePgPool, type PgPoolLike, type PgResult } from '../postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema, positioned } from '../postgres/schema.js'
+import { pgWrite } from '../postgres/write-outcome.js'
 import { settleWithin } from '../util/settle.js'
 import { roundTrip } from '../telemetry/index.js'
 import {
   SessionDataError, encodeSessionValue,
-  type CreateOptions, type JsonValue, type LockedSession, type LockingSessionStore, type SaveGuard, type SaveResult,
-  type SessionChanges, type SessionRecord, type SessionStoreOptions
+  type CreateOptions, type JsonValue, type SaveGuard, type SaveResult, type SessionChanges, type SessionRecord, type SessionStore,
+  type SessionStoreOptions
 } from './session-store.js'
 import { DEFAULT_SESSION_TTL, checkTtl } from './ttl.js'
 
@@ -44,23 +41,23 @@ const GC_BATCH = 1000
 /** A statement: its text, and a name that makes it a prepared statement on each connection. */
 interface Statement { name: string, text: string }
 
-/** A row read under a lease: what take_and_load answered. */
-interface TakenRow { status: number, data: unknown, version: unknown }
+/**
+ * What take_and_load answered: `status` 1 with the record read under the lease just taken, 0 when
+ * the lease is busy, 2 when the record does not exist (no lease taken).
+ */
+export interface TakenRow { status: number, data: unknown, version: unknown }
+
+/** A save's set, encoded: the keys and their JSON texts. */
+export type PgFields = [keys: string[], texts: string[]]
 
 /** Sessions in PostgreSQL rows. */
-export class PgSessionStore implements LockingSessionStore {
+export class PgSessionStore implements SessionStore {
   readonly ttl: number
   /** Table-name prefix. */
   readonly prefix: string
   readonly #pool: PgPoolLike
   readonly #ownsPool: boolean
   readonly #sql: Record<'create' | 'load' | 'save' | 'destroy' | 'exists' | 'gc' | 'takeAndLoad', Statement>
-  /**
-   * One try at a lock's lease (see acquireAndLoad): take it and read the record. A lease it read is
-   * passed on with the row, which the next holder it takes decodes anew: what one request mutated
-   * without saving never reaches the next.
-   */
-  readonly #take: LeaseAttempt<PgPoolLike, TakenRow>
   #schemaReady = false
   #closed = false
 
@@ -105,13 +102,6 @@ export class PgSessionStore implements LockingSessionStore {
       },
       takeAndLoad: { name: `${p}state_take_and_load`, text: `SELECT status, data, version FROM ${p}take_and_load($1, $2, $3, $4, $5)` }
     }
-    this.#take = async (_pool, key, token, id, lockTtl) => {
-      const rows = await this.#query(this.#sql.takeAndLoad, [key, id, token, lockTtl, this.ttl])
-      const row = rows[0] as unknown as TakenRow
-      if (row.status === 2) return SESSION_MISSING
-      if (row.status === 0) return LEASE_BUSY
-      return row
-    }
   }
 
   /** The pool this store uses. */
@@ -124,12 +114,22 @@ export class PgSessionStore implements LockingSessionStore {
   }
 
   async #run (statement: Statement, values: unknown[]): Promise<PgResult> {
-    if (!this.#schemaReady) {
-      await ensureSchema(this.#pool, this.prefix)
-      this.#schemaReady = true
-    }
+    if (!this.#schemaReady) await this.#ensureSchema()
     roundTrip()
     return await this.#pool.query({ ...statement, values })
+  }
+
+  /** A save: its failure tells a refused write from one whose outcome is unknown (`postgres/write-outcome.ts`). */
+  async #write (statement: Statement, values: unknown[]): Promise<SaveResult> {
+    if (!this.#schemaReady) await this.#ensureSchema()
+    roundTrip()
+    const { rows } = await pgWrite(this.#pool, { ...statement, values })
+    return rows[0]?.result as SaveResult
+  }
+
+  async #ensureSchema (): Promise<void> {
+    await ensureSchema(this.#pool, this.prefix)
+    this.#schemaReady = true
   }
 
   /** @throws {TypeError} for a value JSON cannot carry. */
@@ -138,7 +138,7 @@ export class PgSessionStore implements LockingSessionStore {
     if (ttl !== null && !Number.isInteger(ttl)) throw new RangeError('ttl must be an integer number of milliseconds.')
     const unused = options.unusedTtl === undefined ? null : checkTtl(options.unusedTtl)
     if (unused !== null && !Number.isInteger(unused)) throw new RangeError('unusedTtl must be an integer number of milliseconds.')
-    const [keys, values] = encodeFields(data)
+    const [keys, values] = pgFields(data)
     const { rowCount } = await this.#run(this.#sql.create, [id, keys, values, ttl === this.ttl ? null : ttl, this.ttl, unused])
     // ON CONFLICT … WHERE: nothing written when a live record holds the id.
     if (rowCount !== 1) throw new Error('Session already exists')
@@ -157,13 +157,8 @@ export class PgSessionStore implements LockingSessionStore {
    */
   async save (id: string, changes: SessionChanges, guard: SaveGuard = {}): Promise<SaveResult> {
     const fence = guard.fence
-    return await this.#save(id, changes, fence?.key ?? id, fence?.token ?? null, guard.version, false)
-  }
-
-  async #save (id: string, changes: SessionChanges, lockId: string, token: string | null, version: number | undefined, release: boolean): Promise<SaveResult> {
-    const [keys, values] = encodeFields(changes.set)
-    const rows = await this.#query(this.#sql.save, [id, lockId, token, version ?? null, this.ttl, keys, values, changes.delete, release])
-    return rows[0]?.result as SaveResult
+    const [keys, values] = pgFields(changes.set)
+    return await this.#write(this.#sql.save, [id, fence?.key ?? id, fence?.token ?? null, guard.version ?? null, this.ttl, keys, values, changes.delete, false])
   }
 
   async destroy (id: string): Promise<boolean> {
@@ -180,57 +175,32 @@ export class PgSessionStore implements LockingSessionStore {
     return (await this.#query(this.#sql.gc, [])).map(row => row.id as string)
   }
 
-  /** Whether this store can take `lock`'s leases in its own calls: a PgSessionLock of the same pool and prefix. */
-  canLockWith (lock: SessionLock): boolean {
-    return lock instanceof PgSessionLock && lock.pool === this.#pool && lock.prefix === this.prefix
+  /**
+   * One try at the lease of lock key `key` with `token` (lease ttl `lockTtl`), reading the record
+   * under it in the same call (see {@link TakenRow}).
+   * @internal For the store + lock fast path (`state/pairings/pg-pairing.ts`).
+   */
+  async takeAndLoad (key: string, id: string, token: string, lockTtl: number): Promise<TakenRow> {
+    const rows = await this.#query(this.#sql.takeAndLoad, [key, id, token, lockTtl, this.ttl])
+    return rows[0] as unknown as TakenRow
   }
 
   /**
-   * Waits for the record's lease as `lock.acquire()` does (FIFO, backoff, timeout, signal, owner,
-   * errors) where each try is one call: lock the row, take the lease, read the record. Resolves
-   * null, holding nothing, when the record does not exist.
+   * A row's data and version, as {@link takeAndLoad} read them → the record.
+   * @throws {SessionDataError} when the data cannot be decoded.
+   * @internal For the store + lock fast path (`state/pairings/pg-pairing.ts`).
    */
-  async acquireAndLoad (id: string, lock: SessionLock, options: AcquireOptions = {}): Promise<LockedSession | null> {
-    const taken = await pgLeaseEngine(lock as PgSessionLock).acquireWith(id, options, this.#take)
-    if (taken === null) return null
-    let record
-    try {
-      record = decodeRecord(id, taken.value.data, taken.value.version)
-    } catch (err) {
-      await taken.lease.release().catch(() => {})
-      throw err
-    }
-    return { lease: taken.lease, record }
+  decode (id: string, data: unknown, version: unknown): SessionRecord {
+    return decodeRecord(id, data, version)
   }
 
   /**
-   * Passes an unchanged record and its lease to the next request of this process waiting for it
-   * (no round trip: nobody else can have written the record while the lease was held, since every
-   * locked write goes through it). False when the lease cannot be passed on; release it then.
+   * Saves the changed keys (`set`: encoded by {@link pgFields}) fenced by the lease of lock key
+   * `key` held with `token`, and releases that lease, in one call.
+   * @internal For the store + lock fast path (`state/pairings/pg-pairing.ts`).
    */
-  passOn (_id: string, lease: SessionLease): boolean {
-    const lock = (lease as Partial<{ lock: unknown }>).lock
-    return lock instanceof PgSessionLock && pgLeaseEngine(lock).passOn(lease, this.#take)
-  }
-
-  /**
-   * Fenced save (by the lease's token, and `guard.version`) and the lease's release in one call.
-   * The lease ends here even if the call fails (it then expires after the lock's ttl).
-   */
-  async saveAndRelease (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease): Promise<SaveResult> {
-    const lock = (lease as Partial<{ lock: unknown }>).lock
-    if (!(lock instanceof PgSessionLock)) throw new TypeError('Not a lease of a PgSessionLock')
-    let set: [string[], string[]]
-    try {
-      set = encodeFields(changes.set) // checked before anything is sent
-    } catch (err) {
-      await (lease as Lease).release().catch(() => {})
-      throw err
-    }
-    return await pgLeaseEngine(lock).releaseWith(lease, async (_pool, key, token) => {
-      const rows = await this.#query(this.#sql.save, [id, key, token, guard.version ?? null, this.ttl, set[0], set[1], changes.delete, true])
-      return rows[0]?.result as SaveResult
-    })
+  async saveReleasing (id: string, key: string, token: string, set: PgFields, deleted: string[], version: number | undefined): Promise<SaveResult> {
+    return await this.#write(this.#sql.save, [id, key, token, version ?? null, this.ttl, set[0], set[1], deleted, true])
   }
 
   /** Ends the pool if the store made it. Bounded; twice is fine. */
@@ -242,7 +212,7 @@ export class PgSessionStore implements LockingSessionStore {
 }
 
 /** The keys and their JSON texts, in the caller's order. @throws {TypeError} for a value JSON cannot carry. */
-function encodeFields (data: Record<string, JsonValue>): [string[], string[]] {
+export function pgFields (data: Record<string, JsonValue>): PgFields {
   const keys = Object.keys(data)
   return [keys, keys.map(key => encodeSessionValue(key, data[key]))]
 }

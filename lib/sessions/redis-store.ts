@@ -24,6 +24,7 @@ import {
   type SessionStoreOptions
 } from './session-store.js'
 import { shownId } from '../util/shown-id.js'
+import { redisWrite } from '../redis/write-outcome.js'
 
 /** Options of {@link RedisSessionStore}. */
 export interface RedisSessionStoreOptions extends SessionStoreOptions {
@@ -101,11 +102,9 @@ export class RedisSessionStore implements SessionStore {
    */
   async save (id: string, changes: SessionChanges, guard: SaveGuard = {}): Promise<SaveResult> {
     const fence = guard.fence
+    const args = saveArguments(this.ttl, changes, fence?.token ?? '', guard.version)
     roundTrip()
-    return await this.#redis.mcpSessionSave(
-      sessionKey(this.prefix, id),
-      fence?.key ?? lockKey(this.prefix, id),
-      ...saveArguments(this.ttl, changes, fence?.token ?? '', guard.version))
+    return await redisWrite(this.#redis, () => this.#redis.mcpSessionSave(sessionKey(this.prefix, id), fence?.key ?? lockKey(this.prefix, id), ...args))
   }
 
   async destroy (id: string): Promise<boolean> {

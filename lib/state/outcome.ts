@@ -5,6 +5,7 @@
  * (`protocol/unkept-answers.ts`).
  */
 import { SessionEndedError } from '../bus/session-ended.js'
+import { OutcomeUnknownError } from '../errors.js'
 import { SessionLockError, SessionLockTimeoutError } from '../locks/errors.js'
 import { isUnconfirmed } from '../redis/replica-ack.js'
 import { SessionDataError } from '../sessions/session-store.js'
@@ -77,11 +78,12 @@ export class LeaseLostError extends Error {
 
 /**
  * Whether a save that threw may still have been written: the request was sent and no answer came
- * (a timeout, a connection closed under it). Any other error is the store refusing the save.
+ * (a timeout, a connection closed under it), which the stores say with an `OutcomeUnknownError`
+ * (the Redis and PostgreSQL code tells it by the driver error's type and code). Any other error
+ * is the store refusing the save.
  */
 export function outcomeUnknown (err: unknown): boolean {
-  const message = err instanceof Error ? err.message : ''
-  return /timed out|timeout|Connection is closed/i.test(message)
+  return err instanceof OutcomeUnknownError
 }
 
 export { SessionEndedError }

@@ -13,7 +13,8 @@ import { z } from 'zod'
 import type { FastifyBaseLogger } from 'fastify'
 import type { McpContext } from '../../lib/context.js'
 import { FST_ERR_MCP_INVALID_DEFINITION } from '../../lib/errors.js'
-import { callTool, listTools } from '../../lib/features/methods.js'
+import { listTools } from '../../lib/features/methods.js'
+import { callTool } from '../../lib/features/tool-call.js'
 import { Registry, type StandardSchemaV1 } from '../../lib/features/registry.js'
 
 const ctx = { signal: new AbortController().signal, state: {} } as unknown as McpContext

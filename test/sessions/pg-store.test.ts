@@ -5,7 +5,7 @@ import type { SessionLease } from '../../lib/locks/session-lock.js'
 import { PgSessionStore } from '../../lib/sessions/pg-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { pairingFor } from '../../lib/state/pairings/choose-pairing.js'
-import { pairedCalls } from '../state/fixtures/paired-calls.js'
+import { pairedCalls, type PairedCalls } from '../state/fixtures/paired-calls.js'
 import { createTestDatabase } from '../helpers/postgres.js'
 import { runSessionStoreContract } from './store-contract.js'
 
@@ -29,6 +29,16 @@ function countingPool (): { pool: pg.Pool, sent: () => number } {
   const query = pool.query.bind(pool) as (...args: unknown[]) => unknown
   ;(pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => { sent++; return query(...args) }
   return { pool, sent: () => sent }
+}
+
+/** The fast-path calls of a store and a lock, through their pairing (one per pair, kept: it holds the lease engine's waiters). */
+const PAIRS = new WeakMap<PgSessionStore, WeakMap<PgSessionLock, PairedCalls>>()
+function paired (store: PgSessionStore, lock: PgSessionLock): PairedCalls {
+  let byLock = PAIRS.get(store)
+  if (byLock === undefined) PAIRS.set(store, byLock = new WeakMap())
+  let calls = byLock.get(lock)
+  if (calls === undefined) byLock.set(lock, calls = pairedCalls(pairingFor(store, lock)))
+  return calls
 }
 
 async function setup (t: Test, options: { lockTtl?: number } = {}): Promise<{ store: PgSessionStore, lock: PgSessionLock, other: PgSessionLock }> {
@@ -72,7 +82,7 @@ t.test('a value that is not JSON text is caught as SessionDataError; a 1 MiB val
   t.equal((loaded?.data.big as string).length, 2 ** 20)
   await db.admin.query(`UPDATE ${store.prefix}state SET data = data || '{"broken": [5000, "{not json"]}'::jsonb WHERE id = $1`, [id])
   await t.rejects(store.load(id), { name: 'SessionDataError', sessionId: id })
-  await t.rejects(store.acquireAndLoad(id, lock), { name: 'SessionDataError' })
+  await t.rejects(paired(store, lock).acquireAndLoad(id), { name: 'SessionDataError' })
   t.same((await db.admin.query(`SELECT * FROM ${store.prefix}leases`)).rows, [], 'the lease was released')
 })
 
@@ -127,12 +137,12 @@ t.test('fenced save', async t => {
     const { store, lock, other } = await setup(t, { lockTtl: 100 })
     const id = generateSessionId()
     await store.create(id, { owner: 'nobody' })
-    const a = await store.acquireAndLoad(id, lock)
+    const a = await paired(store, lock).acquireAndLoad(id)
     freeze(250)
-    const b = await store.acquireAndLoad(id, other, { timeout: 1000 })
-    t.equal(await store.saveAndRelease(id, { set: { owner: 'A' }, delete: [] }, { version: a?.record.version }, a?.lease as SessionLease), 'fenced')
+    const b = await paired(store, other).acquireAndLoad(id, { timeout: 1000 })
+    t.equal(await paired(store, lock).saveAndRelease(id, { set: { owner: 'A' }, delete: [] }, { version: a?.record.version }, a?.lease as SessionLease), 'fenced')
     t.equal(await other.tryAcquire(id), null, "B's lease is still held")
-    t.equal(await store.saveAndRelease(id, { set: { owner: 'B' }, delete: [] }, { version: b?.record.version }, b?.lease as SessionLease), 'ok')
+    t.equal(await paired(store, other).saveAndRelease(id, { set: { owner: 'B' }, delete: [] }, { version: b?.record.version }, b?.lease as SessionLease), 'ok')
     t.same(await store.load(id), { data: { owner: 'B' }, version: 1 })
   })
 
@@ -165,9 +175,9 @@ t.test('fenced save', async t => {
     const { store, lock } = await setup(t)
     const id = generateSessionId()
     await store.create(id, {})
-    const taken = await store.acquireAndLoad(id, lock)
+    const taken = await paired(store, lock).acquireAndLoad(id)
     await store.destroy(id)
-    t.equal(await store.saveAndRelease(id, { set: { x: 1 }, delete: [] }, { version: taken?.record.version }, taken?.lease as SessionLease), 'gone')
+    t.equal(await paired(store, lock).saveAndRelease(id, { set: { x: 1 }, delete: [] }, { version: taken?.record.version }, taken?.lease as SessionLease), 'gone')
     t.equal(await store.exists(id), false)
     t.same((await db.admin.query(`SELECT * FROM ${store.prefix}leases`)).rows, [], 'released all the same')
   })
@@ -180,9 +190,9 @@ t.test('concurrent locked increments through two instances keep every update', a
   await store.create(id, { n: 0 })
   await Promise.all(Array.from({ length: 40 }, async (_, i) => {
     const [s, l] = i % 2 === 0 ? [store, lock] : [store2, other]
-    const taken = await s.acquireAndLoad(id, l, { timeout: 20_000 })
+    const taken = await paired(s, l).acquireAndLoad(id, { timeout: 20_000 })
     const n = taken?.record.data.n as number
-    t.equal(await s.saveAndRelease(id, { set: { n: n + 1 }, delete: [] }, { version: taken?.record.version }, taken?.lease as SessionLease), 'ok')
+    t.equal(await paired(s, l).saveAndRelease(id, { set: { n: n + 1 }, delete: [] }, { version: taken?.record.version }, taken?.lease as SessionLease), 'ok')
   }))
   t.same((await store.load(id))?.data, { n: 40 })
 })

@@ -22,7 +22,7 @@ import { RedisSessionStore } from '../../lib/sessions/redis-store.js'
 import type { SessionRecord } from '../../lib/sessions/session-store.js'
 import { AnyPairing } from '../../lib/state/pairings/any-pairing.js'
 import { pairingFor } from '../../lib/state/pairings/choose-pairing.js'
-import { LockingStorePairing } from '../../lib/state/pairings/locking-store-pairing.js'
+import { PgPairing } from '../../lib/state/pairings/pg-pairing.js'
 import { MemoryPairing } from '../../lib/state/pairings/memory-pairing.js'
 import type { Pairing } from '../../lib/state/pairings/pairing.js'
 import { RedisPairing } from '../../lib/state/pairings/redis-pairing.js'
@@ -117,7 +117,7 @@ runPairingContract(t, 'PostgreSQL store + PostgreSQL lock', {
     const lock = new PgSessionLock({ pool, prefix })
     t.teardown(async () => { await lock.close() })
     await lock.ready()
-    return chosen(pairingFor(store, lock), LockingStorePairing)
+    return chosen(pairingFor(store, lock), PgPairing)
   }
 })
 

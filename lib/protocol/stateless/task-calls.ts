@@ -12,7 +12,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify'
 import { type LogLevel, type McpContext, type ProgressUpdate } from '../../context.js'
-import type { TaskStarter } from '../../features/methods.js'
+import type { TaskStarter } from '../../features/tool-call.js'
 import { ErrorCode, McpError } from '../../jsonrpc/errors.js'
 import { isPlainObject } from '../../jsonrpc/messages.js'
 import { TaskAbortError, type TaskRun } from '../../tasks/task-run.js'

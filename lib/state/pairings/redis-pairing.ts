@@ -15,6 +15,7 @@ import type { McpScripts, RedisClient } from '../../redis/scripts.js'
 import { saveArguments, type RedisSessionStore } from '../../sessions/redis-store.js'
 import type { SaveGuard, SaveResult, SessionChanges } from '../../sessions/session-store.js'
 import { roundTrip } from '../../telemetry/index.js'
+import { redisWrite } from '../../redis/write-outcome.js'
 import { AnyPairing } from './any-pairing.js'
 import type { Taken } from './pairing.js'
 
@@ -101,7 +102,7 @@ export class RedisPairing extends AnyPairing {
     return this.#leases.releaseWith(lease, (client, key, token) => {
       args[1] = token
       roundTrip()
-      return client.mcpSaveAndRelease(sessionKey(store.prefix, id), key, ...args)
+      return redisWrite(client, () => client.mcpSaveAndRelease(sessionKey(store.prefix, id), key, ...args))
     })
   }
 }

@@ -1,0 +1,35 @@
+/**
+ * What a failed PostgreSQL write did, told by the phase it failed in and the error's type: a
+ * connection that cannot be had means the statement was never sent (nothing was written); an
+ * error the server answered (pg's `DatabaseError`, with a SQLSTATE `code` and a `severity`) means
+ * the statement failed and was rolled back; any other failure once it was sent — the connection
+ * terminated, a read timeout — leaves the outcome unknown (`OutcomeUnknownError`).
+ */
+import { OutcomeUnknownError } from '../errors.js'
+import type { PgPoolLike, PgQuery, PgResult } from './pool.js'
+
+/** Whether the server answered with this error (pg's `DatabaseError`: a 5-character SQLSTATE and a severity). */
+function answeredByServer (err: unknown): boolean {
+  const e = err as { code?: unknown, severity?: unknown } | null
+  return typeof e === 'object' && e !== null && typeof e.code === 'string' && e.code.length === 5 && typeof e.severity === 'string'
+}
+
+/** Runs a write statement on a connection of `pool` (see the module doc). */
+export async function pgWrite (pool: PgPoolLike, query: PgQuery): Promise<PgResult> {
+  // Not sent when this fails: the error is the store refusing the write.
+  const client = await pool.connect()
+  let result: PgResult
+  try {
+    result = await client.query(query)
+  } catch (err) {
+    if (answeredByServer(err)) {
+      client.release()
+      throw err
+    }
+    // The connection is in doubt: destroyed rather than handed to the next caller.
+    client.release(true)
+    throw new OutcomeUnknownError('PostgreSQL did not confirm the write', { cause: err })
+  }
+  client.release()
+  return result
+}
