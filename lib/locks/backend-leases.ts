@@ -297,6 +297,20 @@ export class BackendLeases<H> implements LeaseHome<H> {
   }
 
   /**
+   * {@link releaseWith} for several leases of this engine at once: `finish` gets their keys and
+   * tokens, in order, and its one backend call must release them all. Every lease ends here, even
+   * when the call fails.
+   */
+  releaseAllWith<T> (leases: readonly SessionLease[], finish: (handle: H, keys: string[], tokens: string[]) => Promise<T>): Promise<T> {
+    const keys: string[] = []
+    const tokens: string[] = []
+    const step = (i: number): Promise<T> => i === leases.length
+      ? finish(this.handle, keys, tokens)
+      : this.releaseWith(leases[i], (_handle, key, token) => { keys.push(key); tokens.push(token); return step(i + 1) })
+    return step(0)
+  }
+
+  /**
    * Rejects waiters, releases the leases being passed on and the held ones (aborting their
    * signals), and stops renewals. Bounded; never throws. The lock then closes its own handle.
    */

@@ -13,6 +13,8 @@
  *   call. It locks the state row first, then reads the lease: a taker locks the same row before
  *   it takes the lease (`<prefix>take_and_load`), so a save and a take on one key are serialized
  *   by that row lock, and each statement of these functions sees what committed before it.
+ * - `<prefix>save_many(...)`: fenced saves of several records and their leases' releases in one
+ *   call, all or none (a request's session and the state handles its calls changed).
  * - `<prefix>take_and_load(...)`: the lease and the record in one call (status 2: no record,
  *   nothing taken; 0: lease busy; 1: taken, with the record).
  * - `<prefix>lease_take`, `<prefix>lease_extend`, `<prefix>lease_release`: the lock's own calls.
@@ -196,6 +198,57 @@ export function schemaStatements (p: string): string[] {
         DELETE FROM ${p}leases WHERE id = p_lock AND token = p_token;
       END IF;
       RETURN result;
+    END $fn$`,
+    // Several records at once, all or none (see save for each record's check): the rows are locked
+    // in one order first (two writers of the same records cannot deadlock), every record is
+    // checked, and only when every one may be written are they all written. Every lease is
+    // released. Returns each record's result: all 'ok', or the failures and 'skipped'.
+    `CREATE OR REPLACE FUNCTION ${p}save_many(p_items jsonb, p_ttl bigint) RETURNS text[] LANGUAGE plpgsql AS $fn$
+    DECLARE
+      n int := jsonb_array_length(p_items);
+      results text[] := array_fill(''::text, ARRAY[n]);
+      item jsonb;
+      cur_version bigint;
+      holder text;
+      failed boolean := false;
+      v_keys text[];
+      v_values text[];
+    BEGIN
+      PERFORM 1 FROM ${p}state WHERE id IN (SELECT e ->> 'id' FROM jsonb_array_elements(p_items) AS e)
+        ORDER BY id FOR UPDATE;
+      FOR i IN 1..n LOOP
+        item := p_items -> (i - 1);
+        SELECT version INTO cur_version FROM ${p}state WHERE id = item ->> 'id' AND expires_at > clock_timestamp();
+        IF NOT FOUND THEN
+          results[i] := 'gone';
+          failed := true;
+        ELSE
+          SELECT token INTO holder FROM ${p}leases WHERE id = item ->> 'lock' AND expires_at > clock_timestamp();
+          IF holder IS DISTINCT FROM item ->> 'token'
+            AND (holder IS NOT NULL OR item ->> 'version' IS NULL OR cur_version <> (item ->> 'version')::bigint) THEN
+            results[i] := 'fenced';
+            failed := true;
+          ELSE
+            results[i] := 'ok';
+          END IF;
+        END IF;
+      END LOOP;
+      FOR i IN 1..n LOOP
+        item := p_items -> (i - 1);
+        IF failed THEN
+          IF results[i] = 'ok' THEN results[i] := 'skipped'; END IF;
+        ELSE
+          v_keys := ARRAY(SELECT jsonb_array_elements_text(item -> 'keys'));
+          v_values := ARRAY(SELECT jsonb_array_elements_text(item -> 'values'));
+          UPDATE ${p}state s SET data = (s.data || ${positioned('s.data', 's.next_pos', 'v_keys', 'v_values')})
+              - ARRAY(SELECT jsonb_array_elements_text(item -> 'delete')),
+            next_pos = s.next_pos + cardinality(v_keys), version = s.version + 1,
+            expires_at = ${expiresIn('coalesce(s.ttl_ms, p_ttl)')}
+            WHERE s.id = item ->> 'id';
+        END IF;
+        DELETE FROM ${p}leases WHERE id = item ->> 'lock' AND token = item ->> 'token';
+      END LOOP;
+      RETURN results;
     END $fn$`,
     `CREATE OR REPLACE FUNCTION ${p}event_write(
       p_session text, p_stream text, p_kind "char", p_data text, p_max bigint, p_ttl bigint, p_guard_state boolean

@@ -84,29 +84,37 @@ const kept = (p: Part): boolean => p.outcome.kind === 'kept' || p.outcome.kind =
 
 /** How a part is named in an answer's `data`: `session`, or `handle:<kind>`. */
 function nameOf (p: Part): string {
-  return p.subject === 'session' ? 'session' : `handle:${p.key.split('~')[1]}`
+  return p.subject === 'session' ? 'session' : `handle:${kindOf(p)}`
 }
 
 /**
  * The answer of one request (`member`: its JSON-RPC message; `undefined`: every request) of a
- * unit that ended with `outcome`: `null` when its results stand.
+ * unit that ended with `outcome`: `null` when its results stand. A request is answered by the
+ * session (every request's) and the handles its own calls used; what it is told is why the unit
+ * did not keep them — the part that failed, not one skipped because of it.
  */
 export function unitAnswer (outcome: UnitOutcome, member?: object): UnkeptAnswer | UnkeptToolResult | null {
   const parts = outcome.parts
-  let failed: Part | undefined
-  for (const p of parts) {
-    if (kept(p) || (p.subject !== 'session' && member !== undefined && !p.members.includes(member))) continue
-    failed = p
-    break
-  }
+  const mine = (p: Part): boolean => p.subject === 'session' || member === undefined || p.members.includes(member)
+  const failed = parts.find(p => !kept(p) && mine(p))
   if (failed === undefined) return null
-  if (failed.subject === 'handle' && failed.outcome.kind === 'gone') return { toolError: `Unknown or expired ${failed.key.split('~')[1]} handle.` }
-  // A part skipped because another was not kept is answered with why that one was not.
-  const cause = failed.outcome.kind === 'not-kept' && failed.outcome.why === 'skipped' ? parts.find(p => !kept(p) && !(p.outcome.kind === 'not-kept' && p.outcome.why === 'skipped')) ?? failed : failed
+  const cause = parts.find(p => !kept(p) && !skipped(p)) ?? failed
+  if (cause.subject === 'handle' && cause.outcome.kind === 'gone') {
+    if (mine(cause)) {
+      // Written one by one, the parts before it may have been kept: the result says so.
+      const keptNames = parts.filter(p => p.outcome.kind === 'kept').map(nameOf)
+      const also = keptNames.length === 0 ? '' : ` The request's other changes were saved (${keptNames.join(', ')}).`
+      return { toolError: `Unknown or expired ${kindOf(cause)} handle.${also}` }
+    }
+    return withParts(answer(503, ErrorCode.ServerError, `The changes of this request were not saved: the ${kindOf(cause)} handle another call of it used ended meanwhile.`), parts, outcome.keptBefore)
+  }
   const base = answerFor(cause.outcome, cause.subject) ?? ANSWERS.skipped[failed.subject]
   if (parts.length < 2 && !outcome.keptBefore) return base
   return withParts(base, parts, outcome.keptBefore)
 }
+
+const skipped = (p: Part): boolean => p.outcome.kind === 'not-kept' && p.outcome.why === 'skipped'
+const kindOf = (p: Part): string => p.key.split('~')[1]
 
 /** `base`, saying which parts of the request were kept and which were not. */
 function withParts (base: UnkeptAnswer, parts: readonly Part[], keptBefore: boolean): UnkeptAnswer {

@@ -53,21 +53,21 @@ export class ScriptRunner {
    * command's promise and one `then` for the NOSCRIPT fallback, where an async function kept its
    * frame alive across every round trip.
    */
-  run (args: Array<string | number>): Promise<unknown> {
+  run (args: Array<string | number>, numberOfKeys = this.script.numberOfKeys): Promise<unknown> {
     const client = this.client
     const stream = client.stream
-    if (stream === undefined || stream !== this.#loadedOn) return this.#eval(args)
+    if (stream === undefined || stream !== this.#loadedOn) return this.#eval(args, numberOfKeys)
     const script = this.script
     let sent: Promise<unknown>
     try {
-      sent = this.#send === null ? client.evalsha(script.sha, script.numberOfKeys, ...args) : this.#send(script.sha, script.numberOfKeys, args)
+      sent = this.#send === null ? client.evalsha(script.sha, numberOfKeys, ...args) : this.#send(script.sha, numberOfKeys, args)
     } catch (err) {
       return Promise.reject(err)
     }
     return sent.then(undefined, (err: unknown) => {
       if (!isNoScript(err)) throw err
       if (this.#loadedOn === stream) this.#loadedOn = undefined
-      return this.#eval(args)
+      return this.#eval(args, numberOfKeys)
     })
   }
 
@@ -76,15 +76,15 @@ export class ScriptRunner {
    * on the same connection: behind the EVALSHA, or behind the EVAL of a NOSCRIPT fallback (so
    * what follows always comes after the write). Resolves the script's reply and `follow`'s.
    */
-  runFollowed<F> (args: Array<string | number>, follow: () => Promise<F>): Promise<[unknown, F]> {
+  runFollowed<F> (args: Array<string | number>, follow: () => Promise<F>, numberOfKeys = this.script.numberOfKeys): Promise<[unknown, F]> {
     const client = this.client
     const stream = client.stream
-    if (stream === undefined || stream !== this.#loadedOn) return this.#evalFollowed(args, follow)
+    if (stream === undefined || stream !== this.#loadedOn) return this.#evalFollowed(args, follow, numberOfKeys)
     const script = this.script
     let sent: Promise<unknown>
     let followed: Promise<F>
     try {
-      sent = this.#send === null ? client.evalsha(script.sha, script.numberOfKeys, ...args) : this.#send(script.sha, script.numberOfKeys, args)
+      sent = this.#send === null ? client.evalsha(script.sha, numberOfKeys, ...args) : this.#send(script.sha, numberOfKeys, args)
       followed = follow()
     } catch (err) {
       return Promise.reject(err)
@@ -94,12 +94,12 @@ export class ScriptRunner {
     return sent.then(async reply => [reply, await followed] as [unknown, F], (err: unknown) => {
       if (!isNoScript(err)) throw err
       if (this.#loadedOn === stream) this.#loadedOn = undefined
-      return this.#evalFollowed(args, follow)
+      return this.#evalFollowed(args, follow, numberOfKeys)
     })
   }
 
-  async #evalFollowed<F> (args: Array<string | number>, follow: () => Promise<F>): Promise<[unknown, F]> {
-    const evaluated = this.#eval(args)
+  async #evalFollowed<F> (args: Array<string | number>, follow: () => Promise<F>, numberOfKeys: number): Promise<[unknown, F]> {
+    const evaluated = this.#eval(args, numberOfKeys)
     const followed = follow()
     // Handled now (see runFollowed); a failed script makes the follower's outcome moot.
     followed.catch(() => {})
@@ -107,10 +107,10 @@ export class ScriptRunner {
     return [reply, await followed]
   }
 
-  async #eval (args: Array<string | number>): Promise<unknown> {
+  async #eval (args: Array<string | number>, numberOfKeys: number): Promise<unknown> {
     const client = this.client
     const stream = client.stream
-    const reply = await client.eval(this.script.lua, this.script.numberOfKeys, ...args)
+    const reply = await client.eval(this.script.lua, numberOfKeys, ...args)
     // Loaded on the socket the command went out on, if the client still uses it.
     if (stream !== undefined && client.stream === stream) this.#loadedOn = stream
     return reply

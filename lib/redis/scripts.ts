@@ -68,6 +68,8 @@ export interface McpScripts {
   mcpAcquireAndLoad (lock: string, session: string, token: string, lockTtl: number, sessionTtl: number):
   Promise<'2' | '0' | `1 ${SessionReply}`>
   mcpSaveAndRelease (session: string, lock: string, ...args: Array<string | number>): Promise<'ok' | 'gone' | 'fenced'>
+  /** `numberOfKeys`, then the keys and arguments of SAVE_AND_RELEASE_MANY. */
+  mcpSaveAndReleaseMany (numberOfKeys: number, ...keysAndArgs: Array<string | number>): Promise<string>
 }
 
 /**
@@ -80,6 +82,44 @@ export type SessionReply = `${number} ${number} ${string}`
 export type RedisClient = RedisClientLike & McpScripts
 
 /**
+ * Lua helpers of every save: `check` is the fenced check of one record, `write` its write.
+ *   check(key, holder, token, version): the record's meta (HMGET of the version and the record's
+ *     own ttl) and 'ok', 'gone' or 'fenced'. `holder` is the lease's current token (or false),
+ *     `token` the fence ('' = unfenced save), `version` the version read ('' = none). One HMGET
+ *     reads the version and the ttl (a record always has a version; EXISTS only for a hash that
+ *     lost it).
+ *   write(key, meta, first, last, upto, ttl): ARGV[first .. last] are field, JSON pairs to set,
+ *     ARGV[last + 1 .. upto] fields to delete; the fields and the new version go in HSETs, the
+ *     deletions in HDELs (in slices: Lua's unpack has a stack limit), then the TTL is refreshed
+ *     (the record's own, else `ttl`).
+ */
+const SAVE_HELPERS = `
+local function check (key, holder, token, version)
+  local meta = redis.call('HMGET', key, '\\0v', '\\0t')
+  if not meta[1] and redis.call('EXISTS', key) == 0 then return meta, 'gone' end
+  -- the lease is not ours: write only if nobody holds it and nobody wrote since our read
+  if token ~= '' and holder ~= token and (holder or version == '' or meta[1] ~= version) then return meta, 'fenced' end
+  return meta, 'ok'
+end
+local function write (key, meta, first, last, upto, ttl)
+  local version = tostring((tonumber(meta[1]) or 0) + 1)
+  repeat
+    local to = math.min(first + 399, last)
+    if first > to then
+      redis.call('HSET', key, '\\0v', version)
+    else
+      redis.call('HSET', key, '\\0v', version, unpack(ARGV, first, to))
+    end
+    first = to + 1
+  until first > last
+  for i = last + 1, upto, 400 do
+    redis.call('HDEL', key, unpack(ARGV, i, math.min(i + 399, upto)))
+  end
+  redis.call('PEXPIRE', key, meta[2] or ttl)
+end
+`
+
+/**
  * Writes a save: a fenced check, then the changed fields. Shared by `mcpSessionSave` and
  * `mcpSaveAndRelease`; it expects `holder` (the lease's current token, or false) in scope and
  * sets `result`.
@@ -87,36 +127,10 @@ export type RedisClient = RedisClientLike & McpScripts
  *   ARGV[1] session ttl (ms)        ARGV[2] fence token ('' = unfenced save)
  *   ARGV[3] version read ('' = none) ARGV[4] n = number of fields to set
  *   ARGV[5 .. 4+2n] field, JSON pairs to set; ARGV[5+2n ..] fields to delete
- * One HMGET reads the version and the record's own ttl (a session always has a version; EXISTS
- * only for a hash that lost it); the fields and the new version go in one HSET, the deletions in
- * one HDEL (in slices: Lua's unpack has a stack limit).
  */
-const FENCED_WRITE = `
-local result = 'ok'
-local meta = redis.call('HMGET', KEYS[1], '\\0v', '\\0t')
-if not meta[1] and redis.call('EXISTS', KEYS[1]) == 0 then
-  result = 'gone'
-elseif ARGV[2] ~= '' and holder ~= ARGV[2] and (holder or ARGV[3] == '' or meta[1] ~= ARGV[3]) then
-  -- the lease is not ours: write only if nobody holds it and nobody wrote since our read
-  result = 'fenced'
-else
-  local last = 4 + 2 * tonumber(ARGV[4])
-  local version = tostring((tonumber(meta[1]) or 0) + 1)
-  local first = 5
-  repeat
-    local upto = math.min(first + 399, last)
-    if first > upto then
-      redis.call('HSET', KEYS[1], '\\0v', version)
-    else
-      redis.call('HSET', KEYS[1], '\\0v', version, unpack(ARGV, first, upto))
-    end
-    first = upto + 1
-  until first > last
-  for i = last + 1, #ARGV, 400 do
-    redis.call('HDEL', KEYS[1], unpack(ARGV, i, math.min(i + 399, #ARGV)))
-  end
-  redis.call('PEXPIRE', KEYS[1], meta[2] or ARGV[1])
-end
+const FENCED_WRITE = `${SAVE_HELPERS}
+local meta, result = check(KEYS[1], holder, ARGV[2], ARGV[3])
+if result == 'ok' then write(KEYS[1], meta, 5, 4 + 2 * tonumber(ARGV[4]), #ARGV, ARGV[1]) end
 `
 
 /**
@@ -249,6 +263,41 @@ if holder == ARGV[2] then redis.call('DEL', KEYS[2]) end
 return result
 `
 
+/**
+ * Fenced saves of several records and the release of their leases, all in one round trip, all
+ * or nothing: every record is checked first (see `check`), and only when every one may be written
+ * are they all written; the leases are released in every case where they still hold our tokens.
+ * Returns the records' results separated by spaces, in order: all 'ok', or — when one cannot be
+ * written — its 'gone' or 'fenced', and 'skipped' for the others (nothing written). Only on one
+ * node (a Cluster keeps the records in other slots).
+ *   KEYS[2i - 1] record i's hash     KEYS[2i] its lock key
+ *   ARGV[1] session ttl (ms); ARGV[2] n records; then per record: token, version read ('' =
+ *   none), s = number of fields to set, d = number of fields to delete, 2s field, JSON pairs,
+ *   d fields
+ */
+export const SAVE_AND_RELEASE_MANY = `${SAVE_HELPERS}
+local n, at, items, results, failed = tonumber(ARGV[2]), 3, {}, {}, false
+for i = 1, n do
+  local s, d = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+  local it = { token = ARGV[at], first = at + 4, last = at + 3 + 2 * s, upto = at + 3 + 2 * s + d }
+  it.holder = redis.call('GET', KEYS[2 * i])
+  it.meta, results[i] = check(KEYS[2 * i - 1], it.holder, it.token, ARGV[at + 1])
+  if results[i] ~= 'ok' then failed = true end
+  items[i] = it
+  at = it.upto + 1
+end
+for i = 1, n do
+  local it = items[i]
+  if failed then
+    if results[i] == 'ok' then results[i] = 'skipped' end
+  else
+    write(KEYS[2 * i - 1], it.meta, it.first, it.last, it.upto, ARGV[1])
+  end
+  if it.holder == it.token then redis.call('DEL', KEYS[2 * i]) end
+end
+return table.concat(results, ' ')
+`
+
 /** Name → definition of every script; the names are prefixed to stay clear of the app's own. */
 const SCRIPTS = {
   mcpSessionCreate: { numberOfKeys: 1, lua: SESSION_CREATE },
@@ -257,7 +306,9 @@ const SCRIPTS = {
   mcpLockRelease: { numberOfKeys: 1, lua: LOCK_RELEASE },
   mcpLockExtend: { numberOfKeys: 1, lua: LOCK_EXTEND },
   mcpAcquireAndLoad: { numberOfKeys: 2, lua: ACQUIRE_AND_LOAD },
-  mcpSaveAndRelease: { numberOfKeys: 2, lua: SAVE_AND_RELEASE }
+  mcpSaveAndRelease: { numberOfKeys: 2, lua: SAVE_AND_RELEASE },
+  // Its number of keys is the call's first argument (two per record).
+  mcpSaveAndReleaseMany: { numberOfKeys: 0, lua: SAVE_AND_RELEASE_MANY }
 } as const
 
 /**
@@ -269,7 +320,8 @@ const WRITES: Partial<Record<keyof typeof SCRIPTS, (reply: unknown) => boolean>>
   mcpSessionSave: reply => reply === 'ok',
   mcpLockExtend: reply => reply === 1,
   mcpAcquireAndLoad: reply => typeof reply === 'string' && reply.startsWith('1'),
-  mcpSaveAndRelease: reply => reply === 'ok'
+  mcpSaveAndRelease: reply => reply === 'ok',
+  mcpSaveAndReleaseMany: reply => typeof reply === 'string' && reply.startsWith('ok')
 }
 
 /**
@@ -290,10 +342,14 @@ export function defineScripts (client: RedisClientLike): RedisClient {
     for (const [name, definition] of Object.entries(SCRIPTS)) {
       const runner = new ScriptRunner(plain as EvalClient, lua(definition), send)
       const wrote = ack === undefined ? undefined : WRITES[name as keyof typeof SCRIPTS]
+      // A script of as many keys as the call says takes their number first.
+      const keys = definition.numberOfKeys === 0
       // Not async: the runner's promise as it is, no second promise per call.
       methods[name] = wrote === undefined
-        ? (...args: Array<string | number>): unknown => runner.run(args)
-        : (...args: Array<string | number>): unknown => runner.runFollowed(args, () => sendWait(client, ack as ReplicaAck))
+        ? (...args: Array<string | number>): unknown => keys ? runner.run(args.slice(1), args[0] as number) : runner.run(args)
+        : (...args: Array<string | number>): unknown => (keys
+            ? runner.runFollowed(args.slice(1), () => sendWait(client, ack as ReplicaAck), args[0] as number)
+            : runner.runFollowed(args, () => sendWait(client, ack as ReplicaAck)))
             .then(([reply, acknowledged]) => confirmed(reply, acknowledged, ack as ReplicaAck, wrote))
     }
     return scripted

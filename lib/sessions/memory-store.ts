@@ -69,6 +69,8 @@ interface StoredSession extends Linked<StoredSession>, Owned {
 
 /** The memory store's `#loadNow` (set by the class's static block; see {@link memoryLoadNow}). */
 let readNow: (store: MemorySessionStore, id: string) => SessionRecord | null
+/** The memory store's `#saveAllNow` (see {@link memorySaveAllNow}). */
+let saveAllNow: (store: MemorySessionStore, writes: ReadonlyArray<{ id: string, changes: SessionChanges }>) => Array<SaveResult | 'skipped'>
 
 /** Sessions in this process's memory. */
 export class MemorySessionStore implements SessionStore {
@@ -145,6 +147,7 @@ export class MemorySessionStore implements SessionStore {
 
   static {
     readNow = (store, id) => store.#loadNow(id)
+    saveAllNow = (store, writes) => store.#saveAllNow(writes)
   }
 
   /** {@link load} without a promise (see {@link memoryLoadNow}). */
@@ -158,18 +161,31 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async save (id: string, changes: SessionChanges): Promise<SaveResult> {
-    const encoded: Array<[string, string]> = []
-    for (const key of Object.keys(changes.set)) encoded.push([key, encodeSessionValue(key, changes.set[key])])
+    const encoded = encodeChanges(changes)
     const now = performance.now()
     const session = this.#live(id, now)
     if (session === undefined) return 'gone'
+    this.#apply(session, encoded, changes.delete, now)
+    return 'ok'
+  }
+
+  #apply (session: StoredSession, encoded: Array<[string, string]>, deleted: string[], now: number): void {
     for (const [key, json] of encoded) session.fields[key] = json
-    for (const key of changes.delete) delete session.fields[key]
+    for (const key of deleted) delete session.fields[key]
     session.snapshot = null
     session.parsed = null
     session.version++
     this.#touch(session, now)
-    return 'ok'
+  }
+
+  /** Several saves at once, all or none: every record must be live (see {@link memorySaveAllNow}). */
+  #saveAllNow (writes: ReadonlyArray<{ id: string, changes: SessionChanges }>): Array<SaveResult | 'skipped'> {
+    const now = performance.now()
+    const encoded = writes.map(w => encodeChanges(w.changes))
+    const sessions = writes.map(w => this.#live(w.id, now))
+    if (sessions.some(x => x === undefined)) return sessions.map(x => x === undefined ? 'gone' : 'skipped')
+    sessions.forEach((session, i) => { this.#apply(session as StoredSession, encoded[i], writes[i].changes.delete, now) })
+    return writes.map(() => 'ok' as const)
   }
 
   async destroy (id: string): Promise<boolean> {
@@ -292,6 +308,24 @@ function dataOf (session: StoredSession): Record<string, JsonValue> {
     // Nested deeper than the stack allows here (JSON.parse does not recurse): parse the text.
     return JSON.parse(snapshotOf(session.fields)) as Record<string, JsonValue>
   }
+}
+
+/** The changes' values as JSON texts. @throws {TypeError} for a value JSON cannot carry. */
+function encodeChanges (changes: SessionChanges): Array<[string, string]> {
+  const encoded: Array<[string, string]> = []
+  for (const key of Object.keys(changes.set)) encoded.push([key, encodeSessionValue(key, changes.set[key])])
+  return encoded
+}
+
+/**
+ * Several saves of the memory store in one synchronous step, all or none: each `ok`, or — a record
+ * gone — `gone` for it and `skipped` for the rest, nothing written. For the memory pairing
+ * (`state/pairings/memory-pairing.ts`) only.
+ * @throws {TypeError} for a value JSON cannot carry (nothing written).
+ * @internal
+ */
+export function memorySaveAllNow (store: MemorySessionStore, writes: ReadonlyArray<{ id: string, changes: SessionChanges }>): Array<SaveResult | 'skipped'> {
+  return saveAllNow(store, writes)
 }
 
 /**

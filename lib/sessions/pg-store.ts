@@ -50,6 +50,9 @@ export interface TakenRow { status: number, data: unknown, version: unknown }
 /** A save's set, encoded: the keys and their JSON texts. */
 export type PgFields = [keys: string[], texts: string[]]
 
+/** One record of {@link PgSessionStore.saveManyReleasing}: its save, fenced by the lease `lock` held with `token`. */
+export interface PgManyItem { id: string, lock: string, token: string, version: number | null, keys: string[], values: string[], delete: string[] }
+
 /** Sessions in PostgreSQL rows. */
 export class PgSessionStore implements SessionStore {
   readonly ttl: number
@@ -57,7 +60,7 @@ export class PgSessionStore implements SessionStore {
   readonly prefix: string
   readonly #pool: PgPoolLike
   readonly #ownsPool: boolean
-  readonly #sql: Record<'create' | 'load' | 'save' | 'destroy' | 'exists' | 'gc' | 'takeAndLoad', Statement>
+  readonly #sql: Record<'create' | 'load' | 'save' | 'saveMany' | 'destroy' | 'exists' | 'gc' | 'takeAndLoad', Statement>
   #schemaReady = false
   #closed = false
 
@@ -89,6 +92,7 @@ export class PgSessionStore implements SessionStore {
           WHERE id = $1 AND ${live} RETURNING data, version`
       },
       save: { name: `${p}state_save`, text: `SELECT ${p}save($1, $2, $3, $4, $5, $6::text[], $7::text[], $8::text[], $9) AS result` },
+      saveMany: { name: `${p}state_save_many`, text: `SELECT ${p}save_many($1::jsonb, $2) AS result` },
       destroy: { name: `${p}state_destroy`, text: `DELETE FROM ${p}state WHERE id = $1 RETURNING ${live} AS live` },
       exists: { name: `${p}state_exists`, text: `SELECT 1 FROM ${p}state WHERE id = $1 AND ${live}` },
       gc: {
@@ -120,11 +124,11 @@ export class PgSessionStore implements SessionStore {
   }
 
   /** A save: its failure tells a refused write from one whose outcome is unknown (`postgres/write-outcome.ts`). */
-  async #write (statement: Statement, values: unknown[]): Promise<SaveResult> {
+  async #write<T = SaveResult> (statement: Statement, values: unknown[]): Promise<T> {
     if (!this.#schemaReady) await this.#ensureSchema()
     roundTrip()
     const { rows } = await pgWrite(this.#pool, { ...statement, values })
-    return rows[0]?.result as SaveResult
+    return rows[0]?.result as T
   }
 
   async #ensureSchema (): Promise<void> {
@@ -201,6 +205,15 @@ export class PgSessionStore implements SessionStore {
    */
   async saveReleasing (id: string, key: string, token: string, set: PgFields, deleted: string[], version: number | undefined): Promise<SaveResult> {
     return await this.#write(this.#sql.save, [id, key, token, version ?? null, this.ttl, set[0], set[1], deleted, true])
+  }
+
+  /**
+   * Several records' fenced saves and their leases' releases in one call, all or none: each
+   * record's result in order (all `ok`, or the failures and `skipped`).
+   * @internal For the store + lock fast path (`state/pairings/pg-pairing.ts`).
+   */
+  async saveManyReleasing (items: readonly PgManyItem[]): Promise<Array<SaveResult | 'skipped'>> {
+    return await this.#write<Array<SaveResult | 'skipped'>>(this.#sql.saveMany, [JSON.stringify(items), this.ttl])
   }
 
   /** Ends the pool if the store made it. Bounded; twice is fine. */

@@ -15,7 +15,7 @@ import type { SessionRecord, SessionStore } from '../sessions/session-store.js'
 import { AbandonedLeases, type Watched } from './abandoned-leases.js'
 import type { CloseResult } from './outcome.js'
 import { UNCHANGED, withRelease } from './pairings/any-pairing.js'
-import type { Pairing, Taken } from './pairings/pairing.js'
+import type { Pairing, Taken, WriteItem } from './pairings/pairing.js'
 
 export type { SessionLock, CloseResult }
 
@@ -199,19 +199,39 @@ export class StateScope implements Watched {
 
   /** The rest of {@link close}: a lease let go asynchronously, or changes to write. */
   async #write (): Promise<CloseResult> {
+    if (!this.handle.dirty) {
+      this.#closed = true
+      const lease = this.#letGo()
+      return lease === null ? UNCHANGED : await this.#backend.pairing.letGo(this.id, lease)
+    }
+    const item = this.beginWrite()
+    if ('lost' in item) return withRelease(LOST, await this.#backend.pairing.release(item.lost))
+    // The pairing ends the lease, even when the write fails.
+    return this.endWrite(await this.#backend.pairing.write(item.id, item.changes, item.guard, item.lease))
+  }
+
+  /**
+   * The first half of a close that writes (changes were made): the scope is closed and its lease
+   * taken out; returns what to write under it, or — a lease known to be lost: nothing is written,
+   * the close is `lost` — the lease, for the caller to release. {@link endWrite} takes the write's
+   * result. Lets a unit of work write several scopes in one backend call (`Pairing.writeTogether`).
+   * @internal
+   */
+  beginWrite (): WriteItem | { lost: SessionLease | null } {
     this.#closed = true
     const lease = this.#letGo()
     const pairing = this.#backend.pairing
-    if (!this.handle.dirty) return lease === null ? UNCHANGED : await pairing.letGo(this.id, lease)
     // A lease known to be lost may be someone else's by now: the save is not tried (a fenced
     // save would check, but the answer must not depend on what it finds).
     if (this.#lost || (lease !== null && pairing.expired(lease))) {
       this.#ended = LOST
-      return withRelease(LOST, await pairing.release(lease))
+      return { lost: lease }
     }
-    const guard = { version: this.handle.version, fence: lease?.fence }
-    // The pairing ends the lease, even when the write fails.
-    const result = await pairing.write(this.id, this.handle.changes(), guard, lease)
+    return { id: this.id, changes: this.handle.changes(), guard: { version: this.handle.version, fence: lease?.fence }, lease }
+  }
+
+  /** The second half (see {@link beginWrite}): what the write did. @internal */
+  endWrite (result: CloseResult): CloseResult {
     if (result.status === 'ok') this.handle.markSaved()
     else this.#ended = result
     return result

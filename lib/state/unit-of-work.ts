@@ -10,7 +10,9 @@
  * read off the {@link UnitOutcome} (`protocol/unkept-answers.ts`).
  */
 import { performance } from 'node:perf_hooks'
-import type { AbortSource } from '../locks/session-lock.js'
+import type { AbortSource, SessionLease } from '../locks/session-lock.js'
+import { withRelease } from './pairings/any-pairing.js'
+import type { WriteItem } from './pairings/pairing.js'
 import { SessionEndedError, LeaseLostError, outcomeOf, type CloseResult, type Outcome, type Refusal } from './outcome.js'
 import { sealSnapshot } from './snapshot.js'
 import type { ScopeOptions, StateBackend, StateScope } from './state-scope.js'
@@ -109,6 +111,7 @@ export interface UnitHome {
 }
 
 const NOTHING: UnitOutcome = Object.freeze({ parts: [], keptBefore: false })
+const SKIPPED: CloseResult = Object.freeze({ status: 'skipped' })
 
 /** See the module doc. */
 export class UnitOfWork {
@@ -333,12 +336,41 @@ export class UnitOfWork {
    * lock order, the rest not written once one is not kept.
    */
   async #commit (open: Entry[]): Promise<void> {
+    const writeTogether = this.#home.backend.pairing.writeTogether
+    let dirty = 0
+    for (const e of open) if (e.scope.handle.dirty) dirty++
+    if (dirty > 1 && writeTogether !== undefined) {
+      await this.#commitTogether(open)
+      return
+    }
     let failed = false
     for (const e of open) {
       if (failed && e.scope.handle.dirty) { e.closed = await e.scope.skip(); continue }
       e.closed = await e.scope.close()
       if (!keptStatus(e.closed.status)) failed = true
     }
+  }
+
+  /** Writes the changed records in one call of the pairing (all or none), then lets go of the others. */
+  async #commitTogether (open: Entry[]): Promise<void> {
+    const pairing = this.#home.backend.pairing
+    const writing: Entry[] = []
+    const items: WriteItem[] = []
+    const lost: Array<SessionLease | null> = []
+    for (const e of open) {
+      if (!e.scope.handle.dirty) continue
+      const item = e.scope.beginWrite()
+      if ('lost' in item) { e.closed = { status: 'lost' }; lost.push(item.lost); continue }
+      writing.push(e)
+      items.push(item)
+    }
+    // A lease known lost before the write: nothing is written, the others' leases end unused.
+    const results = lost.length === 0
+      ? await (pairing.writeTogether as NonNullable<typeof pairing.writeTogether>).call(pairing, items)
+      : await Promise.all(items.map(async i => withRelease(SKIPPED, await pairing.release(i.lease))))
+    for (const l of lost) void pairing.release(l)
+    writing.forEach((e, i) => { e.closed = e.scope.endWrite(results[i]) })
+    for (const e of open) if (e.closed === null) e.closed = await e.scope.close()
   }
 
   #report (e: Entry): void {

@@ -13,7 +13,7 @@ import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
 import { Type } from '@sinclair/typebox'
 import {
-  LOCK_CLIENT_OPTIONS, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
+  LOCK_CLIENT_OPTIONS, MemorySessionLock, MemorySessionStore, OutcomeUnknownError, RedisSessionLock, RedisSessionStore,
   type McpContext, type SaveResult, type SessionChanges, type SessionLock, type SessionStore
 } from '../../lib/index.js'
 import { startRedisServer } from '../helpers/redis-server.js'
@@ -93,7 +93,7 @@ async function startAsk (t: Test, url: string, session: Awaited<ReturnType<typeo
   return reader
 }
 
-t.test('the lock cannot be taken back after the wait, the handler catches and returns: an error, and nothing after the wait stored', async t => {
+t.test('the lock cannot be taken back after the wait, the handler catches and returns: an error that says the part before the question was kept, and nothing after the wait stored', async t => {
   const lock = new MemorySessionLock({ timeout: 300 })
   const s = await app(t, new MemorySessionStore(), lock)
   const session = await initialize(s.url, { capabilities: { elicitation: {} } })
@@ -105,7 +105,9 @@ t.test('the lock cannot be taken back after the wait, the handler catches and re
   await post(s.url, { jsonrpc: '2.0', id: ask.id, result: { action: 'accept', content: { name: 'Zed' } } }, session)
   const final = await reader.waitForMessage(m => m.id === ask.id ? false : (m.result !== undefined || m.error !== undefined), 5000)
   t.equal(final.result, undefined, 'no result: never told it was done')
-  t.equal(final.error?.message, LOST)
+  t.equal(final.error?.message, `${LOST} The changes made before the request asked the client were saved; those made after were not.`,
+    'the answer says the part before the question was kept')
+  t.equal((final.error?.data as { keptBeforeQuestion?: boolean } | undefined)?.keptBeforeQuestion, true)
   await holder
   t.equal(await get(s.url, session, 'after'), null, 'nothing the handler did after the wait was stored')
   t.equal(await get(s.url, session, 'before'), 1, 'what it did before the wait was saved at the wait')
@@ -193,7 +195,7 @@ t.test('a save whose outcome is unknown (it timed out) is said to be unknown, ne
     timeOutNext = false
     override async save (id: string, changes: SessionChanges): Promise<SaveResult> {
       const result = await super.save(id, changes)
-      if (this.timeOutNext) { this.timeOutNext = false; throw new Error('Command timed out') }
+      if (this.timeOutNext) { this.timeOutNext = false; throw new OutcomeUnknownError('the store did not answer', { cause: new Error('Command timed out') }) }
       return result
     }
   }

@@ -128,3 +128,19 @@ export async function startPrivateCluster (t: Teardown): Promise<PrivateCluster>
   })
   return { url: `postgres://postgres@127.0.0.1:${port}/postgres`, stop, start }
 }
+
+/**
+ * Calls `seen` with the name (or text) of every statement sent through `pool`, by `pool.query`
+ * or on a client `pool.connect` hands out (the stores send their writes on a client of their own,
+ * to tell a statement never sent from one whose answer was lost): each of the pool's connections
+ * is watched from when it connects. Returns the pool (fresh: connections made before are not watched).
+ */
+export function watchQueries<P extends pg.Pool> (pool: P, seen: (statement: string) => void): P {
+  const name = (q: unknown): string => typeof q === 'string' ? q : (q as { name?: string, text?: string }).name ?? (q as { text?: string }).text ?? '?'
+  pool.on('connect', (client) => {
+    const watched = client as unknown as { query: (...args: unknown[]) => unknown }
+    const own = watched.query.bind(client)
+    watched.query = (...args: unknown[]) => { seen(name(args[0])); return own(...args) }
+  })
+  return pool
+}

@@ -9,7 +9,7 @@ import { registerDemoTools } from '../../examples/demo-tools.js'
 import mcp, { type McpPluginOptions } from '../../lib/index.js'
 import { PgSessionLock } from '../../lib/locks/pg-lock.js'
 import { PgSessionStore } from '../../lib/sessions/pg-store.js'
-import { createTestDatabase } from '../helpers/postgres.js'
+import { watchQueries, createTestDatabase } from '../helpers/postgres.js'
 import { build, call, initialize, request } from './helper.js'
 
 const db = await createTestDatabase(t)
@@ -118,14 +118,8 @@ t.test('a pool exhausted: the request waits the pool\'s bounded time, then 503 w
 })
 
 t.test('through the plugin a locked request is 2 round trips: take+load, then save+release or release', async t => {
-  const pool = db.pool({ max: 5 })
   const sent: string[] = []
-  const query = pool.query.bind(pool) as (...args: unknown[]) => unknown
-  ;(pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-    const q = args[0] as string | { name?: string }
-    sent.push(typeof q === 'string' ? q : q.name ?? '?')
-    return query(...args)
-  }
+  const pool = watchQueries(db.pool({ max: 5 }), s => { sent.push(s) })
   const store = new PgSessionStore({ pool, prefix: 'rt_' })
   const lock = new PgSessionLock({ pool, prefix: 'rt_' })
   t.teardown(() => lock.close())

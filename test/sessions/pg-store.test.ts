@@ -6,7 +6,7 @@ import { PgSessionStore } from '../../lib/sessions/pg-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { pairingFor } from '../../lib/state/pairings/choose-pairing.js'
 import { pairedCalls, type PairedCalls } from '../state/fixtures/paired-calls.js'
-import { createTestDatabase } from '../helpers/postgres.js'
+import { createTestDatabase, watchQueries } from '../helpers/postgres.js'
 import { runSessionStoreContract } from './store-contract.js'
 
 const db = await createTestDatabase(t)
@@ -24,10 +24,8 @@ function freeze (ms: number): void {
 
 /** A pool whose queries are counted (each is one round trip: pg sends a query's messages in one write). */
 function countingPool (): { pool: pg.Pool, sent: () => number } {
-  const pool = db.pool({ max: 4 })
   let sent = 0
-  const query = pool.query.bind(pool) as (...args: unknown[]) => unknown
-  ;(pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => { sent++; return query(...args) }
+  const pool = watchQueries(db.pool({ max: 4 }), () => { sent++ })
   return { pool, sent: () => sent }
 }
 

@@ -10,18 +10,12 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import mcp, { injectClient, McpError, type InjectClient } from '../../lib/index.js'
 import { registerBasketTools } from '../../examples/demo-tools.js'
 import { tokensAuth } from '../../examples/server.js'
-import { createTestDatabase } from '../helpers/postgres.js'
+import { createTestDatabase, watchQueries } from '../helpers/postgres.js'
 import { until } from '../helpers/time.js'
 
 const db = await createTestDatabase(t)
-const pool = db.pool({ max: 6, connectionTimeoutMillis: 2000 })
 const sent: string[] = []
-const query = pool.query.bind(pool) as (...args: unknown[]) => unknown
-;(pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-  const q = args[0] as string | { name?: string, text?: string }
-  sent.push(typeof q === 'string' ? q : q.name ?? q.text ?? '?')
-  return query(...args)
-}
+const pool = watchQueries(db.pool({ max: 6, connectionTimeoutMillis: 2000 }), s => { sent.push(s) })
 
 async function build (): Promise<FastifyInstance> {
   const app = Fastify({ logger: false })

@@ -21,6 +21,8 @@ export interface PairingContractOptions {
   /** Whether the pairing has a lock (without one, only reads, writes and holds are asked of it). */
   locked: boolean
   passesOn: boolean
+  /** Whether it writes several records at once, all or none (memory, Redis on one node, PostgreSQL). */
+  together: boolean
 }
 
 function leaseOf (taken: Taken | null): SessionLease {
@@ -161,6 +163,33 @@ export function runPairingContract (t: Test, name: string, options: PairingContr
         const last = await pairing.take(id, { timeout: 0 })
         t.ok(last?.lease, 'free once the last holder let go')
         await pairing.letGo(id, leaseOf(last))
+      })
+
+      t.test(`several records: ${options.together ? 'written together, all or none, every lease ended' : 'no write of several at once (the unit writes them one by one)'}`, async t => {
+        const pairing = await create(t)
+        if (!options.together) { t.equal(pairing.writeTogether, undefined); return }
+        const write = pairing.writeTogether?.bind(pairing)
+        if (write === undefined) { t.fail('writeTogether missing'); return }
+        const [a, b] = [generateSessionId(), generateSessionId()]
+        await pairing.store.create(a, { n: 0 })
+        await pairing.store.create(b, { items: [] })
+        const take = async (id: string): Promise<Taken> => await pairing.take(id, { timeout: 2000 }) as Taken
+        const items = (ta: Taken, tb: Taken): Parameters<typeof write>[0] => [
+          { id: a, changes: { set: { n: 1 }, delete: [] }, guard: { version: ta.record.version, fence: ta.lease?.fence }, lease: ta.lease },
+          { id: b, changes: { set: { items: ['x'] }, delete: [] }, guard: { version: tb.record.version, fence: tb.lease?.fence }, lease: tb.lease }
+        ]
+        let [ta, tb] = [await take(a), await take(b)]
+        t.same((await write(items(ta, tb))).map(r => r.status), ['ok', 'ok'], 'both written')
+        t.same([(await pairing.read(a))?.data, (await pairing.read(b))?.data], [{ n: 1 }, { items: ['x'] }])
+        ;[ta, tb] = [await take(a), await take(b)]
+        t.ok(ta.lease !== null && tb.lease !== null, 'both leases ended: taken again at once')
+        await pairing.store.destroy(b)
+        t.same((await write(items(ta, tb))).map(r => r.status), ['skipped', 'gone'], 'one gone: nothing written')
+        t.same((await pairing.read(a))?.data, { n: 1 }, 'the other record as it was')
+        t.equal(await pairing.read(b), null, 'the gone one not re-created')
+        const again = await take(a)
+        t.ok(again.lease, 'every lease ended, the failed write\'s too')
+        await pairing.letGo(a, leaseOf(again))
       })
 
       t.test('release ends a lease and resolves the error of a second one', async t => {

@@ -47,6 +47,7 @@ function chosen<P extends Pairing> (pairing: Pairing, kind: new (...args: never[
 runPairingContract(t, 'memory store + memory lock', {
   locked: true,
   passesOn: false,
+  together: true,
   create: (t) => {
     const store = new MemorySessionStore()
     const lock = new MemorySessionLock()
@@ -58,6 +59,7 @@ runPairingContract(t, 'memory store + memory lock', {
 runPairingContract(t, 'memory store without a lock', {
   locked: false,
   passesOn: false,
+  together: true,
   create: (t) => {
     const store = new MemorySessionStore()
     t.teardown(async () => { await store.close() })
@@ -68,6 +70,7 @@ runPairingContract(t, 'memory store without a lock', {
 runPairingContract(t, 'file store + file lock', {
   locked: true,
   passesOn: false,
+  together: false,
   create: async (t) => {
     const dir = await mkdtemp(join(tmpdir(), 'mcp-pairing-'))
     const store = new FileSessionStore({ dir })
@@ -80,6 +83,7 @@ runPairingContract(t, 'file store + file lock', {
 runPairingContract(t, 'a store of the app\'s own + memory lock', {
   locked: true,
   passesOn: false,
+  together: false,
   create: (t) => {
     const store = new CountingStore()
     const lock = new MemorySessionLock()
@@ -94,6 +98,7 @@ const redis = await startRedisServer(t)
 runPairingContract(t, 'Redis store + Redis lock', {
   locked: true,
   passesOn: true,
+  together: true,
   create: async (t) => {
     const prefix = `pair:${randomBytes(4).toString('hex')}:`
     const client = new Redis(redis.url)
@@ -110,6 +115,7 @@ let n = 0
 runPairingContract(t, 'PostgreSQL store + PostgreSQL lock', {
   locked: true,
   passesOn: true,
+  together: true,
   create: async (t) => {
     const prefix = `p${n++}_`
     const pool = db.pool({ max: 4 })

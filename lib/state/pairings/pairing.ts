@@ -20,6 +20,14 @@ export interface Taken {
   record: SessionRecord
 }
 
+/** One record's write: its changes, fenced by its lease (`null`: written without the lock). */
+export interface WriteItem {
+  id: string
+  changes: SessionChanges
+  guard: SaveGuard
+  lease: SessionLease | null
+}
+
 /** What {@link Pairing.takeNow} is asked for: `lock` says whether to take the lease. */
 export interface TakeOptions extends LocalAcquireOptions {
   lock: boolean
@@ -70,6 +78,14 @@ export interface Pairing {
    * when the write fails. Never rejects: a failed write is `{ status: 'failed', error }`.
    */
   write (id: string, changes: SessionChanges, guard: SaveGuard, lease: SessionLease | null): Promise<CloseResult>
+  /**
+   * Optional, where the backend can: writes several records all together or not at all (one
+   * Redis script on one node, one PostgreSQL call, one synchronous step in memory) and ends every
+   * lease, even when it fails. Resolves each item's result in order: `ok` for all, or, when one
+   * cannot be written (`gone`, `fenced`, `failed`), that one's status and `skipped` for the rest;
+   * never rejects. Without it, a unit of work writes its records one by one in lock order.
+   */
+  writeTogether? (items: readonly WriteItem[]): Promise<CloseResult[]>
   /** Releases a lease; resolves the error when that failed (it then expires in the backend). */
   release (lease: SessionLease | null): Promise<unknown>
   /** Calls `fn` once when `lease` is lost (a Redis or PostgreSQL lease that could not be renewed). */

@@ -13,8 +13,9 @@ import type { LocalAcquireOptions, SessionLease } from '../../locks/session-lock
 import type { PgPoolLike } from '../../postgres/pool.js'
 import { pgFields, type PgFields, type PgSessionStore, type TakenRow } from '../../sessions/pg-store.js'
 import type { SaveGuard, SaveResult, SessionChanges } from '../../sessions/session-store.js'
+import type { CloseResult } from '../outcome.js'
 import { AnyPairing } from './any-pairing.js'
-import type { Taken } from './pairing.js'
+import type { Taken, WriteItem } from './pairing.js'
 
 /** The take-lease+read statement's row as a lease attempt's outcome. */
 function takenOrNot (row: TakenRow): TakenRow | typeof SESSION_MISSING | typeof LEASE_BUSY {
@@ -69,6 +70,32 @@ export class PgPairing extends AnyPairing {
    */
   override passOn (_id: string, lease: SessionLease): boolean {
     return this.#leases.passOn(lease, this.#attempt)
+  }
+
+  /**
+   * Several records' fenced saves and their leases' releases in one call, all or none (see
+   * `save_many` in `postgres/schema.ts`). Every lease ends here, even when the call fails.
+   */
+  writeTogether?: (items: readonly WriteItem[]) => Promise<CloseResult[]> = async (items) => {
+    const leases = items.map(i => i.lease)
+    let sets: PgFields[]
+    try {
+      if (leases.includes(null)) throw new TypeError('a write of several records takes their leases')
+      // Checked before anything is sent.
+      sets = items.map(i => pgFields(i.changes.set))
+    } catch (error) {
+      await Promise.all(leases.map(async lease => await lease?.release().catch(() => {})))
+      return items.map(() => ({ status: 'failed', error }))
+    }
+    try {
+      const results = await this.#leases.releaseAllWith(leases as SessionLease[], async (_pool, keys, tokens) =>
+        await this.#store.saveManyReleasing(items.map((item, i) => ({
+          id: item.id, lock: keys[i], token: tokens[i], version: item.guard.version ?? null, keys: sets[i][0], values: sets[i][1], delete: item.changes.delete
+        }))))
+      return results.map(status => ({ status }))
+    } catch (error) {
+      return items.map(() => ({ status: 'failed', error }))
+    }
   }
 
   /**

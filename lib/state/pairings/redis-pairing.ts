@@ -16,8 +16,9 @@ import { saveArguments, type RedisSessionStore } from '../../sessions/redis-stor
 import type { SaveGuard, SaveResult, SessionChanges } from '../../sessions/session-store.js'
 import { roundTrip } from '../../telemetry/index.js'
 import { redisWrite } from '../../redis/write-outcome.js'
+import type { CloseResult } from '../outcome.js'
 import { AnyPairing } from './any-pairing.js'
-import type { Taken } from './pairing.js'
+import type { Taken, WriteItem } from './pairing.js'
 
 /** The take-lock+read script's reply when it took the lease: '1 ', then a `SessionReply`. */
 type TakenReply = Exclude<Awaited<ReturnType<McpScripts['mcpAcquireAndLoad']>>, '0' | '2'>
@@ -46,6 +47,8 @@ export class RedisPairing extends AnyPairing {
     super(store, lock, true)
     this.#store = store
     this.#leases = redisLeaseEngine(lock)
+    // A Cluster keeps records in other slots: no script writes several of them.
+    if (this.#leases.handle.isCluster) this.writeTogether = undefined
     // Not async: the script's promise and one `then`, no async function's frame kept alive (and
     // copied by the young-generation GC) across the round trip.
     this.#attempt = (client, key, token, id) => {
@@ -80,6 +83,45 @@ export class RedisPairing extends AnyPairing {
    */
   override passOn (_id: string, lease: SessionLease): boolean {
     return this.#leases.passOn(lease, this.#attempt)
+  }
+
+  /**
+   * Several records' fenced saves and their leases' releases in one script, all or none (see
+   * SAVE_AND_RELEASE_MANY). Every lease ends here, even when the call fails.
+   */
+  writeTogether?: (items: readonly WriteItem[]) => Promise<CloseResult[]> = async (items) => {
+    const store = this.#store
+    const leases = items.map(i => i.lease)
+    let perItem: Array<Array<string | number>>
+    try {
+      if (leases.includes(null)) throw new TypeError('a write of several records takes their leases')
+      // Keys and values are checked before anything is sent.
+      perItem = items.map(i => {
+        const args = saveArguments(store.ttl, i.changes, '', i.guard.version)
+        args.splice(0, 1)
+        args.splice(3, 0, i.changes.delete.length)
+        return args
+      })
+    } catch (error) {
+      await Promise.all(leases.map(async lease => await lease?.release().catch(() => {})))
+      return items.map(() => ({ status: 'failed', error }))
+    }
+    try {
+      const reply = await this.#leases.releaseAllWith(leases as SessionLease[], (client, keys, tokens) => {
+        const keyArgs: string[] = []
+        const args: Array<string | number> = [store.ttl, items.length]
+        items.forEach((item, i) => {
+          keyArgs.push(sessionKey(store.prefix, item.id), keys[i])
+          perItem[i][0] = tokens[i]
+          args.push(...perItem[i])
+        })
+        roundTrip()
+        return redisWrite(client, () => client.mcpSaveAndReleaseMany(keyArgs.length, ...keyArgs, ...args))
+      })
+      return reply.split(' ').map(status => ({ status }) as CloseResult)
+    } catch (error) {
+      return items.map(() => ({ status: 'failed', error }))
+    }
   }
 
   /**
