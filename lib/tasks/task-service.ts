@@ -147,17 +147,16 @@ export class TaskService {
   }
 
   /**
-   * `tasks/cancel`: marks the task cancelled (a finished one stays as it is), gives its slot back
-   * at once — a handler that ignores its signal keeps running, but no longer counts — and tells
-   * its runner, which then ends the task (see `TaskRun`). `false`: not found.
+   * `tasks/cancel`: marks the task cancelled (a finished one stays as it is) and tells its runner,
+   * which then ends the task (see `TaskRun`). Its slot stays taken until its handler returns: a
+   * handler that ignores its signal keeps counting against its client (its runner's instance
+   * renews the slot; one that died lets it expire). `false`: not found.
    */
   async cancel (id: unknown, owner: string | null): Promise<boolean> {
     const record = await this.#load(id, owner)
     if (record === null) return false
     if (isTerminal(record.data[K.status]) || record.data[K.cancel] !== undefined) return true
     await this.#d.holds.store.save(taskKey(id as string), { set: { [K.cancel]: { at: new Date().toISOString() } }, delete: [] })
-    const slotKey = record.data[K.slot]
-    if (typeof slotKey === 'string') await this.#d.slots.release(slotKey, id as string).catch(() => {})
     this.#wake(id as string, 'cancel')
     return true
   }
