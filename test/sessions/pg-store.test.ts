@@ -60,6 +60,32 @@ t.test('layout: one row per record, each key as [position, JSON text], the versi
   t.same(Object.keys((await store.load(id))?.data ?? {}), ['level', 'nul', 'added'])
 })
 
+t.test('a read without the lock writes nothing while the record was refreshed less than an interval ago (least(1 s, ttl/10))', async t => {
+  const store = new PgSessionStore({ pool: db.admin, ttl: 2_000, prefix: 'reads_' })
+  const id = generateSessionId()
+  await store.create(id, { items: ['tea'] })
+  await store.save(id, { set: { items: ['tea', 'milk'] }, delete: [] })
+  // A row's xmin is the transaction that wrote its current version: an UPDATE changes it.
+  const row = async (): Promise<{ xmin: string, left: number }> => {
+    const r = (await db.admin.query('SELECT xmin::text AS xmin, extract(epoch from expires_at - clock_timestamp()) * 1000 AS left FROM reads_state WHERE id = $1', [id])).rows[0]
+    return { xmin: r.xmin, left: Number(r.left) }
+  }
+  const written = (await row()).xmin
+  for (let i = 0; i < 50; i++) t.same((await store.load(id))?.data, { items: ['tea', 'milk'] }, `read ${i}`)
+  t.equal((await row()).xmin, written, '50 reads right after a save: the row was not written (no commit, no dead tuple)')
+  // Past the interval (200 ms of a 2 s ttl): the next read pushes the idle TTL, once.
+  await new Promise(resolve => setTimeout(resolve, 400))
+  const before = await row()
+  t.ok(before.left < 1_700, 'the record aged')
+  await store.load(id)
+  const refreshed = await row()
+  t.not(refreshed.xmin, written, 'refreshed by a read')
+  t.ok(refreshed.left > 1_750, 'its idle TTL starts again')
+  for (let i = 0; i < 20; i++) await store.load(id)
+  t.equal((await row()).xmin, refreshed.xmin, 'and not again within the interval')
+  t.equal(await store.load(generateSessionId()), null, 'a missing record reads as null')
+})
+
 t.test('a value that is not JSON text is caught as SessionDataError; a 1 MiB value and 1,000 keys round-trip', async t => {
   const { store, lock } = await setup(t)
   const id = generateSessionId()
