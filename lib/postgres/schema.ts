@@ -270,7 +270,9 @@ export function schemaStatements (p: string): string[] {
       -- creation with a shorter unusedTtl is always refreshed: its ttl applies from then on.)
       IF v_expires >= ${expiresIn('v_ttl - least(1000, v_ttl / 10)')} THEN RETURN; END IF;
       PERFORM set_config('synchronous_commit', 'off', true);
-      UPDATE ${p}state SET expires_at = ${expiresIn('v_ttl')} WHERE id = p_id AND expires_at > clock_timestamp();
+      -- Readers racing here write once: one that waited for the row finds it refreshed.
+      UPDATE ${p}state SET expires_at = ${expiresIn('v_ttl')}
+        WHERE id = p_id AND expires_at > clock_timestamp() AND expires_at < ${expiresIn('v_ttl - least(1000, v_ttl / 10)')};
     END $fn$`,
     `CREATE OR REPLACE FUNCTION ${p}take_and_load(
       p_lock text, p_id text, p_token text, p_lock_ttl bigint, p_ttl bigint,
