@@ -15,8 +15,8 @@
  * apart), each a list in order of last activity, the highest non-empty bucket known; each owner's
  * records are two lists through the records themselves (never used, in creation order; used, in
  * last-access order). Adding, touching and choosing are O(1); a removal puts the owner back in
- * its new bucket at its place by last activity (a walk past the owners of that bucket active
- * since, from the most recent one).
+ * its new bucket at its place by last activity (a walk from both ends of that bucket's list, as
+ * long as the owners between it and the nearer end).
  */
 
 /** A record as the index sees it: its owner, and its links in one of that owner's lists. */
@@ -54,11 +54,21 @@ class OwnerList {
     this.#insertAfter(owner, this.tail)
   }
 
-  /** Puts `owner` at its place by `active`, walking back from the most recent. */
+  /**
+   * Puts `owner` at its place by `active`, looking from both ends at once: as many steps as there
+   * are owners between it and the nearer end (an idle owner near the front, an active one near the
+   * back).
+   */
   place (owner: Owner): void {
-    let after = this.tail
-    while (after !== null && after.active > owner.active) after = after.prev
-    this.#insertAfter(owner, after)
+    let back = this.tail
+    let front = this.head
+    while (back !== null && front !== null) {
+      if (back.active <= owner.active) { this.#insertAfter(owner, back); return }
+      if (front.active > owner.active) { this.#insertAfter(owner, front.prev); return }
+      back = back.prev
+      front = front.next
+    }
+    this.#insertAfter(owner, null)
   }
 
   remove (owner: Owner): void {
@@ -180,8 +190,10 @@ export class OwnerIndex {
   /** Takes `owner` out of its bucket (before its count or its never-used records change). */
   #leave (owner: Owner): void {
     this.#listOf(owner).remove(owner)
-    // Counts change by one: the highest bucket is the same, or the one below the emptied one.
-    while (this.#most > 0 && isEmpty(this.#byCount[this.#most])) this.#most--
+    // Counts change by one: the highest bucket is the same, or the one below the emptied one —
+    // where the owner goes back when it lost a record (one that gained one goes above it). One
+    // step: walking down past empty buckets cost a step per record of an owner holding them all.
+    if (this.#most === owner.count && isEmpty(this.#byCount[this.#most])) this.#most--
   }
 
   /** Puts `owner` (holding at least one record) in the bucket of its count: last (`latest`), or at its place. */
