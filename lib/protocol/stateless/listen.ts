@@ -10,9 +10,9 @@
  * reader is disconnected rather than buffered for (`http/sse-writer.ts`).
  *
  * A full process keeps room for the clients holding fewest: a client that opens a stream while
- * another holds at least two more than it would then, takes the place of that client's oldest
- * stream (it ends with its final result, as on shutdown); only once no client holds that many
- * more is it refused. So many clients with a few streams each (100 addresses × 10 fill the
+ * another holds at least two more than it does takes the place of that client's oldest stream
+ * (which ends with its final result, as on shutdown); only once no client holds that many more
+ * is it refused. So many clients with a few streams each (100 addresses × 10 fill the
  * default 1,000) cannot shut out one that holds none.
  */
 import type { EventSink } from '../../bus/event-sink.js'
