@@ -7,7 +7,8 @@
  * Each request is tracked on its own, also when the client reuses a request id (real clients do,
  * and a client may send many requests with one id at once): `count()` counts them all (it is what
  * `maxStreamsPerSession` caps), and `notifications/cancelled` for an id aborts every request of
- * the session in flight with that id.
+ * the session in flight with that id — the same id: of the same JSON type and value (JSON-RPC ids
+ * are strings or numbers, and `"1"` is not `1`).
  *
  * A session's requests are a list linked through their entries, not maps by id: tracking one
  * request makes its entry (and the session's record when it is the first), nothing else; a cancel,
@@ -50,10 +51,10 @@ class SessionRequests extends LinkedList<Entry> implements Linked<SessionRequest
     this.left = left
   }
 
-  /** The entries in flight now (a copy: aborting one may untrack it). */
-  entries (key: string | null): Entry[] {
+  /** The entries in flight now, of request `id` or all (`null`): a copy, since aborting one may untrack it. */
+  entries (id: string | number | null): Entry[] {
     const out: Entry[] = []
-    for (let e = this.head; e !== null; e = e.next) if (key === null || e.key === key) out.push(e)
+    for (let e = this.head; e !== null; e = e.next) if (id === null || e.id === id) out.push(e)
     return out
   }
 }
@@ -61,8 +62,8 @@ class SessionRequests extends LinkedList<Entry> implements Linked<SessionRequest
 /** One `track()`: its own object, so that tracking the same request twice counts twice. */
 class Entry implements Tracking, Linked<Entry> {
   readonly request: Abortable
-  /** `String(id)`: several requests may share an id. */
-  readonly key: string
+  /** The request's id as the client sent it (several requests may share one). */
+  readonly id: string | number
   prev: Entry | null = null
   next: Entry | null = null
   /** Seen in flight by a sweep (see `InflightRequests.#sweep`). */
@@ -70,9 +71,9 @@ class Entry implements Tracking, Linked<Entry> {
   /** `null` once untracked. */
   #session: SessionRequests | null
 
-  constructor (session: SessionRequests, key: string, request: Abortable) {
+  constructor (session: SessionRequests, id: string | number, request: Abortable) {
     this.#session = session
-    this.key = key
+    this.id = id
     this.request = request
     session.push(this)
   }
@@ -133,7 +134,7 @@ export class InflightRequests implements SessionJob {
     this.#topics.hold(sid, false)
     let session = this.#bySession.get(sid)
     if (session === undefined) { session = new SessionRequests(sid, this.#left); this.#bySession.set(sid, session) }
-    const entry = new Entry(session, String(requestId), request)
+    const entry = new Entry(session, requestId, request)
     // A cancel from another instance can only reach a request that runs long enough to be
     // cancelled: its session is subscribed once it has run for a moment (local cancels are
     // delivered directly).
@@ -190,7 +191,7 @@ export class InflightRequests implements SessionJob {
     if (m.t === 'cancel') {
       // Every request of the session in flight with that id: the client cannot tell us which one.
       const session = this.#bySession.get(sid)
-      if (session !== undefined) for (const e of session.entries(String(m.requestId))) e.request.abort(new Error('cancelled by the client'))
+      if (session !== undefined) for (const e of session.entries(m.requestId)) e.request.abort(new Error('cancelled by the client'))
     } else if (m.t === 'ended') this.#abortAll(sid, new SessionEndedError())
   }
 

@@ -17,6 +17,10 @@
  *   call, all or none (a request's session and the state handles its calls changed).
  * - `<prefix>take_and_load(...)`: the lease and the record in one call (status 2: no record,
  *   nothing taken; 0: lease busy; 1: taken, with the record).
+ * - `<prefix>load(...)`: a read without the lock (read-only snapshots, tasks): a plain read, and
+ *   the idle TTL pushed at most once per `least(1 s, ttl / 10)` of a record's life, without
+ *   waiting for the WAL flush — a read is not a write transaction, a dead tuple and a disk flush
+ *   each (a refresh lost in a crash shortens the record's life by at most that interval).
  * - `<prefix>lease_take`, `<prefix>lease_extend`, `<prefix>lease_release`: the lock's own calls.
  *   These and `take_and_load` commit without waiting for the WAL flush (`synchronous_commit` off
  *   for their transaction only): a lease lost in a database crash cannot cause a lost update,
@@ -305,6 +309,23 @@ export function schemaStatements (p: string): string[] {
     BEGIN
       PERFORM set_config('synchronous_commit', 'off', true);
       DELETE FROM ${p}leases WHERE id = p_id AND token = p_token;
+    END $fn$`,
+    `CREATE OR REPLACE FUNCTION ${p}load(p_id text, p_ttl bigint, OUT data jsonb, OUT version bigint)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+      v_ttl bigint;
+      v_expires timestamptz;
+    BEGIN
+      SELECT s.data, s.version, coalesce(s.ttl_ms, p_ttl), s.expires_at INTO data, version, v_ttl, v_expires
+        FROM ${p}state s WHERE s.id = p_id AND s.expires_at > clock_timestamp();
+      IF NOT FOUND THEN RETURN; END IF;
+      -- Refreshed less than an interval ago: nothing to write. (A record read first after its
+      -- creation with a shorter unusedTtl is always refreshed: its ttl applies from then on.)
+      IF v_expires >= ${expiresIn('v_ttl - least(1000, v_ttl / 10)')} THEN RETURN; END IF;
+      PERFORM set_config('synchronous_commit', 'off', true);
+      -- Readers racing here write once: one that waited for the row finds it refreshed.
+      UPDATE ${p}state SET expires_at = ${expiresIn('v_ttl')}
+        WHERE id = p_id AND expires_at > clock_timestamp() AND expires_at < ${expiresIn('v_ttl - least(1000, v_ttl / 10)')};
     END $fn$`,
     `CREATE OR REPLACE FUNCTION ${p}take_and_load(
       p_lock text, p_id text, p_token text, p_lock_ttl bigint, p_ttl bigint,

@@ -2,12 +2,16 @@
  * `MemorySessionStore`: the default store, for one process. Bounded and small per session: one
  * record per session holding each key's JSON text, no per-session timer or closure.
  *
- * When full, a record of the owner holding the most records goes (`owner-index.ts`; the plugin
- * gives every session, handle and task the key of the client that made it): its never-used one
- * first (created and not loaded or saved since: an `initialize` whose client never came back),
- * else its least recently used. Anyone can create sessions (`initialize` is anonymous unless
- * `authenticate` says otherwise) and touch them cheaply, so a flood must push out its own records,
- * not those of the clients it competes with. Records without an owner are one owner together.
+ * When full, a record that holds no state goes first (`held-state.ts`: a session nobody wrote to
+ * since its `initialize`, a finished task whose outcome its client has seen), whoever made it;
+ * a record that holds state goes only when none is left. Within each class, a record of the owner
+ * holding the most records of that class goes (`owner-index.ts`; the plugin gives every session,
+ * handle and task the key of the client that made it): its never-used one first (created and not
+ * loaded or saved since: an `initialize` whose client never came back), else its least recently
+ * used; among owners holding as many, the least recently active. Anyone can create sessions
+ * (`initialize` is anonymous unless `authenticate` says otherwise) and touch them cheaply, so a
+ * flood must push out its own records, and never a record holding state while an empty one is
+ * left. Records without an owner are one owner together.
  *
  * One map finds a session by id; two lists through the records order them: `#fresh` (never used,
  * in creation order) and `#used` (in last-access order: every access moves the session to the
@@ -20,6 +24,7 @@
 import { performance } from 'node:perf_hooks'
 import { LinkedList, type Linked } from '../util/linked-list.js'
 import { ExpiryListeners, type ExpiryListener } from './expiry-listeners.js'
+import { SPENT_KEY, createdHoldingState } from './held-state.js'
 import { copyJson } from './json-copy.js'
 import { OwnerIndex, type Owned } from './owner-index.js'
 import {
@@ -33,9 +38,9 @@ import { shownId } from '../util/shown-id.js'
 /** Options of {@link MemorySessionStore}. */
 export interface MemorySessionStoreOptions extends SessionStoreOptions {
   /**
-   * Most sessions kept (default 10,000). When full, a record of the owner (`create`'s `owner`)
-   * holding the most is evicted: its oldest never-used one (created, never loaded or saved since),
-   * else its least recently used.
+   * Most sessions kept (default 10,000). When full, a record that holds no state is evicted before
+   * any that holds state; among them, a record of the owner (`create`'s `owner`) holding the most:
+   * its oldest never-used one (created, never loaded or saved since), else its least recently used.
    */
   max?: number
   /** Milliseconds between sweeps of expired sessions (default 60,000; 0 = only lazily and gc()). */
@@ -46,6 +51,8 @@ interface StoredSession extends Linked<StoredSession>, Owned {
   readonly id: string
   /** In `#used` (loaded or saved since its creation), else in `#fresh`. */
   used: boolean
+  /** Holds state (`held-state.ts`): counted in `#kept`, else in `#spare`. */
+  kept: boolean
   /** Each key's JSON text: values are copied in and out, and behave exactly as behind Redis. */
   fields: Record<string, string>
   /**
@@ -84,8 +91,10 @@ export class MemorySessionStore implements SessionStore {
   readonly #used = new LinkedList<StoredSession>()
   /** Records with a TTL of their own: while there are any, a sweep walks every record. */
   #ownTtls = 0
-  /** Who each record counts against: what goes when full. */
-  readonly #owners = new OwnerIndex()
+  /** Who each record holding no state counts against: what goes first when full. */
+  readonly #spare = new OwnerIndex()
+  /** Who each record holding state counts against: what goes when no record is spare. */
+  readonly #kept = new OwnerIndex()
   #sweeper: NodeJS.Timeout | undefined
   readonly #expiry = new ExpiryListeners()
 
@@ -114,13 +123,14 @@ export class MemorySessionStore implements SessionStore {
     for (const key of Object.keys(data)) fields[key] = encodeSessionValue(key, data[key])
     if (this.#live(id) !== undefined) throw new Error(`Session ${shownId(id)} already exists`)
     while (this.size >= this.max) {
-      const victim = this.#owners.victim() as StoredSession
+      const victim = (this.#spare.victim() ?? this.#kept.victim()) as StoredSession
       this.#drop(victim)
       this.#expiry.report([victim.id])
     }
     const session: StoredSession = {
       id,
       used: false,
+      kept: createdHoldingState(data),
       prev: null,
       next: null,
       fields,
@@ -138,7 +148,7 @@ export class MemorySessionStore implements SessionStore {
     if (session.ttl !== undefined || session.unusedTtl !== undefined) this.#ownTtls++
     this.#sessions.set(id, session)
     this.#fresh.push(session)
-    this.#owners.add(session, options.owner ?? '')
+    this.#ownersOf(session).add(session, options.owner ?? '')
   }
 
   async load (id: string): Promise<SessionRecord | null> {
@@ -175,6 +185,9 @@ export class MemorySessionStore implements SessionStore {
     session.snapshot = null
     session.parsed = null
     session.version++
+    // Written to: it holds state from now on, unless it says it is spent.
+    const kept = session.fields[SPENT_KEY] === undefined && (session.kept || encoded.length > 0 || deleted.length > 0)
+    if (kept !== session.kept) this.#reclass(session, kept)
     this.#touch(session, now)
   }
 
@@ -247,7 +260,20 @@ export class MemorySessionStore implements SessionStore {
     }
     session.used = true
     this.#used.push(session)
-    this.#owners.touch(session)
+    this.#ownersOf(session).touch(session)
+  }
+
+  /** The owners `session` counts among: of records holding state or not. */
+  #ownersOf (session: StoredSession): OwnerIndex {
+    return session.kept ? this.#kept : this.#spare
+  }
+
+  /** `session` now holds state (`kept`) or no longer does: it counts among the others. */
+  #reclass (session: StoredSession, kept: boolean): void {
+    const key = session.owner?.key ?? ''
+    this.#ownersOf(session).remove(session)
+    session.kept = kept
+    this.#ownersOf(session).add(session, key, session.used)
   }
 
   /** Forgets `session`, which is held. */
@@ -256,7 +282,7 @@ export class MemorySessionStore implements SessionStore {
     this.#sessions.delete(session.id)
     if (session.used) this.#used.remove(session)
     else this.#fresh.remove(session)
-    this.#owners.remove(session)
+    this.#ownersOf(session).remove(session)
   }
 
   /**

@@ -86,11 +86,8 @@ export class PgSessionStore implements SessionStore {
             ttl_ms = excluded.ttl_ms, expires_at = excluded.expires_at
           WHERE s.expires_at <= clock_timestamp()`
       },
-      load: {
-        name: `${p}state_load`,
-        text: `UPDATE ${p}state SET expires_at = ${expiresIn('coalesce(ttl_ms, $2::bigint)')}
-          WHERE id = $1 AND ${live} RETURNING data, version`
-      },
+      // A read; the idle TTL pushed at most once per least(1 s, ttl/10), unflushed (see schema.ts).
+      load: { name: `${p}state_load`, text: `SELECT data, version FROM ${p}load($1, $2) WHERE version IS NOT NULL` },
       save: { name: `${p}state_save`, text: `SELECT ${p}save($1, $2, $3, $4, $5, $6::text[], $7::text[], $8::text[], $9) AS result` },
       saveMany: { name: `${p}state_save_many`, text: `SELECT ${p}save_many($1::jsonb, $2) AS result` },
       destroy: { name: `${p}state_destroy`, text: `DELETE FROM ${p}state WHERE id = $1 RETURNING ${live} AS live` },

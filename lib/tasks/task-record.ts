@@ -42,7 +42,7 @@ export const K = {
   expiresAt: 'expiresAt',
   /** Written by `tasks/cancel` on any instance: `{ at }`. */
   cancel: 'cancel',
-  /** The key of the task slot it counts against (the limits backend): `tasks/cancel` gives it back. */
+  /** The key of the task slot it counts against (the limits backend). */
   slot: 'slot',
   /** Prefix of a client's answer to the input request of that key (`tasks/update`). */
   answer: 'a:'

@@ -6,7 +6,10 @@
  *
  * It listens on the bus channel of the task for what other instances tell it (a cancellation, an
  * answer to an input request) and, because pub/sub is only a wake-up, also re-reads the record on a
- * timer; the record is the truth. While it runs it renews the principal's task slot.
+ * timer; the record is the truth. It renews the principal's task slot until its handler has
+ * returned and its end is written, whichever comes last: a handler that ignores a cancellation
+ * runs on after the task is `cancelled`, and keeps counting against its client until it returns
+ * (else create + cancel cycles would run any number of them).
  */
 import type { Bus, BusMessage } from '../bus/bus.js'
 import type { KeyHold } from '../state/key-holds.js'
@@ -44,7 +47,7 @@ export interface TaskRunDeps {
   /** The hold on the task's key: its writes are fenced by its lease (none without a lock). */
   hold: KeyHold
   ttlMs: number
-  /** Renews the principal's task slot (false: it is gone); called on the check timer. */
+  /** Renews the principal's task slot (false: it is gone); called on the check timer until the slot is given back. */
   renewSlot: () => Promise<boolean>
   /** Gives the slot back. */
   releaseSlot: () => Promise<void>
@@ -72,8 +75,10 @@ export class TaskRun {
   #unsubscribe: Promise<(() => Promise<void>) | null> = Promise.resolve(null)
   #flushing = false
   #done = false
-  /** The write of the task's end, once `finish` or `stop` started it. */
+  /** The write of the task's end, once `finish`, `stop` or a cancellation started it. */
   #finished: Promise<void> | null = null
+  /** The slot was given back (once). */
+  #slotFreed = false
   /** The progress message waiting to be written, and when the last one was. */
   #note: string | null = null
   #lastNote = 0
@@ -145,27 +150,44 @@ export class TaskRun {
   }
 
   /**
-   * Writes how the task ended (a cancellation mark wins), and lets go of the lease and the slot.
-   * Only the first call writes; every call resolves once that write is over.
+   * The handler returned with `outcome` (or none runs): writes how the task ended (a cancellation
+   * mark wins) unless its end was written already, lets go of the lease, and gives the slot back.
+   * Only the first end writes; every call resolves once that write is over.
    */
   async finish (outcome: TaskOutcome): Promise<void> {
-    this.#finished ??= this.#end(outcome)
-    await this.#finished
+    await this.#endWith(outcome)
+    await this.#freeSlot()
   }
 
   /**
    * Ends the task now, whatever its handler does (this instance is shutting down): the handler's
    * `ctx.signal` aborts with `reason`, and `outcome` is written as the task's end unless the
-   * handler's own end is already being written (then that one is awaited).
+   * handler's own end is already being written (then that one is awaited). The slot is given
+   * back: the instance stops serving, its handler's work with it.
    */
   async stop (reason: Error, outcome: TaskOutcome): Promise<void> {
     this.#abort(reason)
-    await this.finish(outcome)
+    await this.#endWith(outcome)
+    await this.#freeSlot()
+  }
+
+  /** The end written once: `outcome`, unless an end was already being written. */
+  async #endWith (outcome: TaskOutcome): Promise<void> {
+    this.#finished ??= this.#end(outcome)
+    await this.#finished
+  }
+
+  /** Gives the slot back (once) and stops renewing it. */
+  async #freeSlot (): Promise<void> {
+    if (this.#slotFreed) return
+    this.#slotFreed = true
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#timer = null
+    await this.#d.releaseSlot().catch(() => {})
   }
 
   async #end (outcome: TaskOutcome): Promise<void> {
     this.#done = true
-    if (this.#timer !== null) clearInterval(this.#timer)
     for (const p of this.#pending.values()) p.reject(new TaskAbortError('lost', 'the task ended'))
     this.#pending.clear()
     try {
@@ -193,8 +215,9 @@ export class TaskRun {
     } catch (err) {
       this.#d.warn({ err, task: shownId(this.id) }, 'the end of a task could not be written; it turns failed once its lease expires')
     } finally {
+      // The slot is given back by `finish` (the handler returned) or `stop`: a handler still
+      // running keeps it, renewed by the timer.
       await this.#d.hold.end()
-      await this.#d.releaseSlot().catch(() => {})
       const unsubscribe = await this.#unsubscribe
       await unsubscribe?.().catch(() => {})
     }
@@ -217,17 +240,18 @@ export class TaskRun {
 
   /**
    * The client cancelled the task: the handler's signal aborts, and the task ends now — written
-   * `cancelled`, its lease and slot given back — whether or not the handler stops. What the
-   * handler does afterwards is refused (`note` and `ask` are no-ops or throw; its result is
-   * dropped by `finish`, which writes only once).
+   * `cancelled`, its lease given back — whether or not the handler stops; its slot stays taken
+   * until the handler returns. What the handler does afterwards is refused (`note` and `ask` are
+   * no-ops or throw; its result is dropped by `finish`, which writes only once).
    */
   #cancelled (): void {
     this.#abort(new TaskAbortError('cancelled', 'the task was cancelled'))
-    void this.finish(CANCELLED)
+    void this.#endWith(CANCELLED)
   }
 
   #tick (): void {
     this.#d.renewSlot().catch(() => {})
+    if (this.#done) return
     void this.#queue(async () => { await this.#check() }).catch((err: unknown) => { this.#d.warn({ err, task: shownId(this.id) }, 'task check failed') })
   }
 

@@ -13,6 +13,7 @@ import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import type { LimitBackend } from '../limits/backend.js'
 import { retryAfterSeconds } from '../limits/errors.js'
 import type { KeyHold, KeyHolds } from '../state/key-holds.js'
+import { SPENT_KEY } from '../sessions/held-state.js'
 import type { JsonValue, SessionRecord } from '../sessions/session-store.js'
 import { K, expired, isTaskId, isTerminal, mintTaskId, newRecord, pendingRequests, taskKey } from './task-record.js'
 import { CHECK_INTERVAL, TaskRun } from './task-run.js'
@@ -113,12 +114,24 @@ export class TaskService {
     }
   }
 
-  /** The record of a task of `owner` as a client may see it now, or `null` (see the module doc). */
+  /**
+   * The record of a task of `owner` as a client may see it now, or `null` (see the module doc). A
+   * finished task's record is marked spent the first time its outcome is read (`held-state.ts`):
+   * it stays readable, but a full memory store lets it go before any record holding state.
+   */
   async get (id: unknown, owner: string | null): Promise<Data | null> {
     const record = await this.#load(id, owner)
     if (record === null) return null
-    if (isTerminal(record.data[K.status]) || record.data[K.cancel] !== undefined) return record.data
+    if (isTerminal(record.data[K.status]) || record.data[K.cancel] !== undefined) {
+      if (record.data[SPENT_KEY] === undefined) await this.#spend(id as string)
+      return record.data
+    }
     return await this.#checkRunner(id as string, record.data)
+  }
+
+  /** Marks a task's record spent: best effort (a hint for eviction; the read it follows answers anyway). */
+  async #spend (id: string): Promise<void> {
+    await this.#d.holds.store.save(taskKey(id), { set: { [SPENT_KEY]: true }, delete: [] }).catch(() => {})
   }
 
   /**
@@ -147,17 +160,17 @@ export class TaskService {
   }
 
   /**
-   * `tasks/cancel`: marks the task cancelled (a finished one stays as it is), gives its slot back
-   * at once — a handler that ignores its signal keeps running, but no longer counts — and tells
-   * its runner, which then ends the task (see `TaskRun`). `false`: not found.
+   * `tasks/cancel`: marks the task cancelled (a finished one stays as it is) and tells its runner,
+   * which then ends the task (see `TaskRun`). Its slot stays taken until its handler returns: a
+   * handler that ignores its signal keeps counting against its client (its runner's instance
+   * renews the slot; one that died lets it expire). `false`: not found.
    */
   async cancel (id: unknown, owner: string | null): Promise<boolean> {
     const record = await this.#load(id, owner)
     if (record === null) return false
     if (isTerminal(record.data[K.status]) || record.data[K.cancel] !== undefined) return true
-    await this.#d.holds.store.save(taskKey(id as string), { set: { [K.cancel]: { at: new Date().toISOString() } }, delete: [] })
-    const slotKey = record.data[K.slot]
-    if (typeof slotKey === 'string') await this.#d.slots.release(slotKey, id as string).catch(() => {})
+    // Cancelled: what the record holds is past its use (`held-state.ts`).
+    await this.#d.holds.store.save(taskKey(id as string), { set: { [K.cancel]: { at: new Date().toISOString() }, [SPENT_KEY]: true }, delete: [] })
     this.#wake(id as string, 'cancel')
     return true
   }

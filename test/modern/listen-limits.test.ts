@@ -8,7 +8,8 @@ import { request as httpRequest, type ClientRequest, type IncomingMessage } from
 import Fastify from 'fastify'
 import mcp, { type McpDecorator, type McpPluginOptions } from '../../lib/index.js'
 import { build, listen, SECRET, type Live } from './fixtures/helper.js'
-import { sleep } from '../helpers/time.js'
+import { type SseReader } from '../helpers/sse.js'
+import { sleep, until } from '../helpers/time.js'
 import { modernHeaders as headersFor, rpc } from '../helpers/wire.js'
 
 /** The bounds docs/protocol-eras.md documents (lib/protocol/stateless/listen.ts). */
@@ -26,13 +27,22 @@ async function openListen (live: Live, id: string, headers: Record<string, strin
 }
 
 /** Opens `n` listen streams that must all be accepted; returns their readers. */
-async function openMany (t: Test, live: Live, n: number, prefix: string, headers: Record<string, string> = {}): Promise<void> {
+async function openMany (t: Test, live: Live, n: number, prefix: string, headers: Record<string, string> = {}): Promise<SseReader[]> {
+  const readers: SseReader[] = []
   for (let i = 0; i < n; i++) {
     const res = await openListen(live, `${prefix}-${i}`, headers)
     t.equal(res.status, 200, `${prefix} listen ${i} accepted`)
     const r = live.reader(res)
     await r.waitFor(e => e.json?.method === 'notifications/subscriptions/acknowledged')
+    readers.push(r)
   }
+  return readers
+}
+
+/** Whether a listen stream was ended by the server with its final result. */
+async function endedWithResult (r: SseReader, id: string): Promise<boolean> {
+  await r.waitClosed()
+  return r.messages.some(m => m.id === id && m.result?.resultType === 'complete')
 }
 
 async function refused429 (t: Test, res: Response, id: string, what: string): Promise<void> {
@@ -91,16 +101,44 @@ t.test('maxListenStreamsPerClient: per principal with authenticate; one principa
   const app = await build(t, { plugin }, fixture)
   const live = await listen(t, app)
   const as = (who: string): Record<string, string> => ({ authorization: `Bearer ${who}` })
-  await openMany(t, live, 2, 'alice', as('alice'))
+  const alice = await openMany(t, live, 2, 'alice', as('alice'))
   await refused429(t, await openListen(live, 'alice-over', as('alice')), 'alice-over', 'alice\'s 3rd → 429')
   // Same address, another principal: its own count.
-  await openMany(t, live, 2, 'bob', as('bob'))
+  const bob = await openMany(t, live, 2, 'bob', as('bob'))
   await openMany(t, live, 1, 'carol', as('carol'))
-  // The process-wide cap still applies, with its own message.
-  const full = await openListen(live, 'dave', as('dave'))
+  // Full: a principal holding none takes the place of the oldest stream of one holding the most.
+  await openMany(t, live, 1, 'dave', as('dave'))
+  t.ok(await endedWithResult(alice[0]!, 'alice-0'), 'alice\'s oldest stream ended with its final result')
+  await openMany(t, live, 1, 'erin', as('erin'))
+  t.ok(await endedWithResult(bob[0]!, 'bob-0'), 'then bob\'s (he held the most)')
+  t.equal(alice[1]!.closed || bob[1]!.closed, false, 'their other streams stay')
+  // Everyone holds one now: the process-wide cap applies, with its own message.
+  const full = await openListen(live, 'frank', as('frank'))
   t.equal(full.status, 429)
   if (full.status === 429) t.match((await full.json() as Record<string, any>).error.message, /on this server/)
   else await full.body?.cancel()
+  t.equal(app.mcp.status().listenStreams, 5)
+})
+
+t.test('clients holding several streams fill the process (issue 47: 100 addresses × 10): a client holding none still gets one, in place of the oldest of those holding the most', async (t) => {
+  const app = await build(t, { plugin: { requestStateSecret: SECRET, maxListenStreams: 20, maxListenStreamsPerClient: 4, keepAliveInterval: 0 }, fastify: { trustProxy: true } }, fixture)
+  const live = await listen(t, app)
+  const from = (i: number): Record<string, string> => ({ 'x-forwarded-for': `10.0.1.${i}` })
+  const filled: SseReader[][] = []
+  for (let i = 0; i < 5; i++) filled.push(await openMany(t, live, 4, `full${i}`, from(i)))
+  t.equal(app.mcp.status().listenStreams, 20, 'five addresses × four streams fill the process')
+  await refused429(t, await openListen(live, 'full0-over', from(0)), 'full0-over', 'a client at its own cap is still refused as such')
+  // Newcomers (one stream each) take places while some client holds two or more.
+  for (let i = 0; i < 15; i++) await openMany(t, live, 1, `new${i}`, from(100 + i))
+  t.equal(app.mcp.status().listenStreams, 20)
+  await until(() => filled.flat().filter(r => r.closed).length >= 15, { what: 'the displaced streams to end' })
+  const left = filled.map(streams => streams.filter(r => !r.closed).length)
+  t.same(left, [1, 1, 1, 1, 1], 'each filling client kept one stream: its newest')
+  t.ok(filled.every(streams => !streams[3]!.closed), 'the newest of each is the one kept')
+  const over = await openListen(live, 'one-too-many', from(200))
+  t.equal(over.status, 429, 'everyone holds one: no place left for another')
+  if (over.status === 429) t.match((await over.json() as Record<string, any>).error.message, /on this server/)
+  else await over.body?.cancel()
 })
 
 t.test('resourceSubscriptions: at most 100 URIs of at most 2048 characters; more → 400 -32602', async (t) => {

@@ -1,11 +1,13 @@
 /**
- * A flood of cheap records cannot push out the state of a client it competes with (issue 40,
- * item 1). With the memory store full, what goes is a record of the client holding the most
- * (`lib/sessions/owner-index.ts`): an address that makes sessions and touches them (`initialize` +
- * `ping`), or runs tasks that finish at once, evicts its own records, while an idle victim session
- * and an idle victim basket (a state handle) of another address survive. The bound that holds:
- * a victim record goes only once no client holds more records than the victim's client, i.e.
- * after a flood from about `max` / (the victim's records) different addresses (IPv6: /64s).
+ * A flood of cheap records cannot push out the state of a client it competes with (issues 40 and
+ * 47). With the memory store full, a record that holds no state goes before any that holds state
+ * (`lib/sessions/held-state.ts`), whoever made it — so a flood of `initialize` + `ping` from the
+ * victim's own address leaves its session holding data and its basket holding an item; within
+ * each class a record of the client holding the most goes (`lib/sessions/owner-index.ts`), and
+ * among clients holding as many, the least recently active one. The bound that holds for records
+ * holding state: a victim record goes only once no client holds more such records than the
+ * victim's client, i.e. after a flood of records holding state from about `max` / (the victim's
+ * records) different addresses (IPv6: /64s).
  */
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
@@ -13,15 +15,18 @@ import mcp, { MemorySessionStore } from '../../lib/index.js'
 import { registerDemoTools } from '../../examples/demo-tools.js'
 import { headers, initializeBody, modernHeaders, newId, rpc, type Session } from '../helpers/wire.js'
 
+// Floods of 10,000 requests: a loaded machine may take minutes.
+t.setTimeout(600_000)
+
 const MAX = 200
 const VICTIM = '198.51.100.7'
 const ATTACKER = '203.0.113.9'
 const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } }
 
-async function build (t: Test): Promise<{ app: FastifyInstance, store: MemorySessionStore }> {
+async function build (t: Test, max = MAX): Promise<{ app: FastifyInstance, store: MemorySessionStore }> {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
-  const store = new MemorySessionStore({ max: MAX })
+  const store = new MemorySessionStore({ max })
   await app.register(mcp, { sessions: { store, gcProbability: 0 }, requestStateSecret: 'eviction-flood-secret-0123456789', tasks: { ttl: 60_000 } })
   registerDemoTools(app.mcp)
   await app.ready()
@@ -56,6 +61,19 @@ async function victim (app: FastifyInstance): Promise<{ session: Session, basket
   const basket = (await modernCall(app, VICTIM, 'basket_create', {})).result?.structuredContent?.basket as string
   await modernCall(app, VICTIM, 'basket_add', { basket, item: 'tea' })
   return { session, basket }
+}
+
+/** `initialize`, then one `ping` on the session: a session used, holding nothing. */
+async function pinged (app: FastifyInstance, ip: string): Promise<Session> {
+  const res = await post(app, ip, initializeBody(), headers())
+  const s = { sid: res.headers['mcp-session-id'] as string, version: res.json.result.protocolVersion as string }
+  const pong = await post(app, ip, { jsonrpc: '2.0', id: newId(), method: 'ping' }, headers(s))
+  if (pong.status !== 200) throw new Error(`ping: ${pong.status}`)
+  return s
+}
+
+async function ping (app: FastifyInstance, ip: string, s: Session): Promise<number> {
+  return (await post(app, ip, { jsonrpc: '2.0', id: newId(), method: 'ping' }, headers(s))).status
 }
 
 async function assertSurvived (t: Test, app: FastifyInstance, v: { session: Session, basket: string }): Promise<void> {
@@ -128,4 +146,47 @@ t.test('the bound that holds: a record goes only once no owner holds more than i
     await store.load(`many-${i}`)
   }
   t.notOk(await store.exists('victim'), 'past max owners of one record each, it goes (the documented bound)')
+})
+
+t.test('10,000 initialize + ping from the victim\'s own address (one NAT, one client): its session holding data and its basket holding an item survive', async t => {
+  const { app, store } = await build(t, 1_000)
+  const v = await victim(app)
+  for (let i = 0; i < 10_000; i++) await pinged(app, VICTIM)
+  t.equal(store.size, 1_000, 'the store is full')
+  // The flood's sessions hold nothing: they went before the victim's records, made earlier and idle since.
+  await assertSurvived(t, app, v)
+})
+
+t.test('1,100 single-session clients against max 1,000: the least recently active goes first, not the first to come', async t => {
+  const { app, store } = await build(t, 1_000)
+  // The victim came first, holds one session (holding nothing, like the flood's) and pings now and then.
+  const mine = await pinged(app, VICTIM)
+  const flood: Session[] = []
+  for (let i = 0; i < 1_100; i++) {
+    flood.push(await pinged(app, `10.1.${i >> 8}.${i & 255}`))
+    if (i % 50 === 0) t.equal(await ping(app, VICTIM, mine), 200, `the victim's ping after ${i} clients`)
+  }
+  t.equal(store.size, 1_000, 'the store is full')
+  t.equal(await ping(app, VICTIM, mine), 200, 'the victim, active all along, is still there')
+  const gone: number[] = []
+  for (let i = 0; i < flood.length; i++) if (!await store.exists(flood[i]!.sid)) gone.push(i)
+  // 1,101 sessions for 1,000 places: 101 went, the flood's least recently active (its first).
+  t.same(gone, Array.from({ length: 101 }, (_, i) => i), 'the first 101 clients of the flood went, in the order they went quiet')
+})
+
+t.test('finished tasks whose outcome the client read go before a session holding data, from the same address', async t => {
+  const { app } = await build(t)
+  const v = await victim(app)
+  for (let i = 0; i < MAX * 2; i++) {
+    const r = await modernCall(app, VICTIM, 'long_job', { seconds: 0 }, TASKS)
+    const taskId = r.result?.taskId as string
+    // Read until it ended: the outcome seen, the record is spent.
+    for (let tries = 0; tries < 100; tries++) {
+      const body = rpc('tasks/get', { taskId }, { caps: TASKS })
+      const got = await post(app, VICTIM, body, modernHeaders(body))
+      if (got.json.result?.status === 'completed') break
+      await new Promise(resolve => setImmediate(resolve))
+    }
+  }
+  await assertSurvived(t, app, v)
 })

@@ -68,6 +68,34 @@ t.test('layout: one row per record, each key as [position, JSON text], the versi
   t.same(Object.keys((await store.load(id))?.data ?? {}), ['level', 'nul', 'added'])
 })
 
+t.test('a read without the lock writes nothing while the record was refreshed less than an interval ago (least(1 s, ttl/10))', async t => {
+  const store = new PgSessionStore({ pool: db.admin, ttl: 3_600_000, prefix: 'reads_' })
+  const id = generateSessionId()
+  await store.create(id, { items: ['tea'] })
+  await store.save(id, { set: { items: ['tea', 'milk'] }, delete: [] })
+  // A row's xmin is the transaction that wrote its current version: an UPDATE changes it.
+  const row = async (): Promise<{ xmin: string, left: number }> => {
+    const r = (await db.admin.query('SELECT xmin::text AS xmin, extract(epoch from expires_at - clock_timestamp()) * 1000 AS left FROM reads_state WHERE id = $1', [id])).rows[0]
+    return { xmin: r.xmin, left: Number(r.left) }
+  }
+  const setLeft = async (ms: number): Promise<void> => {
+    await db.admin.query('UPDATE reads_state SET expires_at = clock_timestamp() + $2::float8 * interval \'1 millisecond\' WHERE id = $1', [id, ms])
+  }
+  // Pushed a moment ago (as far as any clock can tell, however slow this machine is): no write.
+  await setLeft(3_600_000 + 60_000)
+  const pushed = (await row()).xmin
+  for (let i = 0; i < 50; i++) t.same((await store.load(id))?.data, { items: ['tea', 'milk'] }, `read ${i}`)
+  t.equal((await row()).xmin, pushed, '50 reads: the row was not written (no commit, no dead tuple)')
+  // Pushed more than the interval (1 s of a 1 h ttl) ago: the next read pushes it.
+  await setLeft(3_600_000 - 5_000)
+  const aged = (await row()).xmin
+  t.same((await store.load(id))?.data, { items: ['tea', 'milk'] })
+  const refreshed = await row()
+  t.not(refreshed.xmin, aged, 'refreshed by the read')
+  t.ok(refreshed.left > 3_600_000 - 2_000, 'its idle TTL starts again')
+  t.equal(await store.load(generateSessionId()), null, 'a missing record reads as null')
+})
+
 t.test('a value that is not JSON text is caught as SessionDataError; a 1 MiB value and 1,000 keys round-trip', async t => {
   const { store, lock } = await setup(t)
   const id = generateSessionId()

@@ -8,6 +8,12 @@
  * count it), so one client cannot take every slot; the
  * resource URIs one stream keeps and echoes (count and length); and, as every SSE stream, a slow
  * reader is disconnected rather than buffered for (`http/sse-writer.ts`).
+ *
+ * A full process keeps room for the clients holding fewest: a client that opens a stream while
+ * another holds at least two more than it does takes the place of that client's oldest stream
+ * (which ends with its final result, as on shutdown); only once no client holds that many more
+ * is it refused. So many clients with a few streams each (100 addresses × 10 fill the
+ * default 1,000) cannot shut out one that holds none.
  */
 import type { EventSink } from '../../bus/event-sink.js'
 import type { McpPrincipal } from '../../context.js'
@@ -29,6 +35,8 @@ interface ListenStream {
   uris: Set<string>
   /** Whose slot it takes (the limiter's `clientKey`). */
   client: string
+  /** Opened n-th in this process: the oldest stream of a client has the lowest. */
+  seq: number
 }
 
 /**
@@ -62,8 +70,9 @@ export type ClientKey = (principal: McpPrincipal | null, ip: string | undefined)
 /** The listen streams of this process. */
 export class ListenStreams {
   readonly #streams = new Set<ListenStream>()
-  /** Open streams per client (its `clientKey`); a client with none has no entry. */
-  readonly #perClient = new Map<string, number>()
+  /** Open streams per client (its `clientKey`), oldest first; a client with none has no entry. */
+  readonly #perClient = new Map<string, Set<ListenStream>>()
+  #opened = 0
   readonly #max: number
   readonly #maxPerClient: number
   readonly #keepAlive: number
@@ -86,13 +95,16 @@ export class ListenStreams {
   open (exchange: Exchange, msg: JsonRpcRequest, caps: Record<string, unknown>, principal: McpPrincipal | null): void {
     const problem = filterProblem(msg.params?.notifications)
     if (problem !== null) throw new McpError(ErrorCode.InvalidParams, `Invalid params: ${problem}`, undefined, 400)
-    if (this.#streams.size >= this.#max) {
-      throw new McpError(ErrorCode.ServerError, 'Too many listen streams on this server; retry later', undefined, 429)
-    }
     const client = this.#clientKey(principal, exchange.request.ip)
-    const mine = this.#perClient.get(client) ?? 0
+    const mine = this.#perClient.get(client)?.size ?? 0
     if (mine >= this.#maxPerClient) {
       throw new McpError(ErrorCode.ServerError, 'Too many listen streams for this client; close one or retry later', undefined, 429)
+    }
+    if (this.#streams.size >= this.#max) {
+      const displaced = this.#displaceable(mine)
+      if (displaced === null) throw new McpError(ErrorCode.ServerError, 'Too many listen streams on this server; retry later', undefined, 429)
+      this.#end(displaced)
+      exchange.request.log.debug({ held: mine }, 'listen stream of the client holding the most ended for a client holding fewer')
     }
     const wanted = msg.params?.notifications as Record<string, unknown>
     const honored: Record<string, unknown> = {}
@@ -105,9 +117,11 @@ export class ListenStreams {
       for (const u of wanted.resourceSubscriptions) uris.add(u as string)
       honored.resourceSubscriptions = [...uris]
     }
-    const stream: ListenStream = { id: msg.id, sink: exchange.stream({ keepAlive: this.#keepAlive, what: { listen: msg.id } }), kinds, uris, client }
+    const stream: ListenStream = { id: msg.id, sink: exchange.stream({ keepAlive: this.#keepAlive, what: { listen: msg.id } }), kinds, uris, client, seq: this.#opened++ }
     this.#streams.add(stream)
-    this.#perClient.set(client, mine + 1)
+    let streams = this.#perClient.get(client)
+    if (streams === undefined) this.#perClient.set(client, streams = new Set())
+    streams.add(stream)
     this.#send(stream, 'notifications/subscriptions/acknowledged', { notifications: honored })
     stream.sink.onClose(() => { this.#forget(stream) })
     exchange.request.log.debug({ kinds: [...kinds], uris: uris.size }, 'listen stream opened')
@@ -116,9 +130,35 @@ export class ListenStreams {
   /** A stream closed (by the client, as a slow reader, or on shutdown): its slots are free. */
   #forget (stream: ListenStream): void {
     if (!this.#streams.delete(stream)) return
-    const left = (this.#perClient.get(stream.client) ?? 1) - 1
-    if (left > 0) this.#perClient.set(stream.client, left)
-    else this.#perClient.delete(stream.client)
+    const streams = this.#perClient.get(stream.client)
+    streams?.delete(stream)
+    if (streams?.size === 0) this.#perClient.delete(stream.client)
+  }
+
+  /**
+   * The stream a client holding `mine` may take the place of in a full process: the oldest of the
+   * client holding the most (the oldest such stream among equals), if it holds at least two more
+   * than `mine` (after the move it still holds no fewer); else `null`. A walk over the clients,
+   * made only when the process is full (at most `maxListenStreams` of them).
+   */
+  #displaceable (mine: number): ListenStream | null {
+    let most: Set<ListenStream> | null = null
+    let oldest: ListenStream | null = null
+    for (const streams of this.#perClient.values()) {
+      const first = streams.values().next().value as ListenStream
+      if (most === null || streams.size > most.size || (streams.size === most.size && first.seq < (oldest as ListenStream).seq)) {
+        most = streams
+        oldest = first
+      }
+    }
+    return most !== null && most.size >= mine + 2 ? oldest : null
+  }
+
+  /** Ends `stream` with its final result (`retry` when given), forgotten at once. */
+  #end (stream: ListenStream, retryMs?: number): void {
+    this.#forget(stream)
+    stream.sink.event(null, JSON.stringify(resultResponse(stream.id, { resultType: 'complete', _meta: { [META_SUB]: stream.id } })))
+    stream.sink.end(retryMs)
   }
 
   #send (stream: ListenStream, method: string, params: Record<string, unknown> = {}): void {
@@ -138,10 +178,7 @@ export class ListenStreams {
 
   /** Server shutdown: each listen stream ends with its final result, and `retry` when given (the client listens elsewhere). */
   close (retryMs?: number): void {
-    for (const s of this.#streams) {
-      s.sink.event(null, JSON.stringify(resultResponse(s.id, { resultType: 'complete', _meta: { [META_SUB]: s.id } })))
-      s.sink.end(retryMs)
-    }
+    for (const s of [...this.#streams]) this.#end(s, retryMs)
     this.#streams.clear()
     this.#perClient.clear()
   }
