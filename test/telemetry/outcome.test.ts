@@ -4,7 +4,7 @@
  * (the wires' refusals by their fixed text, tool and task limits by their `data.limit`).
  */
 import t from 'tap'
-import { McpError } from '../../lib/index.js'
+import { McpError, OutcomeUnknownError } from '../../lib/index.js'
 import { refuse } from '../../lib/protocol/handshake/session.js'
 import { refusalAnswer } from '../../lib/protocol/refusals.js'
 import { answerFor } from '../../lib/protocol/unkept-answers.js'
@@ -28,7 +28,7 @@ t.test('every refusal of the wires has its own reason', async t => {
     handle_unreadable: refusalAnswer('unreadable', 'handle'),
     lock_lost: unkeptHandle({ status: 'lost' }),
     abandoned: unkeptHandle({ status: 'abandoned' }),
-    save_unknown: unkeptHandle({ status: 'failed', error: new Error('Command timed out') }),
+    save_unknown: unkeptHandle({ status: 'failed', error: new OutcomeUnknownError('timed out') }),
     tool_rate: new ToolLimitError('t', 'rate', 10),
     tool_concurrency: new ToolLimitError('t', 'concurrency', 10),
     tool_limits_unavailable: new ToolLimitError('t', 'unavailable', 10)
