@@ -16,10 +16,12 @@ import { RedisBus } from './bus/redis-bus.js'
 import { RedisEventLog } from './bus/redis-event-log.js'
 import { buildToolLimiter, type ToolLimiter } from './limits/limiter.js'
 import { resolveToolLimits } from './limits/policy.js'
+import { RedisSessionLock } from './locks/redis-lock.js'
 import type { SessionLock } from './locks/session-lock.js'
 import type { ResolvedBackends } from './options.js'
 import { createRedisClient } from './redis/client.js'
 import { sessionKey } from './redis/keys.js'
+import { replicaAckFor, type ReplicaAck } from './redis/replica-ack.js'
 import type { RedisClientLike } from './redis/scripts.js'
 import { isSentinelConnection } from './redis/sentinel.js'
 import { MemorySessionStore } from './sessions/memory-store.js'
@@ -61,6 +63,7 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
   // The store and its lock first: a lock that cannot be made fails the registration before
   // anything needing a close exists.
   const store = b.store ?? new MemorySessionStore()
+  checkReplicaAcks(store, b.lock)
   const ownLock = b.lock === undefined ? defaultLock(store, log) : undefined
   const lock = b.lock === false ? null : (b.lock ?? ownLock ?? null)
   // A URL makes a client we own; it fails fast while Redis is down (the request gets a 503 at
@@ -95,6 +98,7 @@ function buildPgBackends (b: ResolvedBackends, postgres: PgPoolLike | string, lo
   const pool = ownPool ?? (postgres as PgPoolLike)
   const prefix = b.postgresPrefix
   const store = b.store ?? new PgSessionStore({ pool, prefix })
+  checkReplicaAcks(store, b.lock)
   // The store's lock unless one is named: a PgSessionStore's is a lease row on its pool.
   const ownLock = b.lock === undefined ? defaultLock(store, log) : undefined
   const lock = b.lock === false ? null : (b.lock ?? ownLock ?? null)
@@ -127,6 +131,25 @@ function assembled (b: ResolvedBackends, parts: Omit<Backends, 'close'> & { ownL
       await endConnection()
     }
   }
+}
+
+/**
+ * Refuses a `RedisSessionStore` and an explicit `RedisSessionLock` whose replica acknowledgement
+ * (`waitReplicas`, `waitTimeoutMs`) differs. The two run as one pairing whose save script runs on
+ * the lock's client: a store that waits for replicas with a lock that does not would answer its
+ * saves as kept unacknowledged, and the reverse would confirm saves while the store's creates go
+ * unconfirmed. Refused rather than reconciled: a client's scripts are set up once with its own
+ * setting, and which of the two the app meant cannot be guessed.
+ */
+function checkReplicaAcks (store: SessionStore, lock: SessionLock | false | undefined): void {
+  if (!(store instanceof RedisSessionStore) || !(lock instanceof RedisSessionLock)) return
+  const a = replicaAckFor(store.client)
+  const b = replicaAckFor(lock.client)
+  if (a?.replicas === b?.replicas && a?.timeoutMs === b?.timeoutMs) return
+  const shown = (ack: ReplicaAck | undefined): string => ack === undefined ? 'none' : `waitReplicas ${ack.replicas}, waitTimeoutMs ${ack.timeoutMs}`
+  throw new FST_ERR_MCP_INVALID_OPTION('sessions.lock', `the RedisSessionLock's replica acknowledgement (${shown(b)}) differs from the ` +
+    `RedisSessionStore's (${shown(a)}); the store's saves run on the lock's client, so give both the same waitReplicas and waitTimeoutMs ` +
+    '(or leave sessions.lock out: the default lock uses the store\'s client)')
 }
 
 /** The lock matching the store (no `sessions.lock` option), its warning logged once. */

@@ -204,7 +204,7 @@ export { PgLimitBackend, type PgLimitBackendOptions } from './limits/pg-backend.
 export { migratePostgres, DEFAULT_PG_PREFIX } from './postgres/schema.js'
 export { createPgPool, POOL_DEFAULTS, type PgPoolLike, type PgClientLike, type PgQuery, type PgResult } from './postgres/pool.js'
 export { parseSentinels, type RedisSentinelConnection } from './redis/sentinel.js'
-export { UnconfirmedWriteError, type ReplicaAck } from './redis/replica-ack.js'
+export { UnconfirmedLeaseError, UnconfirmedWriteError, type ReplicaAck } from './redis/replica-ack.js'
 export type { ReplicaAckOptions } from './redis/client.js'
 export { MemoryBus } from './bus/bus.js'
 export type { Bus, BusMessage } from './bus/bus.js'

@@ -272,6 +272,9 @@ const WRITES: Partial<Record<keyof typeof SCRIPTS, (reply: unknown) => boolean>>
   mcpSaveAndRelease: reply => reply === 'ok'
 }
 
+/** The write scripts that take a lease: unconfirmed, the lease is let go and nothing was done. */
+const TAKES: ReadonlySet<string> = new Set<keyof typeof SCRIPTS>(['mcpAcquireAndLoad'])
+
 /**
  * Adds the scripts to a client, once: a client that already has them (because another store or
  * lock shares it) is left as it is. Returns the same client, typed with its scripts. A standalone
@@ -290,11 +293,12 @@ export function defineScripts (client: RedisClientLike): RedisClient {
     for (const [name, definition] of Object.entries(SCRIPTS)) {
       const runner = new ScriptRunner(plain as EvalClient, lua(definition), send)
       const wrote = ack === undefined ? undefined : WRITES[name as keyof typeof SCRIPTS]
+      const take = TAKES.has(name)
       // Not async: the runner's promise as it is, no second promise per call.
       methods[name] = wrote === undefined
         ? (...args: Array<string | number>): unknown => runner.run(args)
         : (...args: Array<string | number>): unknown => runner.runFollowed(args, () => sendWait(client, ack as ReplicaAck))
-            .then(([reply, acknowledged]) => confirmed(reply, acknowledged, ack as ReplicaAck, wrote))
+            .then(([reply, acknowledged]) => confirmed(reply, acknowledged, ack as ReplicaAck, wrote, take))
     }
     return scripted
   }

@@ -19,14 +19,14 @@ import type { ToolLimiter } from '../../limits/limiter.js'
 import { resultResponse, type JsonRpcRequest, type ParsedBody } from '../../jsonrpc/messages.js'
 import type { ResolvedOptions } from '../../options.js'
 import { K } from '../../sessions/session-handle.js'
-import { readsOnly, sealSnapshot } from '../../state/snapshot.js'
+import { sealSnapshot } from '../../state/snapshot.js'
 import type { StateBackend, StateScope } from '../../state/state-scope.js'
 import { NO_POST, type PostTrace, type Telemetry } from '../../telemetry/index.js'
 import { ClientRequests } from './client-requests.js'
 import type { Exchange, ResponseChannel } from '../exchange.js'
 import type { HandleCalls } from '../handle-calls.js'
 import { HandshakeContext } from './context.js'
-import { dispatch, notification } from './dispatch.js'
+import { changesNothing, dispatch, notification } from './dispatch.js'
 import { initialize } from './initialize.js'
 import { LeaseLostError, busDown, busUp, checkVersionHeader, openSession, refuse, reportClose, sessionIdOf, unkeptAnswer } from './session.js'
 import { closingHeaders, stoppedByDrain, stoppedError, stoppedResponse } from '../drain.js'
@@ -129,8 +129,8 @@ export class HandshakeWire {
     const unfollow = exchange.shutdown?.follow(abort)
     try {
       // Answers and notifications never wait behind a running handler (that handler may be waiting for them).
-      // Only read-only tool calls: they read a snapshot of the session, without the lock.
-      const snapshot = requests > 0 && readsOnly(messages, this.#d.registry.tools)
+      // Only pings, lists and read-only tool calls: they read a snapshot of the session, without the lock.
+      const snapshot = requests > 0 && changesNothing(messages, this.#d.registry.tools)
       const lock = requests > 0 && !snapshot && this.#d.sessions.lock !== null
       const start = performance.now()
       if (lock) this.lockWaiters++
