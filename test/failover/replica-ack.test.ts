@@ -151,7 +151,7 @@ t.test('without waitReplicas: the same paused replica, and every call is told su
 
 t.test('with waitReplicas: what changes nothing waits for no replica; a writing call is refused with nothing done', async t => {
   const session = await initialize(acked.url)
-  t.equal(counterIn(await callTool(acked.url, session, 'counter_add', { amount: 1 })), 1)
+  t.equal(counterIn(await callTool(acked.url, session, 'counter_add', { by: 1 })), 1)
   const basket = await basketOf(acked.url)
   replica.pause()
   let ping, list, unmarked, handleRead, add
@@ -168,7 +168,7 @@ t.test('with waitReplicas: what changes nothing waits for no replica; a writing 
     const res = await fetch(acked.url, {
       method: 'POST',
       headers: headers(session),
-      body: JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'counter_add', arguments: { amount: 100 } } })
+      body: JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'counter_add', arguments: { by: 100 } } })
     })
     add = { ...await readReply(res), retryAfter: res.headers.get('retry-after') }
   } finally {
