@@ -66,6 +66,9 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
   checkReplicaAcks(store, b.lock)
   const ownLock = b.lock === undefined ? defaultLock(store, log) : undefined
   const lock = b.lock === false ? null : (b.lock ?? ownLock ?? null)
+  // `redis` alone shares the bus, the event log and the limits; sessions, state handles and tasks
+  // would stay in this process's memory, which another instance behind the balancer never sees.
+  if (b.store === undefined && b.redis !== undefined) log.warn(MEMORY_STATE_WARNING)
   // A URL makes a client we own; it fails fast while Redis is down (the request gets a 503 at
   // once) rather than queueing commands. It is a client of the app's ioredis (an optional peer
   // dependency, loaded only when the plugin makes a client).
@@ -132,6 +135,11 @@ function assembled (b: ResolvedBackends, parts: Omit<Backends, 'close'> & { ownL
     }
   }
 }
+
+/** Logged at start-up when `redis` is given and the sessions' store is the default memory store. */
+export const MEMORY_STATE_WARNING = 'fastify-mcp-http: the redis option shares the message bus, the event log and the tool limits, ' +
+  'but sessions, state handles and tasks stay in this process\'s memory (no sessions.store): another instance will not find them. ' +
+  'Give sessions.store a RedisSessionStore on the same Redis to share them.'
 
 /**
  * Refuses a `RedisSessionStore` and an explicit `RedisSessionLock` whose replica acknowledgement
