@@ -45,9 +45,18 @@ export function boundedInt (opts: Record<string, unknown>, name: string, def: nu
   return v
 }
 
+/**
+ * Fails on a key of the nested option `label` that is not in `known` (a misspelt key would
+ * otherwise be ignored in silence, its default taken), naming it as `label.key`.
+ */
+export function checkNestedKeys (o: object, known: readonly string[], label: string): void {
+  for (const k of Object.keys(o)) if (!known.includes(k)) fail(`${label}.${k.slice(0, 64)}`, `unknown option (misspelt?); known: ${known.join(', ')}`)
+}
+
 export function checkTasks (t: unknown): { ttl: number, pollInterval: number, maxPerPrincipal: number } {
   if (t !== undefined && (typeof t !== 'object' || t === null)) fail('tasks', 'must be an object')
   const o = (t ?? {}) as Record<string, unknown>
+  checkNestedKeys(o, ['ttl', 'pollInterval', 'maxPerPrincipal'], 'tasks')
   return Object.freeze({
     ttl: boundedInt(o, 'ttl', 3_600_000, 1000, 86_400_000, 'tasks.ttl'),
     pollInterval: boundedInt(o, 'pollInterval', 1000, 100, 60_000, 'tasks.pollInterval'),

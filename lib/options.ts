@@ -12,7 +12,7 @@ import { isPgPool, type PgPoolLike } from './postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix } from './postgres/schema.js'
 import { isSentinelConnection, type RedisSentinelConnection } from './redis/sentinel.js'
 import type { CacheOptions } from './features/cache-hints.js'
-import { appIdentity, boundedInt, checkCache, checkKnownKeys, checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
+import { appIdentity, boundedInt, checkCache, checkKnownKeys, checkNestedKeys, checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
 import { resolveAuth, type ResolvedAuth } from './auth/resource-server.js'
 import { resolveToolLimits, type ResolvedToolLimits } from './limits/policy.js'
 import { resolveTelemetry, type ResolvedTelemetry } from './telemetry/index.js'
@@ -104,6 +104,7 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
   const el = opts.eventLogOptions ?? {}
   if (typeof el !== 'object' || el === null) fail('eventLogOptions', 'must be { maxEvents?, ttl? }')
   const elo = el as Record<string, unknown>
+  checkNestedKeys(elo, ['maxEvents', 'ttl'], 'eventLogOptions')
   return {
     store: s.store,
     lock: s.lock,
