@@ -167,6 +167,8 @@ export { McpDecorator, type HandleAdmin } from './decorator.js'
 export type { EngineStatus } from './protocol/engine.js'
 export type { McpPluginOptions, SessionOptions, Implementation } from './options.js'
 export type { TelemetryOption, TelemetryOptions, SessionIdAttribute } from './telemetry/index.js'
+/** How spans show a session id by default (`telemetry.sessionId: 'hashed'`): find a session's spans from its id. */
+export { hashSessionId } from './telemetry/index.js'
 export type * from './context.js'
 export type * from './features/registry.js'
 export { Registry } from './features/registry.js'
