@@ -14,6 +14,7 @@ import { registerProtectedResourceMetadata } from './auth/metadata.js'
 import type { ResolvedAuth } from './auth/resource-server.js'
 import { buildBackends } from './backends.js'
 import { McpDecorator } from './decorator.js'
+import { serveReadiness } from './http/readiness.js'
 import { mcpRoutes } from './http/routes.js'
 import { MemoryBus } from './bus/bus.js'
 import { MemoryEventLog } from './bus/event-log.js'
@@ -117,6 +118,10 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   fastify.decorateRequest('mcpPrincipal', null)
   if (opts.auth !== null) serveMetadata(fastify, opts.auth, registry)
   if (opts.statusRoute !== null) serveStatus(fastify, opts.statusRoute, registry)
+  if (opts.readinessRoute !== null) {
+    serveReadiness(fastify, opts.readinessRoute, { store: backends.store, draining: () => registry.status().draining },
+      Math.max(1, Math.ceil(opts.retryInterval / 1000)))
+  }
   let endpoint: string | undefined
   // The plugin is not encapsulated (fastify-plugin: `app.mcp` must reach the app), so Fastify
   // does not apply a `prefix` given to it: the routes, an encapsulated child, take it instead.

@@ -64,9 +64,18 @@ export function checkTasks (t: unknown): { ttl: number, pollInterval: number, ma
   })
 }
 
-export function checkSecret (secret: unknown): string | undefined {
+/** Secrets a `requestStateSecret` list may hold: each is tried on a state that fails the first. */
+const MAX_SECRETS = 3
+
+/** `requestStateSecret`: one secret, or a list whose first seals and every one opens (a rotation). */
+export function checkSecret (secret: unknown): string | readonly string[] | undefined {
   if (secret === undefined) return undefined
-  if (typeof secret !== 'string' || secret.length < 16) fail('requestStateSecret', 'must be a string of at least 16 characters')
+  const why = `must be a string of at least 16 characters, or a list of 1 to ${MAX_SECRETS} of them (the first seals)`
+  if (Array.isArray(secret)) {
+    if (secret.length < 1 || secret.length > MAX_SECRETS || !secret.every(s => typeof s === 'string' && s.length >= 16)) fail('requestStateSecret', why)
+    return Object.freeze([...secret as string[]])
+  }
+  if (typeof secret !== 'string' || secret.length < 16) fail('requestStateSecret', why)
   return secret
 }
 
@@ -113,9 +122,9 @@ function rememberLastPass (check: (host: string) => boolean): (host: string) => 
   }
 }
 
-export function checkStatusRoute (route: unknown): string | null {
+export function checkStatusRoute (route: unknown, name = 'statusRoute'): string | null {
   if (route === undefined || route === false) return null
-  if (typeof route !== 'string' || !route.startsWith('/')) fail('statusRoute', 'must be false or a path starting with "/"')
+  if (typeof route !== 'string' || !route.startsWith('/')) fail(name, 'must be false or a path starting with "/"')
   return route
 }
 
@@ -124,7 +133,7 @@ const KNOWN_OPTIONS = new Set([
   'path', 'prefix', 'serverInfo', 'instructions', 'sessions', 'allowedOrigins', 'allowedHosts', 'authenticate', 'auth', 'requireAuth',
   'wwwAuthenticate', 'bodyLimit', 'clientRequestTimeout', 'keepAliveInterval', 'retryInterval', 'drainTimeout', 'pageSize',
   'maxPendingClientRequests', 'maxBatchSize', 'maxStreamsPerSession', 'requestStateSecret', 'requestStateTtl', 'cache', 'maxListenStreams',
-  'maxListenStreamsPerClient', 'redis', 'eventLogOptions', 'redisPrefix', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute',
+  'maxListenStreamsPerClient', 'redis', 'eventLogOptions', 'redisPrefix', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute', 'readinessRoute',
   'logLevel', 'logSerializers', 'postgres', 'postgresPrefix'
 ])
 const KNOWN_SESSION_OPTIONS = new Set(['store', 'lock', 'gcProbability', 'gcDivisor', 'requireSessionId', 'unusedTtl', 'cancelGrace'])

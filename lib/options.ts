@@ -69,7 +69,8 @@ export interface ResolvedOptions {
   maxPendingClientRequests: number
   maxBatchSize: number
   maxStreamsPerSession: number
-  requestStateSecret: string | undefined
+  /** One secret, or a list whose first seals and every one opens. */
+  requestStateSecret: string | readonly string[] | undefined
   requestStateTtl: number
   cache: CacheOptions
   maxListenStreams: number
@@ -78,6 +79,8 @@ export interface ResolvedOptions {
   telemetry: ResolvedTelemetry
   /** The path of the status route, or null when off. */
   statusRoute: string | null
+  /** The path of the readiness route, or null when off. */
+  readinessRoute: string | null
 }
 
 /** `redis`, `bus`, `eventLog` and their options, and the session store and lock. */
@@ -206,6 +209,7 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     maxListenStreamsPerClient: nonNegativeInt(o, 'maxListenStreamsPerClient', 10, 1),
     tasks: checkTasks(opts.tasks),
     telemetry: resolveTelemetry(opts.telemetry, fail),
-    statusRoute: checkStatusRoute(opts.statusRoute)
+    statusRoute: checkStatusRoute(opts.statusRoute),
+    readinessRoute: checkStatusRoute(opts.readinessRoute, 'readinessRoute')
   })
 }
