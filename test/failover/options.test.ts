@@ -49,7 +49,7 @@ t.test('requireReplicaAck refuses a Cluster and a client scripted already', asyn
   await lock.close()
 })
 
-t.test('a RedisSessionStore and a RedisSessionLock whose waitReplicas differ fail app.ready(), naming sessions.lock', async t => {
+t.test('a RedisSessionStore and a RedisSessionLock whose waitReplicas differ fail the registration, naming sessions.lock', async t => {
   const clients: Redis[] = []
   const client = (): Redis => { const c = new Redis({ lazyConnect: true }); clients.push(c); return c }
   t.teardown(() => { for (const c of clients) c.disconnect() })
@@ -63,9 +63,11 @@ t.test('a RedisSessionStore and a RedisSessionLock whose waitReplicas differ fai
   for (const [what, make, ok] of pairs) {
     const { store, lock } = make()
     const app = Fastify({ logger: false })
+    // Registered, not started: the check runs when the plugin registers (ready() would wait for
+    // these lazy clients to connect).
     const ready = (async () => {
       await app.register(mcp, { sessions: { store, lock } })
-      await app.ready()
+      await app.after()
     })()
     if (ok) await t.resolves(ready, what)
     else await t.rejects(ready, { code: 'FST_ERR_MCP_INVALID_OPTION', message: /"sessions\.lock".*replica acknowledgement/ }, what)
