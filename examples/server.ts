@@ -23,7 +23,9 @@
  * MCP_REDIS_MASTER (the master name, default `mymaster`) instead of REDIS_URL; every client then
  * follows the primary the sentinels promote. MCP_REDIS_WAIT_REPLICAS (default 0) and
  * MCP_REDIS_WAIT_TIMEOUT_MS (default 200): replicas that must acknowledge each write of the store
- * and the lock before it is reported as kept (docs/failover.md).
+ * and the lock before it is reported as kept (docs/failover.md). MCP_DEMO_ADMIN=1 adds
+ * `demo_add_tool` (adds a tool to this instance at run time: a tools/list_changed to watch).
+ * Every variable: docs/lock-internals.md#the-demo.
  */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify'
 import mcp, {
@@ -50,10 +52,16 @@ export function redisFromEnv (env: Record<string, string | undefined>): string |
   return env.REDIS_URL
 }
 
-/** MCP_REDIS_WAIT_REPLICAS and MCP_REDIS_WAIT_TIMEOUT_MS. */
+/**
+ * MCP_REDIS_WAIT_REPLICAS (default 0: off) and MCP_REDIS_WAIT_TIMEOUT_MS. The timeout alone leaves
+ * acknowledgement off, as documented, rather than failing the start (the options refuse a
+ * `waitTimeoutMs` without `waitReplicas`).
+ */
 function replicaAckFromEnv (env: Record<string, string | undefined>): ReplicaAckOptions {
+  const waitReplicas = Number(env.MCP_REDIS_WAIT_REPLICAS ?? 0)
+  if (waitReplicas === 0) return {}
   return {
-    waitReplicas: env.MCP_REDIS_WAIT_REPLICAS === undefined ? undefined : Number(env.MCP_REDIS_WAIT_REPLICAS),
+    waitReplicas,
     waitTimeoutMs: env.MCP_REDIS_WAIT_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_REDIS_WAIT_TIMEOUT_MS)
   }
 }

@@ -16,10 +16,12 @@ import { RedisBus } from './bus/redis-bus.js'
 import { RedisEventLog } from './bus/redis-event-log.js'
 import { buildToolLimiter, type ToolLimiter } from './limits/limiter.js'
 import { resolveToolLimits } from './limits/policy.js'
+import { RedisSessionLock } from './locks/redis-lock.js'
 import type { SessionLock } from './locks/session-lock.js'
 import type { ResolvedBackends } from './options.js'
 import { createRedisClient } from './redis/client.js'
 import { sessionKey } from './redis/keys.js'
+import { replicaAckFor, type ReplicaAck } from './redis/replica-ack.js'
 import type { RedisClientLike } from './redis/scripts.js'
 import { isSentinelConnection } from './redis/sentinel.js'
 import { MemorySessionStore } from './sessions/memory-store.js'
@@ -61,8 +63,12 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
   // The store and its lock first: a lock that cannot be made fails the registration before
   // anything needing a close exists.
   const store = b.store ?? new MemorySessionStore()
+  checkReplicaAcks(store, b.lock)
   const ownLock = b.lock === undefined ? defaultLock(store, log) : undefined
   const lock = b.lock === false ? null : (b.lock ?? ownLock ?? null)
+  // `redis` alone shares the bus, the event log and the limits; sessions, state handles and tasks
+  // would stay in this process's memory, which another instance behind the balancer never sees.
+  if (b.store === undefined && b.redis !== undefined) log.warn(MEMORY_STATE_WARNING)
   // A URL makes a client we own; it fails fast while Redis is down (the request gets a 503 at
   // once) rather than queueing commands. It is a client of the app's ioredis (an optional peer
   // dependency, loaded only when the plugin makes a client).
@@ -95,6 +101,7 @@ function buildPgBackends (b: ResolvedBackends, postgres: PgPoolLike | string, lo
   const pool = ownPool ?? (postgres as PgPoolLike)
   const prefix = b.postgresPrefix
   const store = b.store ?? new PgSessionStore({ pool, prefix })
+  checkReplicaAcks(store, b.lock)
   // The store's lock unless one is named: a PgSessionStore's is a lease row on its pool.
   const ownLock = b.lock === undefined ? defaultLock(store, log) : undefined
   const lock = b.lock === false ? null : (b.lock ?? ownLock ?? null)
@@ -127,6 +134,30 @@ function assembled (b: ResolvedBackends, parts: Omit<Backends, 'close'> & { ownL
       await endConnection()
     }
   }
+}
+
+/** Logged at start-up when `redis` is given and the sessions' store is the default memory store. */
+export const MEMORY_STATE_WARNING = 'fastify-mcp-http: the redis option shares the message bus, the event log and the tool limits, ' +
+  'but sessions, state handles and tasks stay in this process\'s memory (no sessions.store): another instance will not find them. ' +
+  'Give sessions.store a RedisSessionStore on the same Redis to share them.'
+
+/**
+ * Refuses a `RedisSessionStore` and an explicit `RedisSessionLock` whose replica acknowledgement
+ * (`waitReplicas`, `waitTimeoutMs`) differs. The two run as one pairing whose save script runs on
+ * the lock's client: a store that waits for replicas with a lock that does not would answer its
+ * saves as kept unacknowledged, and the reverse would confirm saves while the store's creates go
+ * unconfirmed. Refused rather than reconciled: a client's scripts are set up once with its own
+ * setting, and which of the two the app meant cannot be guessed.
+ */
+function checkReplicaAcks (store: SessionStore, lock: SessionLock | false | undefined): void {
+  if (!(store instanceof RedisSessionStore) || !(lock instanceof RedisSessionLock)) return
+  const a = replicaAckFor(store.client)
+  const b = replicaAckFor(lock.client)
+  if (a?.replicas === b?.replicas && a?.timeoutMs === b?.timeoutMs) return
+  const shown = (ack: ReplicaAck | undefined): string => ack === undefined ? 'none' : `waitReplicas ${ack.replicas}, waitTimeoutMs ${ack.timeoutMs}`
+  throw new FST_ERR_MCP_INVALID_OPTION('sessions.lock', `the RedisSessionLock's replica acknowledgement (${shown(b)}) differs from the ` +
+    `RedisSessionStore's (${shown(a)}); the store's saves run on the lock's client, so give both the same waitReplicas and waitTimeoutMs ` +
+    '(or leave sessions.lock out: the default lock uses the store\'s client)')
 }
 
 /** The lock matching the store (no `sessions.lock` option), its warning logged once. */

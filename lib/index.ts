@@ -16,6 +16,7 @@ import type { ResolvedAuth } from './auth/resource-server.js'
 import { buildBackends } from './backends.js'
 import { composeEngineParts } from './compose.js'
 import { McpDecorator } from './decorator.js'
+import { serveReadiness } from './http/readiness.js'
 import { mcpRoutes } from './http/routes.js'
 import { MemoryBus } from './bus/bus.js'
 import { MemoryEventLog } from './bus/event-log.js'
@@ -120,6 +121,10 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   fastify.decorateRequest('mcpPrincipal', null)
   if (opts.auth !== null) serveMetadata(fastify, opts.auth, registry)
   if (opts.statusRoute !== null) serveStatus(fastify, opts.statusRoute, registry)
+  if (opts.readinessRoute !== null) {
+    serveReadiness(fastify, opts.readinessRoute, { store: backends.store, draining: () => registry.status().draining },
+      Math.max(1, Math.ceil(opts.retryInterval / 1000)))
+  }
   let endpoint: string | undefined
   // The plugin is not encapsulated (fastify-plugin: `app.mcp` must reach the app), so Fastify
   // does not apply a `prefix` given to it: the routes, an encapsulated child, take it instead.
@@ -170,6 +175,8 @@ export { McpDecorator, type HandleAdmin } from './decorator.js'
 export type { EngineStatus } from './protocol/engine.js'
 export type { McpPluginOptions, SessionOptions, Implementation } from './options.js'
 export type { TelemetryOption, TelemetryOptions, SessionIdAttribute } from './telemetry/index.js'
+/** How spans show a session id by default (`telemetry.sessionId: 'hashed'`): find a session's spans from its id. */
+export { hashSessionId } from './telemetry/index.js'
 export type * from './context.js'
 export type * from './features/registry.js'
 export { Registry } from './features/registry.js'
@@ -207,7 +214,7 @@ export { PgLimitBackend, type PgLimitBackendOptions } from './limits/pg-backend.
 export { migratePostgres, DEFAULT_PG_PREFIX } from './postgres/schema.js'
 export { createPgPool, POOL_DEFAULTS, type PgPoolLike, type PgClientLike, type PgQuery, type PgResult } from './postgres/pool.js'
 export { parseSentinels, type RedisSentinelConnection } from './redis/sentinel.js'
-export { UnconfirmedWriteError, type ReplicaAck } from './redis/replica-ack.js'
+export { UnconfirmedLeaseError, UnconfirmedWriteError, type ReplicaAck } from './redis/replica-ack.js'
 export type { ReplicaAckOptions } from './redis/client.js'
 export { MemoryBus } from './bus/bus.js'
 export type { Bus, BusMessage } from './bus/bus.js'

@@ -45,9 +45,18 @@ export function boundedInt (opts: Record<string, unknown>, name: string, def: nu
   return v
 }
 
+/**
+ * Fails on a key of the nested option `label` that is not in `known` (a misspelt key would
+ * otherwise be ignored in silence, its default taken), naming it as `label.key`.
+ */
+export function checkNestedKeys (o: object, known: readonly string[], label: string): void {
+  for (const k of Object.keys(o)) if (!known.includes(k)) fail(`${label}.${k.slice(0, 64)}`, `unknown option (misspelt?); known: ${known.join(', ')}`)
+}
+
 export function checkTasks (t: unknown): { ttl: number, pollInterval: number, maxPerPrincipal: number } {
   if (t !== undefined && (typeof t !== 'object' || t === null)) fail('tasks', 'must be an object')
   const o = (t ?? {}) as Record<string, unknown>
+  checkNestedKeys(o, ['ttl', 'pollInterval', 'maxPerPrincipal'], 'tasks')
   return Object.freeze({
     ttl: boundedInt(o, 'ttl', 3_600_000, 1000, 86_400_000, 'tasks.ttl'),
     pollInterval: boundedInt(o, 'pollInterval', 1000, 100, 60_000, 'tasks.pollInterval'),
@@ -55,9 +64,18 @@ export function checkTasks (t: unknown): { ttl: number, pollInterval: number, ma
   })
 }
 
-export function checkSecret (secret: unknown): string | undefined {
+/** Secrets a `requestStateSecret` list may hold: each is tried on a state that fails the first. */
+const MAX_SECRETS = 3
+
+/** `requestStateSecret`: one secret, or a list whose first seals and every one opens (a rotation). */
+export function checkSecret (secret: unknown): string | readonly string[] | undefined {
   if (secret === undefined) return undefined
-  if (typeof secret !== 'string' || secret.length < 16) fail('requestStateSecret', 'must be a string of at least 16 characters')
+  const why = `must be a string of at least 16 characters, or a list of 1 to ${MAX_SECRETS} of them (the first seals)`
+  if (Array.isArray(secret)) {
+    if (secret.length < 1 || secret.length > MAX_SECRETS || !secret.every(s => typeof s === 'string' && s.length >= 16)) fail('requestStateSecret', why)
+    return Object.freeze([...secret as string[]])
+  }
+  if (typeof secret !== 'string' || secret.length < 16) fail('requestStateSecret', why)
   return secret
 }
 
@@ -104,9 +122,9 @@ function rememberLastPass (check: (host: string) => boolean): (host: string) => 
   }
 }
 
-export function checkStatusRoute (route: unknown): string | null {
+export function checkStatusRoute (route: unknown, name = 'statusRoute'): string | null {
   if (route === undefined || route === false) return null
-  if (typeof route !== 'string' || !route.startsWith('/')) fail('statusRoute', 'must be false or a path starting with "/"')
+  if (typeof route !== 'string' || !route.startsWith('/')) fail(name, 'must be false or a path starting with "/"')
   return route
 }
 
@@ -115,7 +133,7 @@ const KNOWN_OPTIONS = new Set([
   'path', 'prefix', 'serverInfo', 'instructions', 'sessions', 'allowedOrigins', 'allowedHosts', 'authenticate', 'auth', 'requireAuth',
   'wwwAuthenticate', 'bodyLimit', 'clientRequestTimeout', 'keepAliveInterval', 'retryInterval', 'drainTimeout', 'pageSize',
   'maxPendingClientRequests', 'maxBatchSize', 'maxStreamsPerSession', 'requestStateSecret', 'requestStateTtl', 'cache', 'maxListenStreams',
-  'maxListenStreamsPerClient', 'redis', 'eventLogOptions', 'redisPrefix', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute',
+  'maxListenStreamsPerClient', 'redis', 'eventLogOptions', 'redisPrefix', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute', 'readinessRoute',
   'logLevel', 'logSerializers', 'postgres', 'postgresPrefix'
 ])
 const KNOWN_SESSION_OPTIONS = new Set(['store', 'lock', 'gcProbability', 'gcDivisor', 'requireSessionId', 'unusedTtl', 'cancelGrace'])

@@ -12,7 +12,7 @@ import { isPgPool, type PgPoolLike } from './postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix } from './postgres/schema.js'
 import { isSentinelConnection, type RedisSentinelConnection } from './redis/sentinel.js'
 import type { CacheOptions } from './features/cache-hints.js'
-import { appIdentity, boundedInt, checkCache, checkKnownKeys, checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
+import { appIdentity, boundedInt, checkCache, checkKnownKeys, checkNestedKeys, checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
 import { resolveAuth, type ResolvedAuth } from './auth/resource-server.js'
 import { resolveToolLimits, type ResolvedToolLimits } from './limits/policy.js'
 import { resolveTelemetry, type ResolvedTelemetry } from './telemetry/index.js'
@@ -69,7 +69,8 @@ export interface ResolvedOptions {
   maxPendingClientRequests: number
   maxBatchSize: number
   maxStreamsPerSession: number
-  requestStateSecret: string | undefined
+  /** One secret, or a list whose first seals and every one opens. */
+  requestStateSecret: string | readonly string[] | undefined
   requestStateTtl: number
   cache: CacheOptions
   maxListenStreams: number
@@ -78,6 +79,8 @@ export interface ResolvedOptions {
   telemetry: ResolvedTelemetry
   /** The path of the status route, or null when off. */
   statusRoute: string | null
+  /** The path of the readiness route, or null when off. */
+  readinessRoute: string | null
 }
 
 /** `redis`, `bus`, `eventLog` and their options, and the session store and lock. */
@@ -104,6 +107,7 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
   const el = opts.eventLogOptions ?? {}
   if (typeof el !== 'object' || el === null) fail('eventLogOptions', 'must be { maxEvents?, ttl? }')
   const elo = el as Record<string, unknown>
+  checkNestedKeys(elo, ['maxEvents', 'ttl'], 'eventLogOptions')
   return {
     store: s.store,
     lock: s.lock,
@@ -205,6 +209,7 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     maxListenStreamsPerClient: nonNegativeInt(o, 'maxListenStreamsPerClient', 10, 1),
     tasks: checkTasks(opts.tasks),
     telemetry: resolveTelemetry(opts.telemetry, fail),
-    statusRoute: checkStatusRoute(opts.statusRoute)
+    statusRoute: checkStatusRoute(opts.statusRoute),
+    readinessRoute: checkStatusRoute(opts.readinessRoute, 'readinessRoute')
   })
 }

@@ -145,8 +145,10 @@ export interface McpPluginOptions {
   /**
    * Secret that seals `requestState` of multi-round-trip requests (2026-07-28); every instance
    * behind one load balancer needs the same. Default: a random secret per process (logged once).
+   * To rotate it without failing requests in flight, give a list (at most 3): the first seals,
+   * every one opens (docs/production.md#rotating-requeststatesecret).
    */
-  requestStateSecret?: string
+  requestStateSecret?: string | readonly string[]
   /** Milliseconds a sealed `requestState` stays valid. Default 600,000 (10 min). */
   requestStateTtl?: number
   /**
@@ -215,4 +217,10 @@ export interface McpPluginOptions {
    * pending client requests) as JSON, never an id or a principal. Default: off.
    */
   statusRoute?: string | false
+  /**
+   * Serves `GET <readinessRoute>` for a load balancer: 200 `{ ready: true }`, or 503
+   * `{ ready: false, reason }` with Retry-After while `app.close()` drains this instance or its
+   * sessions' store does not answer (docs/production.md#health-and-readiness). Default: off.
+   */
+  readinessRoute?: string | false
 }

@@ -2,7 +2,7 @@
  * Runs a test tier (the tiers: scripts/tiers.ts, CONTRIBUTING.md).
  *
  *   tsx scripts/test-tiers.ts quick [tap options]   run the quick tier
- *   tsx scripts/test-tiers.ts list                  print every test file's tier and why
+ *   tsx scripts/test-tiers.ts list                  print every test file's tier and why, then the counts
  */
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
@@ -13,10 +13,14 @@ const TAP = join(ROOT, 'node_modules', '.bin', 'tap')
 function main (argv: string[]): void {
   const [command, ...rest] = argv
   if (command === 'list') {
-    for (const f of testFiles()) {
+    const files = testFiles()
+    let quick = 0
+    for (const f of files) {
       const { tier, reasons } = classify(f)
+      if (tier === 'quick') quick++
       console.log(`${tier.padEnd(5)} ${f}${reasons.length > 0 ? `  — ${reasons.join('; ')}` : ''}`)
     }
+    console.log(`${quick} quick and ${files.length - quick} full, of ${files.length} test files`)
     return
   }
   if (command !== 'quick') {

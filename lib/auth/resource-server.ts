@@ -82,6 +82,9 @@ export interface ResolvedAuth {
 export type FailOption = (name: string, why: string) => never
 
 const KNOWN = new Set(['resource', 'authorizationServers', 'jwt', 'verify', 'requiredScopes', 'scopesSupported', 'metadata', 'metadataAtRoot'])
+/** The keys of `auth.jwt` (`JwtVerifierOptions` without the two `auth` fills in, which it may override). */
+const JWT_KEYS: readonly string[] = ['jwksUri', 'issuer', 'audience', 'algorithms', 'clockToleranceSec', 'typ', 'jwksCooldownMs',
+  'jwksCacheMaxAgeMs', 'jwksTimeoutMs', 'jwksRetryMs']
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/
 /** Path characters that are literal in a Fastify route (no `:` parameters, no `*`). */
 const ROUTE_SAFE_PATH = /^[A-Za-z0-9\-._~/%]*$/
@@ -141,6 +144,9 @@ function checkAuth (raw: AuthOptions, fail: FailOption): CheckedAuth {
   let jwt: JwtVerifier | null = null
   if (raw.jwt !== undefined) {
     if (typeof raw.jwt !== 'object' || raw.jwt === null) fail('auth.jwt', 'must be an object')
+    for (const k of Object.keys(raw.jwt)) {
+      if (!JWT_KEYS.includes(k)) fail(`auth.jwt.${k.slice(0, 64)}`, `is not an auth.jwt option (misspelt?); known: ${JWT_KEYS.join(', ')}`)
+    }
     try {
       jwt = createJwtVerifier({ ...raw.jwt, issuer: raw.jwt.issuer ?? authorizationServers, audience: raw.jwt.audience ?? resource })
     } catch (err) {

@@ -53,7 +53,9 @@ export interface RedisSessionLockOptions {
    * Replicas that must acknowledge a lease (taken or renewed) and, on the store + lock fast path,
    * each save, before it counts (Redis `WAIT`; default 0: none). A lease too few replicas hold
    * is released and `acquire()` rejects with a `SessionLockError` whose cause is an
-   * `UnconfirmedWriteError`; a renewal too few hold counts as a failed one. Not on a Cluster.
+   * `UnconfirmedLeaseError` (nothing ran under it); a renewal too few hold counts as a failed
+   * one. Not on a Cluster. A `RedisSessionStore` used with this lock must have the same setting
+   * (the plugin refuses to start otherwise: the store's saves run on this lock's client).
    */
   waitReplicas?: number
   /** How long each of those waits for the replicas, in ms (default 200). */
@@ -126,7 +128,7 @@ export class RedisSessionLock extends BackendSessionLock<RedisClient> {
       // Handled now: it may time out before the SET's reply comes, and is awaited after it.
       acknowledged.catch(() => {})
       const reply = await set
-      return confirmed(reply, await acknowledged, ack, r => r === 'OK') === 'OK' ? undefined : LEASE_BUSY
+      return confirmed(reply, await acknowledged, ack, r => r === 'OK', true) === 'OK' ? undefined : LEASE_BUSY
     }, adoptAny) // a lease passed on is as good as a fresh one here
     this.prefix = prefix
     this.#client = client

@@ -60,7 +60,7 @@ export class HandleCalls implements StateRunner {
     // reads); a misuse (unknown kind, data JSON cannot carry) stays the handler's TypeError.
     const down = (err: unknown, kind: string): never => {
       if (err instanceof TypeError || err instanceof RangeError || log === undefined) throw err
-      throw refusalAnswer(state.refused('handle', `~${kind}~`, err, log).refusal, 'handle')
+      throw refusalAnswer(state.refused('handle', `~${kind}~`, err, log).refusal, 'handle', err)
     }
     return {
       create: async (kind, data) => {
@@ -117,7 +117,7 @@ export class HandleCalls implements StateRunner {
     } catch (err) {
       // Given up while queued: the wire answers for the request (cancelled, or its session ended).
       if (ctx.abort.aborted) throw ctx.abort.reason
-      if (err instanceof StateRefusedError) throw refusalAnswer(err.refusal, 'handle')
+      if (err instanceof StateRefusedError) throw refusalAnswer(err.refusal, 'handle', err.cause)
       throw err
     }
   }

@@ -7,7 +7,7 @@
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import type { Refusal } from '../state/outcome.js'
 import type { Subject } from '../state/unit-of-work.js'
-import { unconfirmedRefusal } from './unconfirmed.js'
+import { unconfirmedAnswer, unconfirmedRefusal } from './unconfirmed.js'
 
 /**
  * `Retry-After` of a 503 for a backend that failed (a database restarting, a Redis failing over):
@@ -42,7 +42,11 @@ const REFUSALS: Record<Exclude<Refusal, 'unconfirmed'>, Record<Subject, () => Mc
   }
 }
 
-/** The answer to a refusal to open (see the module doc). */
-export function refusalAnswer (refusal: Refusal, subject: Subject): McpError {
-  return refusal === 'unconfirmed' ? unconfirmedRefusal() : REFUSALS[refusal][subject]()
+/**
+ * The answer to a refusal to open (see the module doc); `cause` tells an unconfirmed lease
+ * (nothing was done) from an unconfirmed write (it may or may not have been kept).
+ */
+export function refusalAnswer (refusal: Refusal, subject: Subject, cause?: unknown): McpError {
+  if (refusal === 'unconfirmed') return unconfirmedAnswer(cause) ?? unconfirmedRefusal()
+  return REFUSALS[refusal][subject]()
 }

@@ -6,7 +6,9 @@
  * Sentinel promotes. With `waitReplicas: N` a write counts as done only once N replicas
  * acknowledged it; fewer within `waitTimeoutMs` and the write is *unconfirmed*: it ran on the
  * primary and may survive or not, so the caller must answer neither "kept" nor "not kept"
- * ({@link UnconfirmedWriteError}; the wires answer 503 with Retry-After).
+ * ({@link UnconfirmedWriteError}; the wires answer 503 with Retry-After). A lease whose take is
+ * unconfirmed is another matter ({@link UnconfirmedLeaseError}): it is let go before anything
+ * runs under it, so nothing was done and the client may simply retry.
  *
  * A script cannot call WAIT, so WAIT is sent right behind the script on the same connection, in
  * the same turn of the event loop: one round trip for both, no MULTI. A client's setting is a
@@ -23,18 +25,37 @@ export interface ReplicaAck {
 
 /** A write that ran on the primary but was not acknowledged by enough replicas in time. */
 export class UnconfirmedWriteError extends Error {
-  override readonly name = 'UnconfirmedWriteError'
+  override readonly name: string = 'UnconfirmedWriteError'
   constructor (readonly acknowledged: number, readonly required: number) {
     super(`Write not confirmed: ${acknowledged} of ${required} replicas acknowledged it in time`)
   }
 }
 
+/**
+ * The take of a lease that too few replicas acknowledged. The lease is let go (the lock releases
+ * it before the error reaches its caller), and nothing ran under it: unlike an unconfirmed save,
+ * the outcome is known — nothing was done.
+ */
+export class UnconfirmedLeaseError extends UnconfirmedWriteError {
+  override readonly name = 'UnconfirmedLeaseError'
+}
+
+/** The {@link UnconfirmedWriteError} that is `err` or in its `cause` chain, if any. */
+function unconfirmedOf (err: unknown): UnconfirmedWriteError | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    if (e instanceof UnconfirmedWriteError) return e
+  }
+  return undefined
+}
+
 /** Whether `err`, or an error in its `cause` chain, is an {@link UnconfirmedWriteError}. */
 export function isUnconfirmed (err: unknown): boolean {
-  for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
-    if (e instanceof UnconfirmedWriteError) return true
-  }
-  return false
+  return unconfirmedOf(err) !== undefined
+}
+
+/** Whether that error is the take of a lease ({@link UnconfirmedLeaseError}): nothing was done. */
+export function isUnconfirmedLease (err: unknown): boolean {
+  return unconfirmedOf(err) instanceof UnconfirmedLeaseError
 }
 
 const ACK = Symbol.for('fastify-mcp-http.replicaAck')
@@ -104,10 +125,14 @@ export function sendWait (client: object, ack: ReplicaAck): Promise<number> {
 
 /**
  * The reply of a write script once WAIT confirmed it: `wrote(reply)` says whether the script
- * wrote anything (a refused save or a busy lease needs no confirmation).
- * @throws {UnconfirmedWriteError} (as a rejection) when too few replicas acknowledged a write.
+ * wrote anything (a refused save or a busy lease needs no confirmation). `take`: the write is the
+ * take of a lease, which its lock lets go when this throws.
+ * @throws {UnconfirmedWriteError} (as a rejection) when too few replicas acknowledged a write;
+ * {@link UnconfirmedLeaseError} for a lease's take.
  */
-export function confirmed<R> (reply: R, acknowledged: number, ack: ReplicaAck, wrote: (reply: R) => boolean): R {
-  if (acknowledged < ack.replicas && wrote(reply)) throw new UnconfirmedWriteError(acknowledged, ack.replicas)
+export function confirmed<R> (reply: R, acknowledged: number, ack: ReplicaAck, wrote: (reply: R) => boolean, take = false): R {
+  if (acknowledged < ack.replicas && wrote(reply)) {
+    throw take ? new UnconfirmedLeaseError(acknowledged, ack.replicas) : new UnconfirmedWriteError(acknowledged, ack.replicas)
+  }
   return reply
 }

@@ -324,6 +324,9 @@ const WRITES: Partial<Record<keyof typeof SCRIPTS, (reply: unknown) => boolean>>
   mcpSaveAndReleaseMany: reply => typeof reply === 'string' && reply.startsWith('ok')
 }
 
+/** The write scripts that take a lease: unconfirmed, the lease is let go and nothing was done. */
+const TAKES: ReadonlySet<string> = new Set<keyof typeof SCRIPTS>(['mcpAcquireAndLoad'])
+
 /**
  * Adds the scripts to a client, once: a client that already has them (because another store or
  * lock shares it) is left as it is. Returns the same client, typed with its scripts. A standalone
@@ -344,13 +347,14 @@ export function defineScripts (client: RedisClientLike): RedisClient {
       const wrote = ack === undefined ? undefined : WRITES[name as keyof typeof SCRIPTS]
       // A script of as many keys as the call says takes their number first.
       const keys = definition.numberOfKeys === 0
+      const take = TAKES.has(name)
       // Not async: the runner's promise as it is, no second promise per call.
       methods[name] = wrote === undefined
         ? (...args: Array<string | number>): unknown => keys ? runner.run(args.slice(1), args[0] as number) : runner.run(args)
         : (...args: Array<string | number>): unknown => (keys
             ? runner.runFollowed(args.slice(1), () => sendWait(client, ack as ReplicaAck), args[0] as number)
             : runner.runFollowed(args, () => sendWait(client, ack as ReplicaAck)))
-            .then(([reply, acknowledged]) => confirmed(reply, acknowledged, ack as ReplicaAck, wrote))
+            .then(([reply, acknowledged]) => confirmed(reply, acknowledged, ack as ReplicaAck, wrote, take))
     }
     return scripted
   }

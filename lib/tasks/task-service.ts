@@ -11,6 +11,7 @@
 import type { Bus } from '../bus/bus.js'
 import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import type { LimitBackend } from '../limits/backend.js'
+import { isUnconfirmed } from '../redis/replica-ack.js'
 import { retryAfterSeconds } from '../limits/errors.js'
 import type { KeyHold, KeyHolds } from '../state/key-holds.js'
 import { SPENT_KEY } from '../sessions/held-state.js'
@@ -77,7 +78,8 @@ export class TaskService {
   /**
    * Creates a task for `owner` (counted against `slot`, the principal or the address) and returns
    * its runner, started. Resolves only once the record is stored.
-   * @throws {TaskLimitError} 429 past `maxPerPrincipal`; the store's, lock's or backend's errors.
+   * @throws {TaskLimitError} 429 past `maxPerPrincipal`; 503 when a backend fails; an unconfirmed
+   * write (`redis/replica-ack.ts`) as it is.
    */
   async create (owner: string | null, slot: string): Promise<{ run: TaskRun, record: Data }> {
     const { holds, slots, options } = this.#d
@@ -110,6 +112,9 @@ export class TaskService {
     } catch (err) {
       await hold?.end()
       await slots.release(slotKey, id).catch(() => {})
+      // Too few replicas acknowledged the lease or the record: not "unavailable", the caller's
+      // answer says what is known (`protocol/unconfirmed.ts`).
+      if (isUnconfirmed(err)) throw err
       throw unavailable(err, this.#d.warn)
     }
   }

@@ -19,8 +19,8 @@ export interface Outcome {
   reason?: string
 }
 
-/** The refusals the wires answer with 429 or 503, by their (fixed) message. */
-const REASONS: Record<string, string> = {
+/** The refusals the wires answer with 429 or 503, by their (fixed) message (docs/observability.md lists each reason). */
+export const REASONS: Readonly<Record<string, string>> = {
   'Another request of this session is still being processed.': 'session_busy',
   'Session lock is unavailable.': 'lock_unavailable',
   'Session store is unavailable.': 'store_unavailable',
@@ -39,7 +39,8 @@ const REASONS: Record<string, string> = {
   'State store did not confirm the save; whether the changes of this call were saved is unknown.': 'save_unknown',
   'Tasks cannot be created right now; retry later': 'tasks_unavailable',
   'Tasks are unavailable right now; retry later': 'tasks_unavailable',
-  'The change could not be confirmed by enough replicas: it may or may not have been kept; retry later.': 'unconfirmed'
+  'The change could not be confirmed by enough replicas: it may or may not have been kept; retry later.': 'unconfirmed',
+  'The lock could not be confirmed by enough replicas: nothing was done; retry later.': 'lease_unconfirmed'
 }
 
 /** The reason of a 429/503 (see the module doc); `undefined` for other statuses. */

@@ -61,12 +61,17 @@ export interface ResolvedTelemetry {
   sessionId: SessionIdAttribute
 }
 
+const TELEMETRY_KEYS: readonly string[] = ['tracerProvider', 'meterProvider', 'sessionId']
+
 /** Validates the `telemetry` option. */
 export function resolveTelemetry (option: unknown, fail: (name: string, why: string) => never): ResolvedTelemetry {
   if (option === undefined || option === true) return { enabled: true, tracerProvider: undefined, meterProvider: undefined, sessionId: 'hashed' }
   if (option === false) return { enabled: false, tracerProvider: undefined, meterProvider: undefined, sessionId: 'hashed' }
   if (typeof option !== 'object' || option === null) fail('telemetry', 'must be a boolean or { tracerProvider?, meterProvider?, sessionId? }')
   const o = option as TelemetryOptions
+  for (const k of Object.keys(o)) {
+    if (!TELEMETRY_KEYS.includes(k)) fail(`telemetry.${k.slice(0, 64)}`, `unknown option (misspelt?); known: ${TELEMETRY_KEYS.join(', ')}`)
+  }
   if (o.tracerProvider !== undefined && typeof o.tracerProvider?.getTracer !== 'function') fail('telemetry.tracerProvider', 'must be an OpenTelemetry TracerProvider')
   if (o.meterProvider !== undefined && typeof o.meterProvider?.getMeter !== 'function') fail('telemetry.meterProvider', 'must be an OpenTelemetry MeterProvider')
   const sessionId = o.sessionId ?? 'hashed'

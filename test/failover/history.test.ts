@@ -5,8 +5,8 @@
  * recorded as ok / failed / unknown:
  *
  * - ok: a result. The append must be there exactly once (the counter's answers all distinct).
- * - failed: a refusal that says nothing was written (busy, lock lost/fenced, lock unavailable).
- *   The append must not be there.
+ * - failed: a refusal that says nothing was written (busy, lock lost/fenced, lock unavailable, a
+ *   lease too few replicas confirmed). The append must not be there.
  * - unknown: a timeout, a broken connection, "store unavailable" (a save that timed out may have
  *   run), or "could not be confirmed" (replica acknowledgement): either way.
  *
@@ -45,7 +45,8 @@ const NOTHING_WRITTEN = new Set([
   'Handle lock was lost; the changes of this call were not saved.',
   'Session lock was lost; the changes of this request were not saved.',
   'State lock is unavailable.',
-  'Session lock is unavailable.'
+  'Session lock is unavailable.',
+  'The lock could not be confirmed by enough replicas: nothing was done; retry later.'
 ])
 
 function classify (reply: Reply | undefined): { outcome: Outcome, message?: string } {

@@ -8,7 +8,7 @@ import t from 'tap'
 import Fastify from 'fastify'
 import { Redis } from 'ioredis'
 import mcp, { RedisSessionLock, RedisSessionStore, parseSentinels } from '../../lib/index.js'
-import { replicaAckOf, requireReplicaAck, isUnconfirmed, UnconfirmedWriteError } from '../../lib/redis/replica-ack.js'
+import { replicaAckOf, requireReplicaAck, isUnconfirmed, isUnconfirmedLease, UnconfirmedLeaseError, UnconfirmedWriteError } from '../../lib/redis/replica-ack.js'
 import { isSentinelConnection } from '../../lib/redis/sentinel.js'
 
 t.test('parseSentinels', async t => {
@@ -49,12 +49,43 @@ t.test('requireReplicaAck refuses a Cluster and a client scripted already', asyn
   await lock.close()
 })
 
+t.test('a RedisSessionStore and a RedisSessionLock whose waitReplicas differ fail the registration, naming sessions.lock', async t => {
+  const clients: Redis[] = []
+  const client = (): Redis => { const c = new Redis({ lazyConnect: true }); clients.push(c); return c }
+  t.teardown(() => { for (const c of clients) c.disconnect() })
+  const pairs: Array<[string, () => { store: RedisSessionStore, lock: RedisSessionLock }, boolean]> = [
+    ['the store waits, the lock does not', () => ({ store: new RedisSessionStore({ redis: client() as never, waitReplicas: 1 }), lock: new RedisSessionLock({ redis: client() as never }) }), false],
+    ['the lock waits, the store does not', () => ({ store: new RedisSessionStore({ redis: client() as never }), lock: new RedisSessionLock({ redis: client() as never, waitReplicas: 1 }) }), false],
+    ['another timeout', () => ({ store: new RedisSessionStore({ redis: client() as never, waitReplicas: 1, waitTimeoutMs: 100 }), lock: new RedisSessionLock({ redis: client() as never, waitReplicas: 1 }) }), false],
+    ['the same setting', () => ({ store: new RedisSessionStore({ redis: client() as never, waitReplicas: 1, waitTimeoutMs: 100 }), lock: new RedisSessionLock({ redis: client() as never, waitReplicas: 1, waitTimeoutMs: 100 }) }), true],
+    ['neither waits', () => ({ store: new RedisSessionStore({ redis: client() as never }), lock: new RedisSessionLock({ redis: client() as never }) }), true]
+  ]
+  for (const [what, make, ok] of pairs) {
+    const { store, lock } = make()
+    const app = Fastify({ logger: false })
+    // Registered, not started: the check runs when the plugin registers (ready() would wait for
+    // these lazy clients to connect).
+    const ready = (async () => {
+      await app.register(mcp, { sessions: { store, lock } })
+      await app.after()
+    })()
+    if (ok) await t.resolves(ready, what)
+    else await t.rejects(ready, { code: 'FST_ERR_MCP_INVALID_OPTION', message: /"sessions\.lock".*replica acknowledgement/ }, what)
+    await app.close()
+    await lock.close()
+  }
+})
+
 t.test('isUnconfirmed follows the cause chain', async t => {
   const unconfirmed = new UnconfirmedWriteError(0, 1)
   t.ok(isUnconfirmed(unconfirmed))
   t.ok(isUnconfirmed(new Error('lock', { cause: unconfirmed })))
   t.notOk(isUnconfirmed(new Error('other')))
   t.notOk(isUnconfirmed('text'))
+  const lease = new UnconfirmedLeaseError(0, 1)
+  t.ok(isUnconfirmed(lease), 'an unconfirmed lease is an unconfirmed write')
+  t.ok(isUnconfirmedLease(new Error('lock', { cause: lease })))
+  t.notOk(isUnconfirmedLease(unconfirmed), 'an unconfirmed save is not an unconfirmed lease')
 })
 
 t.test('the plugin takes { sentinels, name } as its redis option, and refuses other objects', async t => {

@@ -228,3 +228,36 @@ t.test('requestStateSecret: shared by two instances; without it a line is logged
   await post(E, rpc('tools/list'))
   t.equal(quiet.filter(l => /requestStateSecret/.test(l.msg ?? '')).length, 0)
 })
+
+t.test('requestStateSecret rotation: a list seals with its first and opens with each, so no round in flight fails', async (t) => {
+  const OLD = SECRET
+  const NEW = 'the-new-request-state-secret-0123'
+  const body = rpc('tools/call', { name: 'stateful' }, { caps: ELICIT })
+  const answer = { first: { action: 'accept', content: { name: 'A' } } }
+  const instance = async (secret: string | string[]): Promise<Awaited<ReturnType<typeof app>>> => await app(t, {}, { plugin: { requestStateSecret: secret } })
+  const before = await instance(OLD) // not yet rotated
+  const step1 = await instance([OLD, NEW]) // 1: every instance opens NEW, still seals OLD
+  const step2 = await instance([NEW, OLD]) // 2: every instance seals NEW, still opens OLD
+  const after = await instance([NEW]) // 3: once requestStateTtl has passed since step 2 ended
+  const continued = async (sealer: typeof before, opener: typeof before): Promise<boolean> => {
+    const first = finalOf(await post(sealer, body))
+    const next = finalOf(await post(opener, retry(body, first, answer)))
+    return next.result?.inputRequests?.second !== undefined
+  }
+  // During each step the instances of that step and of the step before serve one client in turns.
+  t.ok(await continued(before, step1), 'step 1: a round sealed before opens')
+  t.ok(await continued(step1, before), 'step 1: a round sealed at step 1 opens on an instance not yet changed')
+  t.ok(await continued(step1, step2), 'step 2: a round sealed at step 1 opens')
+  t.ok(await continued(step2, step1), 'step 2: a round sealed at step 2 opens on an instance still at step 1')
+  t.ok(await continued(step2, after), 'step 3: a round sealed at step 2 opens')
+  t.ok(await continued(after, step2), 'step 3: a round sealed at step 3 opens on an instance still at step 2')
+  t.notOk(await continued(before, after), 'a state of the old secret alone is refused once it is dropped')
+  const refused = finalOf(await post(after, retry(body, finalOf(await post(before, body)), answer)))
+  t.match(refused.error?.message, /failed verification/)
+})
+
+t.test('requestStateSecret: a list of 1 to 3 secrets of 16 characters or more', async (t) => {
+  for (const bad of [[], ['short'], ['a-secret-of-enough-length', 7], Array(4).fill('a-secret-of-enough-length')]) {
+    await t.rejects(build(t, { plugin: { requestStateSecret: bad as never } }, fixture({})), { code: 'FST_ERR_MCP_INVALID_OPTION', message: /requestStateSecret/ }, JSON.stringify(bad).slice(0, 60))
+  }
+})

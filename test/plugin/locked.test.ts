@@ -72,6 +72,37 @@ t.test('lock wait timeout → 503, the session survives', async (t) => {
   t.equal((await request(app, s, 'ping')).statusCode, 200)
 })
 
+t.test('pings, lists and completions take no lock: they answer while a writer holds the session; a setLevel waits', async (t) => {
+  const lock = new MemorySessionLock({ timeout: 5000 })
+  t.teardown(() => lock.close())
+  let open!: () => void
+  const gate = new Promise<void>(resolve => { open = resolve })
+  const app = await build(t, { sessions: { lock } }, (m) => {
+    setup(m)
+    m.tool({ name: 'hold', description: 'Holds the session until the gate opens' }, async (_a, ctx) => {
+      ctx.session?.set('held', true)
+      await gate
+      return 'done'
+    })
+    m.prompt({ name: 'p', description: 'A prompt' }, async () => ({ messages: [] }))
+  })
+  const s = await initialize(app)
+  const order: string[] = []
+  const writer = request(app, s, 'tools/call', { name: 'hold' }, { id: 'hold' }).then(r => { order.push('writer'); return r })
+  while (lock.size === 0) await sleep(1)
+  for (const method of ['ping', 'tools/list', 'prompts/list']) {
+    const r = await request(app, s, method)
+    t.equal(r.statusCode, 200, `${method}: answered while the writer holds the lock`)
+    order.push(method)
+  }
+  const setLevel = request(app, s, 'logging/setLevel', { level: 'debug' }).then(r => { order.push('setLevel'); return r })
+  await sleep(20)
+  open()
+  t.equal((await writer).statusCode, 200)
+  t.equal((await setLevel).statusCode, 200)
+  t.same(order, ['ping', 'tools/list', 'prompts/list', 'writer', 'setLevel'], 'the readers went first; setLevel waited for the lock')
+})
+
 t.test('elicitation with a lock: the answer bypasses the lock; no deadlock', async (t) => {
   const lock = new MemorySessionLock({ timeout: 2000 })
   t.teardown(() => lock.close())

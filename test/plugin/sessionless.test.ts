@@ -27,6 +27,9 @@ function tools (m: McpDecorator): void {
     handle: { argument: 'bag', kind: 'bag' }
   }, async (_a, ctx) => {
     const n = (ctx.handle?.get<number>('n') ?? 0) + 1
+    // A wait between the read and the write: parallel calls interleave here unless the lock
+    // serializes them (without it, they read the same n and lose updates).
+    await new Promise(resolve => setTimeout(resolve, 10))
     ctx.handle?.set('n', n)
     return String(n)
   })
@@ -70,6 +73,13 @@ t.test('state handles work without a session', async t => {
   t.type(bag, 'string')
   const added = await Promise.all(Array.from({ length: 10 }, async () => await call(app, null, 'tools/call', { name: 'bag_add', arguments: { bag } })))
   t.same(added.map(text).sort((a, b) => Number(a) - Number(b)), Array.from({ length: 10 }, (_, i) => String(i + 1)), 'each call saw the one before it')
+})
+
+t.test('the same calls with lock: false interleave and lose updates (what the lock above prevents)', async t => {
+  const app = await build(t, { sessions: { lock: false } }, tools)
+  const bag = text(await call(app, null, 'tools/call', { name: 'bag_create', arguments: {} }))
+  const added = await Promise.all(Array.from({ length: 10 }, async () => await call(app, null, 'tools/call', { name: 'bag_add', arguments: { bag } })))
+  t.ok(new Set(added.map(text)).size < 10, `some calls read the same n (${added.map(text).join(',')})`)
 })
 
 t.test('an unknown or malformed id is still refused', async t => {

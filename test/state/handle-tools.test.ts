@@ -233,6 +233,12 @@ t.test('descriptions carry the lifetime; bad declarations are refused at definit
   bad({ session: 'optional' }, /session must be "required"/)
   t.throws(() => app.mcp.handleKind('basket', { ttl: 60_000 }), { message: /already registered/ })
   t.throws(() => app.mcp.handleKind('Basket', { ttl: 60_000 }), { code: 'FST_ERR_MCP_INVALID_DEFINITION' })
+  // docs/state-handles.md: 1–32 characters of [a-z0-9_], starting with a letter.
+  for (const name of ['1bag', '_bag', 'a'.repeat(33), '', 'bag-x']) {
+    t.throws(() => app.mcp.handleKind(name, { ttl: 60_000 }), { code: 'FST_ERR_MCP_INVALID_DEFINITION' }, JSON.stringify(name.slice(0, 40)))
+  }
+  app.mcp.handleKind('b', { ttl: 60_000 })
+  app.mcp.handleKind(`z${'9_'.repeat(15)}a`, { ttl: 60_000 })
   t.throws(() => app.mcp.handleKind('short', { ttl: 999 }), { message: /at least 1000/ })
 })
 

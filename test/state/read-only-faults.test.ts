@@ -67,6 +67,40 @@ t.test('in a batch that took the lock, a read-only member still cannot write, an
   t.equal((await callTool(url, session, 'counter_get')).last?.result?.structuredContent?.counter, 3)
 })
 
+t.test('a handle opened as a snapshot refuses writes outside the handler\'s run too (writes a read-only handler left behind)', async t => {
+  // The handler's own seal (readOnlyRun) lasts while it runs; the snapshot's seal (handle-calls.ts
+  // sealSnapshot) covers the handle until it is closed. Writes from promises the handler left
+  // behind land at every depth of the microtask queue, around the end of its run and the close.
+  const app = await build(t, { sessions: await backend(t, 'memory') })
+  const attempts: string[] = []
+  app.mcp.tool({
+    name: 'basket_leave',
+    description: 'Reads its basket, and leaves writes behind.',
+    input: { type: 'object', properties: { basket: { type: 'string' } }, required: ['basket'] },
+    handle: { argument: 'basket', kind: 'basket' },
+    annotations: { readOnlyHint: true }
+  }, async (_a, ctx) => {
+    const handle = ctx.handle
+    for (let depth = 1; depth <= 40; depth++) {
+      void (async () => {
+        for (let i = 0; i < depth; i++) await null
+        try { handle?.set('items', [`stolen at ${depth}`]); attempts.push('written') } catch { attempts.push('refused') }
+      })()
+    }
+    return 'read'
+  })
+  for (const era of ['2025-11-25', '2026-07-28']) {
+    const c = injectClient(app, { protocolVersion: era })
+    const basket = await newBasket(c)
+    await c.callTool('basket_add', { basket, item: 'pear' })
+    attempts.length = 0
+    t.equal((await c.callTool('basket_leave', { basket })).content?.[0]?.text, 'read', `${era}: the call answers`)
+    await new Promise(resolve => setImmediate(resolve))
+    t.equal(attempts.length, 40, `${era}: every write was tried`)
+    t.same((await c.callTool('basket_get', { basket })).structuredContent, { items: ['pear'] }, `${era}: nothing stored`)
+  }
+})
+
 t.test('a read-only tool replaced by a writing one while its POST runs on a snapshot cannot write', async t => {
   const { url, session, app } = await batchSession(t)
   const flip = app.mcp.tool({ name: 'flip', description: 'Reads.', session: 'required', annotations: { readOnlyHint: true } }, async () => 'read')

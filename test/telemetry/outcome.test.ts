@@ -4,13 +4,15 @@
  * (the wires' refusals by their fixed text, tool and task limits by their `data.limit`).
  */
 import t from 'tap'
+import { readFileSync } from 'node:fs'
 import { McpError, OutcomeUnknownError } from '../../lib/index.js'
 import { refuse } from '../../lib/protocol/handshake/session.js'
 import { refusalAnswer } from '../../lib/protocol/refusals.js'
 import { answerFor } from '../../lib/protocol/unkept-answers.js'
 import { outcomeOf, type CloseResult } from '../../lib/state/outcome.js'
 import { ToolLimitError } from '../../lib/limits/errors.js'
-import { outcomeOfError, outcomeOfResponse, refusalReason } from '../../lib/telemetry/outcome.js'
+import { REASONS, outcomeOfError, outcomeOfResponse, refusalReason } from '../../lib/telemetry/outcome.js'
+import { leaseUnconfirmedRefusal, unconfirmedRefusal } from '../../lib/protocol/unconfirmed.js'
 
 t.test('every refusal of the wires has its own reason', async t => {
   const unkeptHandle = (closed: CloseResult): McpError => {
@@ -29,6 +31,8 @@ t.test('every refusal of the wires has its own reason', async t => {
     lock_lost: unkeptHandle({ status: 'lost' }),
     abandoned: unkeptHandle({ status: 'abandoned' }),
     save_unknown: unkeptHandle({ status: 'failed', error: new OutcomeUnknownError('timed out') }),
+    unconfirmed: unconfirmedRefusal(),
+    lease_unconfirmed: leaseUnconfirmedRefusal(),
     tool_rate: new ToolLimitError('t', 'rate', 10),
     tool_concurrency: new ToolLimitError('t', 'concurrency', 10),
     tool_limits_unavailable: new ToolLimitError('t', 'unavailable', 10)
@@ -41,6 +45,14 @@ t.test('every refusal of the wires has its own reason', async t => {
   t.equal(refusalReason(503, 'Tasks are unavailable right now; retry later', undefined), 'tasks_unavailable')
   t.equal(refusalReason(503, 'something else', undefined), 'other')
   t.equal(refusalReason(400, 'Bad', undefined), undefined, 'only 429 and 503 are refusals')
+})
+
+t.test('docs/observability.md names every refusal reason', async t => {
+  const doc = readFileSync(new URL('../../docs/observability.md', import.meta.url), 'utf8')
+  const row = doc.split('\n').find(line => line.startsWith('| `fastify_mcp.refusal.reason`'))
+  t.ok(row, 'the attribute\'s row')
+  const derived = ['task_limit', 'tool_rate', 'tool_concurrency', 'tool_limits_unavailable', 'other']
+  for (const reason of new Set([...Object.values(REASONS), ...derived])) t.match(row, `\`${reason}\``, reason)
 })
 
 t.test('responses: the code, tool_error, success', async t => {

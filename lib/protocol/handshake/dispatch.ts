@@ -10,7 +10,7 @@ import { LOG_LEVELS } from '../../context.js'
 import { METHODS, methodNotFound, needCapability } from '../../features/method-table.js'
 import type { Registry } from '../../features/registry.js'
 import { ErrorCode, McpError } from '../../jsonrpc/errors.js'
-import { metaProblem, type JsonRpcRequest } from '../../jsonrpc/messages.js'
+import { metaProblem, type JsonRpcRequest, type Parsed } from '../../jsonrpc/messages.js'
 import type { ToolLimiter } from '../../limits/limiter.js'
 import type { ResolvedOptions } from '../../options.js'
 import { K } from '../../sessions/session-handle.js'
@@ -31,6 +31,32 @@ export interface DispatchDeps {
   capabilities: () => Record<string, unknown>
   handles: HandleCalls
   limiter: ToolLimiter
+}
+
+/**
+ * @internal Whether a POST may read its session as a snapshot, without the lock
+ * (`state/snapshot.ts`): it carries at least one request, and each is a `ping`, a method of the
+ * table that runs no handler of the app (the lists, `completion/complete`), or a call of a
+ * read-only tool. None of them can change the session, so such a POST neither waits behind a
+ * running writer nor takes a lease (with `waitReplicas`, nor waits for replicas to confirm one).
+ * Answers and notifications among them change no state; any other request makes the whole POST
+ * take the lock.
+ */
+export function changesNothing (messages: readonly Parsed[], tools: ReadonlyMap<string, { readOnly: boolean }>): boolean {
+  let requests = 0
+  for (const m of messages) {
+    if (m.kind !== 'request') continue
+    requests++
+    const { method, params } = m.message
+    // A tool call first: the most common request costs no more than before the other checks.
+    if (method === 'tools/call') {
+      const name = params?.name
+      if (typeof name !== 'string' || tools.get(name)?.readOnly !== true) return false
+    } else if (method !== 'ping' && METHODS.get(method)?.context !== false) {
+      return false
+    }
+  }
+  return requests > 0
 }
 
 /** -32002: resources/read of a URI nobody serves (the handshake era's code). */

@@ -104,7 +104,7 @@ export async function initialize (d: InitializeDeps, exchange: Exchange, msg: Js
     // Short-lived until its first use: a client that never comes back with the id leaves little.
     }, { owner: d.limiter.clientKey(principal, request.ip), unusedTtl: d.opts.unusedTtl })
   } catch (err) {
-    throw refusalAnswer(d.state.refused('session', sid, err, request.log).refusal, 'session')
+    throw refusalAnswer(d.state.refused('session', sid, err, request.log).refusal, 'session', err)
   }
   d.state.answered('session', request.log)
   const result: Record<string, unknown> = {

@@ -65,7 +65,7 @@ export async function readSession (state: StateEngine, request: FastifyRequest, 
   try {
     scope = await unit.open({ subject: 'session', key: sid, mode: 'read', admit: ownedBy(principal) })
   } catch (err) {
-    if (err instanceof StateRefusedError) throw refusalAnswer(err.refusal, 'session')
+    if (err instanceof StateRefusedError) throw refusalAnswer(err.refusal, 'session', err.cause)
     throw err
   }
   if (scope === null) throw refuse.notFound()
@@ -76,7 +76,7 @@ export async function readSession (state: StateEngine, request: FastifyRequest, 
 /** Maps a store failure outside a scope (an event log read) to its 503, and logs it. */
 export function storeFailure (err: unknown, state: StateEngine, log: FastifyBaseLogger, sid: string): McpError {
   const refused = state.refused('session', sid, err, log)
-  return refusalAnswer(refused.refusal, 'session')
+  return refusalAnswer(refused.refusal, 'session', err)
 }
 
 /** The outage log of the bus (one per hub: per plugin instance). */

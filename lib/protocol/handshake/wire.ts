@@ -19,7 +19,6 @@ import type { ResolvedOptions } from '../../options.js'
 import { SessionEndedError } from '../../bus/session-ended.js'
 import { K } from '../../sessions/session-handle.js'
 import type { Ran, StateEngine } from '../../state/engine.js'
-import { readsOnly } from '../../state/snapshot.js'
 import type { StateScope } from '../../state/state-scope.js'
 import { allKept, type OpenMode, type UnitOfWork } from '../../state/unit-of-work.js'
 import { shownId } from '../../util/shown-id.js'
@@ -28,7 +27,7 @@ import { ClientRequests } from './client-requests.js'
 import type { Exchange, ResponseChannel } from '../exchange.js'
 import type { HandleCalls } from '../handle-calls.js'
 import { HandshakeContext } from './context.js'
-import { dispatch, notification } from './dispatch.js'
+import { changesNothing, dispatch, notification } from './dispatch.js'
 import { initialize } from './initialize.js'
 import { busDown, busUp, checkVersionHeader, ownedBy, refuse, sessionIdOf } from './session.js'
 import { refusalAnswer } from '../refusals.js'
@@ -159,13 +158,14 @@ export class HandshakeWire {
   }
 
   /**
-   * How the POST opens its session: under the lock when it carries requests, unless they are all
-   * read-only tool calls (a snapshot, without the lock); answers and notifications only read it
-   * (they never wait behind a running handler: that handler may be waiting for them).
+   * How the POST opens its session: under the lock when it carries requests, unless they change
+   * nothing — pings, lists, read-only tool calls (a snapshot, without the lock); answers and
+   * notifications only read it (they never wait behind a running handler: that handler may be
+   * waiting for them).
    */
   #modeOf (body: ParsedBody & { ok: true }, requests: number): OpenMode {
     if (requests === 0) return 'read'
-    return readsOnly(body.messages, this.#d.registry.tools) ? 'snapshot' : 'lock'
+    return changesNothing(body.messages, this.#d.registry.tools) ? 'snapshot' : 'lock'
   }
 
   /** Answers the POST from how its run went (see `Ran`). */
@@ -173,7 +173,7 @@ export class HandshakeWire {
     const request = exchange.request
     switch (ran.status) {
       case 'missing': throw refuse.notFound()
-      case 'refused': throw refusalAnswer(ran.refusal, ran.subject)
+      case 'refused': throw refusalAnswer(ran.refusal, ran.subject, ran.cause)
       case 'gave-up':
         // Given up while queued: its session ended → 404; a client that left hears nothing; a
         // cancelled request, like a cancelled running one, gets no response (202).

@@ -3,6 +3,10 @@
  * unchanged, so it is attacker-controlled: it is HMAC-SHA256-sealed with a secret every instance
  * shares, and binds the principal, the method, a digest of the params and an expiry. Anything that
  * fails verification is refused before the handler runs.
+ *
+ * A rotation gives several secrets: the first seals, each opens (a state sealed with the previous
+ * secret, in flight while the instances change over, still opens). The others are tried only when
+ * the first's MAC does not match, so a state of the current secret costs one HMAC as before.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 
@@ -41,16 +45,28 @@ export const MAX_REQUEST_STATE = 65_536
 
 /** Seals and opens request states with one secret. */
 export class StateSealer {
-  #key: Buffer
+  /** The keys: the first seals, each opens. */
+  readonly #keys: readonly Buffer[]
   readonly ttl: number
 
-  constructor (secret: string | Buffer | undefined, ttl: number) {
-    this.#key = secret === undefined ? randomBytes(32) : createHash('sha256').update(secret).digest()
+  /** `secret`: one, or a list whose first seals and every one opens; none: a random key. */
+  constructor (secret: string | Buffer | readonly string[] | undefined, ttl: number) {
+    const secrets = secret === undefined ? [] : Array.isArray(secret) ? secret : [secret as string | Buffer]
+    this.#keys = secrets.length === 0 ? [randomBytes(32)] : secrets.map(s => createHash('sha256').update(s).digest())
     this.ttl = ttl
   }
 
-  #mac (body: string): Buffer {
-    return createHmac('sha256', this.#key).update(body).digest()
+  #mac (body: string, key = this.#keys[0] as Buffer): Buffer {
+    return createHmac('sha256', key).update(body).digest()
+  }
+
+  /** Whether `mac` is the MAC of `body` under one of the keys. */
+  #verified (body: string, mac: Buffer): boolean {
+    for (const key of this.#keys) {
+      const want = this.#mac(body, key)
+      if (mac.length === want.length && timingSafeEqual(mac, want)) return true
+    }
+    return false
   }
 
   /**
@@ -75,8 +91,7 @@ export class StateSealer {
     if (dot <= 0) return { ok: false, reason: 'requestState is malformed' }
     const body = state.slice(0, dot)
     const mac = Buffer.from(state.slice(dot + 1), 'base64url')
-    const want = this.#mac(body)
-    if (mac.length !== want.length || !timingSafeEqual(mac, want)) return { ok: false, reason: 'requestState failed verification' }
+    if (!this.#verified(body, mac)) return { ok: false, reason: 'requestState failed verification' }
     let payload: StatePayload
     try {
       payload = JSON.parse(Buffer.from(body, 'base64url').toString()) as StatePayload

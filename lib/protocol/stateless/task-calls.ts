@@ -172,7 +172,12 @@ export class TaskCalls implements TaskStarter {
   async #create (tool: string, ctx: McpContext, work: (ctx: McpContext) => Promise<Record<string, unknown>>): Promise<Record<string, unknown>> {
     if (this.#closed) throw closing()
     const slot = this.#clientKey(ctx.principal, ctx.request.ip)
-    const { run, record } = await this.#tasks.create(ownerOf(ctx.principal), slot)
+    const { run, record } = await this.#tasks.create(ownerOf(ctx.principal), slot).catch((err: unknown) => {
+      // The lease not confirmed: nothing was done; the record not confirmed: it may exist.
+      const unconfirmed = unconfirmedAnswer(err)
+      if (unconfirmed !== null) ctx.request.log.warn({ err }, 'task not created: too few replicas confirmed it')
+      throw unconfirmed ?? err
+    })
     if (this.#closed) {
       await run.finish({ error: SERVER_CLOSED })
       throw closing()
