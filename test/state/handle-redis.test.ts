@@ -11,6 +11,7 @@ import { Redis } from 'ioredis'
 import mcp, { injectClient, McpError, RedisSessionLock, RedisSessionStore, type InjectClient } from '../../lib/index.js'
 import { registerBasketTools } from '../../examples/demo-tools.js'
 import { tokensAuth } from '../../examples/server.js'
+import { failFastRedis } from '../helpers/fail-fast-redis.js'
 import { commandsSent } from '../helpers/redis-monitor.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { until } from '../helpers/time.js'
@@ -25,13 +26,12 @@ async function build (): Promise<FastifyInstance> {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
   // Fail fast while Redis is down: a 503 at once rather than commands queued for minutes.
-  const client = new Redis(server.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false })
-  client.on('error', () => {})
-  t.teardown(() => { client.disconnect() })
+  const client = await failFastRedis(t, server.url)
   // A lock made from a URL owns its client: the app that made it closes it.
   const own = new RedisSessionLock({ redis: server.url, timeout: 500, ttl: 1000 })
   lock = own
   t.teardown(() => own.close())
+  await own.ready()
   await app.register(mcp, {
     requestStateSecret: 'handle-redis-secret',
     authenticate: tokensAuth('a:alice,b:bob'),
