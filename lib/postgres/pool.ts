@@ -18,6 +18,18 @@ export interface PgQuery {
   values?: unknown[]
 }
 
+/**
+ * Keeps a checked-out connection's `error` events from becoming uncaught exceptions: pg emits one
+ * on a connection that ends under a query (the query's own rejection says what happened), and a
+ * pool listens only to its idle connections. Returns the function that stops listening, to call
+ * before the connection is released.
+ */
+export function quietErrors (client: PgClientLike): () => void {
+  const quiet = (): void => {}
+  client.on('error', quiet)
+  return () => { client.off?.('error', quiet) }
+}
+
 /** One connection checked out of a pool (the bus's listening connection). */
 export interface PgClientLike {
   query (query: PgQuery | string, values?: unknown[]): Promise<PgResult>

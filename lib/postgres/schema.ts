@@ -34,7 +34,7 @@
  *
  * Every time is the database's clock (`clock_timestamp()`): one clock for every instance.
  */
-import type { PgPoolLike } from './pool.js'
+import { quietErrors, type PgPoolLike } from './pool.js'
 
 /** Default prefix of every table and function the plugin makes. */
 export const DEFAULT_PG_PREFIX = 'mcp_'
@@ -377,6 +377,7 @@ const made = new WeakMap<PgPoolLike, Map<string, Promise<void>>>()
 export async function migratePostgres (pool: PgPoolLike, options: { prefix?: string } = {}): Promise<void> {
   const prefix = checkPgPrefix(options.prefix ?? DEFAULT_PG_PREFIX)
   const client = await pool.connect()
+  const listening = quietErrors(client)
   let failed: unknown
   try {
     await client.query('BEGIN')
@@ -388,6 +389,7 @@ export async function migratePostgres (pool: PgPoolLike, options: { prefix?: str
     await client.query('ROLLBACK').catch(() => {})
     throw err
   } finally {
+    listening()
     client.release(failed !== undefined)
   }
 }

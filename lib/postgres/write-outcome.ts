@@ -6,7 +6,7 @@
  * terminated, a read timeout — leaves the outcome unknown (`OutcomeUnknownError`).
  */
 import { OutcomeUnknownError } from '../errors.js'
-import type { PgPoolLike, PgQuery, PgResult } from './pool.js'
+import { quietErrors, type PgPoolLike, type PgQuery, type PgResult } from './pool.js'
 
 /** Whether the server answered with this error (pg's `DatabaseError`: a 5-character SQLSTATE and a severity). */
 function answeredByServer (err: unknown): boolean {
@@ -18,10 +18,12 @@ function answeredByServer (err: unknown): boolean {
 export async function pgWrite (pool: PgPoolLike, query: PgQuery): Promise<PgResult> {
   // Not sent when this fails: the error is the store refusing the write.
   const client = await pool.connect()
+  const listening = quietErrors(client)
   let result: PgResult
   try {
     result = await client.query(query)
   } catch (err) {
+    listening()
     if (answeredByServer(err)) {
       client.release()
       throw err
@@ -30,6 +32,7 @@ export async function pgWrite (pool: PgPoolLike, query: PgQuery): Promise<PgResu
     client.release(true)
     throw new OutcomeUnknownError('PostgreSQL did not confirm the write', { cause: err })
   }
+  listening()
   client.release()
   return result
 }
