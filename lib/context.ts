@@ -101,6 +101,13 @@ export interface McpContext {
   readonly principal: McpPrincipal | null
   /** The JSON-RPC id of the request being handled. */
   readonly requestId: string | number
+  /**
+   * The idempotency key the client sent with this `tools/call` (`params.idempotencyKey`, the
+   * `_meta` key `fastify-mcp-http/idempotencyKey`, or the `Idempotency-Key` header), or
+   * `undefined`. The plugin runs a keyed call once per key; pass it on to an outside API with
+   * idempotency of its own (payments, mail) to make the call's outside effects exactly-once too.
+   */
+  readonly idempotencyKey: string | undefined
   /** The request's `_meta`, if any. */
   readonly meta: Record<string, unknown> | undefined
   /**

@@ -173,7 +173,7 @@ export default fastifyMcp
 
 export { McpDecorator, type HandleAdmin } from './decorator.js'
 export type { EngineStatus } from './protocol/engine.js'
-export type { McpPluginOptions, SessionOptions, Implementation } from './options.js'
+export type { McpPluginOptions, SessionOptions, Implementation, IdempotencyOptions } from './options.js'
 export type { TelemetryOption, TelemetryOptions, SessionIdAttribute } from './telemetry/index.js'
 /** How spans show a session id by default (`telemetry.sessionId: 'hashed'`): find a session's spans from its id. */
 export { hashSessionId } from './telemetry/index.js'

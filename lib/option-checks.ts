@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 import type { CacheOptions } from './features/cache-hints.js'
+import type { ResolvedIdempotency } from './state/idempotency.js'
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1'])
 
@@ -132,7 +133,7 @@ export function checkStatusRoute (route: unknown, name = 'statusRoute'): string 
 const KNOWN_OPTIONS = new Set([
   'path', 'prefix', 'serverInfo', 'instructions', 'sessions', 'allowedOrigins', 'allowedHosts', 'authenticate', 'auth', 'requireAuth',
   'wwwAuthenticate', 'bodyLimit', 'clientRequestTimeout', 'keepAliveInterval', 'retryInterval', 'drainTimeout', 'pageSize',
-  'maxPendingClientRequests', 'maxBatchSize', 'maxStreamsPerSession', 'requestStateSecret', 'requestStateTtl', 'cache', 'maxListenStreams',
+  'maxPendingClientRequests', 'maxBatchSize', 'maxStreamsPerSession', 'requestStateSecret', 'requestStateTtl', 'cache', 'idempotency', 'maxListenStreams',
   'maxListenStreamsPerClient', 'redis', 'eventLogOptions', 'redisPrefix', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute', 'readinessRoute',
   'logLevel', 'logSerializers', 'postgres', 'postgresPrefix'
 ])
@@ -172,4 +173,31 @@ export function appIdentity (fallback: { name: string, version: string }): { nam
     }
   } catch {}
   return fallback
+}
+
+/** `idempotency`: how keyed calls are recorded (`false`: keys ignored, nothing recorded). */
+export function checkIdempotency (v: unknown): ResolvedIdempotency | null {
+  if (v === false) return null
+  if (v !== undefined && (typeof v !== 'object' || v === null)) fail('idempotency', 'must be an object or false')
+  const o = (v ?? {}) as Record<string, unknown>
+  checkNestedKeys(o, ['maxPerState', 'maxResultBytes', 'ttlMs', 'dedupe'], 'idempotency')
+  return Object.freeze({
+    maxPerState: boundedInt(o, 'maxPerState', 16, 1, 1000, 'idempotency.maxPerState'),
+    maxResultBytes: boundedInt(o, 'maxResultBytes', 16_384, 0, 1_048_576, 'idempotency.maxResultBytes'),
+    ttlMs: boundedInt(o, 'ttlMs', 86_400_000, 1000, 2_592_000_000, 'idempotency.ttlMs'),
+    dedupe: checkDedupe(o.dedupe)
+  })
+}
+
+/** `idempotency.dedupe`: off unless given. */
+function checkDedupe (d: unknown): ResolvedIdempotency['dedupe'] {
+  if (d === undefined || d === false) return null
+  if (typeof d !== 'object' || d === null) fail('idempotency.dedupe', 'must be an object ({ windowMs, tools? }) or false')
+  const o = d as Record<string, unknown>
+  checkNestedKeys(o, ['windowMs', 'tools'], 'idempotency.dedupe')
+  if (o.windowMs === undefined) fail('idempotency.dedupe.windowMs', 'is required')
+  const windowMs = boundedInt(o, 'windowMs', 0, 1, 3_600_000, 'idempotency.dedupe.windowMs')
+  const tools = o.tools
+  if (tools !== undefined && (!Array.isArray(tools) || !tools.every(t => typeof t === 'string'))) fail('idempotency.dedupe.tools', 'must be an array of tool names')
+  return Object.freeze({ windowMs, tools: tools === undefined ? null : new Set(tools as string[]) })
 }

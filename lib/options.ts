@@ -12,13 +12,14 @@ import { isPgPool, type PgPoolLike } from './postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix } from './postgres/schema.js'
 import { isSentinelConnection, type RedisSentinelConnection } from './redis/sentinel.js'
 import type { CacheOptions } from './features/cache-hints.js'
-import { appIdentity, boundedInt, checkCache, checkKnownKeys, checkNestedKeys, checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
+import type { ResolvedIdempotency } from './state/idempotency.js'
+import { appIdentity, boundedInt, checkCache, checkIdempotency, checkKnownKeys, checkNestedKeys, checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
 import { resolveAuth, type ResolvedAuth } from './auth/resource-server.js'
 import { resolveToolLimits, type ResolvedToolLimits } from './limits/policy.js'
 import { resolveTelemetry, type ResolvedTelemetry } from './telemetry/index.js'
-import type { Implementation, McpPluginOptions, SessionOptions } from './plugin-options.js'
+import type { IdempotencyOptions, Implementation, McpPluginOptions, SessionOptions } from './plugin-options.js'
 
-export type { Implementation, McpPluginOptions, SessionOptions }
+export type { IdempotencyOptions, Implementation, McpPluginOptions, SessionOptions }
 
 /** The backends the options name (validated; `undefined` where the plugin makes its own). */
 export interface ResolvedBackends {
@@ -73,6 +74,8 @@ export interface ResolvedOptions {
   requestStateSecret: string | readonly string[] | undefined
   requestStateTtl: number
   cache: CacheOptions
+  /** How keyed tool calls are recorded, or `null` (`idempotency: false`): keys are ignored. */
+  idempotency: ResolvedIdempotency | null
   maxListenStreams: number
   maxListenStreamsPerClient: number
   tasks: { ttl: number, pollInterval: number, maxPerPrincipal: number }
@@ -205,6 +208,7 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     requestStateSecret: checkSecret(opts.requestStateSecret),
     requestStateTtl: nonNegativeInt(o, 'requestStateTtl', 600_000, 1),
     cache: checkCache(opts.cache),
+    idempotency: checkIdempotency(opts.idempotency),
     maxListenStreams: nonNegativeInt(o, 'maxListenStreams', 1000, 1),
     maxListenStreamsPerClient: nonNegativeInt(o, 'maxListenStreamsPerClient', 10, 1),
     tasks: checkTasks(opts.tasks),

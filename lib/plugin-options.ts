@@ -70,6 +70,26 @@ export interface SessionOptions {
 }
 
 /** Options of `fastify.register(mcp, opts)`. */
+/** The `idempotency` option (see docs/retries-and-idempotency.md). */
+export interface IdempotencyOptions {
+  /** Records one session or handle keeps, the newest (default 16; 1–1,000). An older key then runs again. */
+  maxPerState?: number
+  /**
+   * The largest result recorded, in bytes of its JSON (default 16,384; at most 1 MiB). A larger
+   * result is recorded as applied without it: a copy is told so instead of getting it.
+   */
+  maxResultBytes?: number
+  /** How long the record of a keyed call on no session and no handle lives, in ms (default 24 h). */
+  ttlMs?: number
+  /**
+   * Off by default. For clients that send no key and are known to send a call twice: an
+   * identical call (same principal, state, tool and arguments) within `windowMs` gets the first
+   * one's result as a replay — an identical call meant to run again within the window is absorbed
+   * too. `tools` limits it to those tools.
+   */
+  dedupe?: { windowMs: number, tools?: string[] } | false
+}
+
 export interface McpPluginOptions {
   /** Endpoint path. Default `/mcp`. */
   path?: string
@@ -157,6 +177,13 @@ export interface McpPluginOptions {
    * reads 0; scope `private` when `authenticate` is set (results may depend on the caller), else `public`.
    */
   cache?: CacheOptions
+  /**
+   * Idempotency keys on `tools/call` (docs/retries-and-idempotency.md). A call carrying a key
+   * (`params.idempotencyKey`, `_meta["fastify-mcp-http/idempotencyKey"]`, or the `Idempotency-Key`
+   * header) runs once: its result is recorded in the same save as its changes, and a copy gets
+   * that result, marked as a replay. On by default; `false` ignores keys.
+   */
+  idempotency?: IdempotencyOptions | false
   /** Open `subscriptions/listen` streams allowed per process. Default 1,000. */
   maxListenStreams?: number
   /**

@@ -11,6 +11,7 @@ import type { McpContext, McpPrincipal } from '../context.js'
 import { ErrorCode, McpError, echoed } from '../jsonrpc/errors.js'
 import type { ToolLimiter } from '../limits/limiter.js'
 import { complete, getPrompt, listPrompts, listResources, listResourceTemplates, listTools, readResource } from './methods.js'
+import type { KeyedRunner } from './keyed-call.js'
 import { callTool, type StateRunner, type TaskStarter } from './tool-call.js'
 import type { Registry } from './registry.js'
 
@@ -43,6 +44,8 @@ export interface MethodCall {
   state?: StateRunner
   /** Runs tool calls as tasks (2026-07-28), where the wire serves them. */
   tasks?: TaskStarter
+  /** Idempotency keys on tool calls (absent: `idempotency: false`). */
+  keyed?: KeyedRunner
 }
 
 /** A row of the table. */

@@ -24,7 +24,10 @@ import { InputRequiredSignal, type McpContext } from '../context.js'
 import { FST_ERR_MCP_CAPABILITY, FST_ERR_MCP_NO_SESSION } from '../errors.js'
 import { ErrorCode, McpError, echoed } from '../jsonrpc/errors.js'
 import type { ToolLimiter, ToolPermit } from '../limits/limiter.js'
+import type { SessionHandle } from '../sessions/session-handle.js'
+import type { CallKey } from '../state/idempotency.js'
 import { readOnlyRun } from '../state/snapshot.js'
+import { keyedOnState, type KeyedRunner } from './keyed-call.js'
 import { invalid } from './methods.js'
 import type { CallToolResult, ContentBlock, Registry, ToolEntry, ToolReturn } from './registry.js'
 
@@ -66,6 +69,8 @@ export interface CallToolOptions {
   state?: StateRunner
   /** Runs calls as tasks (2026-07-28 Tasks extension); absent: this wire has none. */
   tasks?: TaskStarter
+  /** Idempotency keys (`keyed-call.ts`); absent: calls are not keyed. */
+  keyed?: KeyedRunner
 }
 
 /**
@@ -102,6 +107,7 @@ export function callTool (registry: Registry, params: Params, ctx: McpContext, l
   options: CallToolOptions = {}): Promise<Record<string, unknown>> {
   try {
     const call = resolveCall(registry, params, ctx)
+    if (options.keyed !== undefined) call.key = options.keyed.keyOf(call.name, params, call.args, ctx)
     // Most tools have no limits: no await for them.
     const limiter = options.limiter
     if (limiter == null || limiter.policy(call.name, call.tool.limits) === null) return executeCall(call, ctx, log, options, UNLIMITED)
@@ -111,8 +117,11 @@ export function callTool (registry: Registry, params: Params, ctx: McpContext, l
   }
 }
 
-/** A call past stage 1: the tool, its name, and its arguments (an object, not yet validated). */
-interface Call { tool: ToolEntry, name: string, args: object }
+/**
+ * A call past stage 1: the tool, its name, its arguments (an object, not yet validated), and its
+ * idempotency identity (`null`: not keyed).
+ */
+interface Call { tool: ToolEntry, name: string, args: object, key: CallKey | null }
 
 /** Stage 1, resolve: the tool, its access, the arguments' shape. Throws what it refuses. */
 function resolveCall (registry: Registry, params: Params, ctx: McpContext): Call {
@@ -124,7 +133,7 @@ function resolveCall (registry: Registry, params: Params, ctx: McpContext): Call
   if (!decision.allowed) throw insufficientScope(decision.required, undefined)
   const args = params.arguments ?? {}
   if (typeof args !== 'object' || args === null || Array.isArray(args)) throw invalid('arguments must be an object')
-  return { tool, name, args }
+  return { tool, name, args, key: null }
 }
 
 /**
@@ -164,13 +173,32 @@ function validatedCall (call: Call, input: Awaited<ReturnType<ToolEntry['validat
     return Promise.resolve(errorResult(`Tool "${name}" needs a session: connect with the MCP handshake (initialize, protocol 2025-11-25 or earlier) and send back the Mcp-Session-Id header it returns on every later request.`))
   }
   const value = input.value as Record<string, unknown>
+  // A read-only tool changes nothing: run again, it answers the same; it keeps no record.
+  if (call.key !== null && !tool.readOnly) return keyedCall(call.key, tool, name, value, ctx, log, options, permit)
   if (tool.taskSupport === 'forbidden' && tool.handle === null) return runTool(tool, name, value, ctx, log, options.isProtocolError)
-  return taskOrStateCall(tool, name, value, ctx, log, options, permit)
+  return taskOrStateCall(tool, name, value, ctx, log, options, permit, null)
 }
 
-/** A call that may run as a task (taking the permit over), or on a state handle. */
-async function taskOrStateCall (tool: ToolEntry, name: string, value: Record<string, unknown>, ctx: McpContext, log: FastifyBaseLogger,
+/**
+ * A keyed call (`keyed-call.ts`), its record kept where the call runs: in its state handle (a call
+ * on a handle that cannot become a task), else in its handshake-era session, else in a record of
+ * its own (a task call's record holds the task it created: a retry gets the same task).
+ */
+function keyedCall (key: CallKey, tool: ToolEntry, name: string, value: Record<string, unknown>, ctx: McpContext, log: FastifyBaseLogger,
   options: CallToolOptions, permit: CallPermit): Promise<Record<string, unknown>> {
+  if (tool.handle !== null && tool.taskSupport === 'forbidden') return taskOrStateCall(tool, name, value, ctx, log, options, permit, key)
+  const keyed = options.keyed as KeyedRunner
+  const run = async (): Promise<Record<string, unknown>> => await taskOrStateCall(tool, name, value, ctx, log, options, permit, null)
+  if (ctx.session !== null) return keyedOnState(ctx.session, key, keyed.limits, run)
+  return keyed.own(key, ctx, run)
+}
+
+/**
+ * A call that may run as a task (taking the permit over), or on a state handle (`key`: the call's
+ * record is kept in the handle).
+ */
+async function taskOrStateCall (tool: ToolEntry, name: string, value: Record<string, unknown>, ctx: McpContext, log: FastifyBaseLogger,
+  options: CallToolOptions, permit: CallPermit, key: CallKey | null): Promise<Record<string, unknown>> {
   if (tool.taskSupport !== 'forbidden') {
     // Without a task starter (the handshake era) a tool that requires a task cannot be served.
     if (options.tasks === undefined && tool.taskSupport === 'required') throw new McpError(ErrorCode.MethodNotFound, `Tool "${name}" runs only as a task, which this protocol revision does not serve here`)
@@ -200,7 +228,9 @@ async function taskOrStateCall (tool: ToolEntry, name: string, value: Record<str
   }
   if (tool.handle === null) return await runTool(tool, name, value, ctx, log, options.isProtocolError)
   if (options.state === undefined) throw new Error(`tool "${name}" declares a handle, but no state runner serves this call`)
-  const run = async (): Promise<Record<string, unknown>> => await runTool(tool, name, value, ctx, log, options.isProtocolError)
+  const plain = async (): Promise<Record<string, unknown>> => await runTool(tool, name, value, ctx, log, options.isProtocolError)
+  const limits = options.keyed?.limits
+  const run = key === null || limits === undefined ? plain : async () => await keyedOnState(ctx.handle as SessionHandle, key, limits, plain)
   const out = await options.state.withHandle(tool.handle.kind, value[tool.handle.argument], ctx, run, tool.readOnly)
   return out ?? errorResult(`Unknown or expired ${tool.handle.kind} handle.`)
 }

@@ -93,6 +93,8 @@ export abstract class BaseContext implements McpContext {
   finished = false
   /** The handler's data for this request (the 2026-07-28 context restores it from `requestState`). */
   state: Record<string, unknown> = {}
+  /** The call's idempotency key (set by `keyed-calls.ts` when it carries one). */
+  idempotencyKey: string | undefined = undefined
   protected readonly channel: ResponseChannel
   /** @internal The request's cancellation; its AbortSignal is made on demand (`signal`). */
   readonly abort: RequestAbort

@@ -25,6 +25,7 @@ import type { TaskService } from '../tasks/task-service.js'
 import { TaskCalls } from './stateless/task-calls.js'
 import { MAX_VERSION, NO_POST, type Era, type Peer, type PostTrace, type Telemetry } from '../telemetry/index.js'
 import { HandleCalls } from './handle-calls.js'
+import { KeyedCalls } from './keyed-calls.js'
 import type { Exchange } from './exchange.js'
 import { HandshakeWire } from './handshake/wire.js'
 import { Drain } from './drain.js'
@@ -126,7 +127,8 @@ export class McpEngine {
     this.hub = new Hub(d.bus, logger, { clientRequestTimeout: opts.clientRequestTimeout })
     const state = d.state
     this.handles = state.handles
-    const capabilities = serverCapabilities(registry)
+    const keyed = opts.idempotency === null ? undefined : new KeyedCalls(state, opts.idempotency, ctx => d.limiter.clientKey(ctx.principal, ctx.request.ip))
+    const capabilities = serverCapabilities(registry, keyed !== undefined)
     const ends = sessionEnds(d, this.hub)
     this.#stopExpiry = ends.stopExpiry
     const maybeGc = ends.maybeGc
@@ -137,12 +139,12 @@ export class McpEngine {
       minted: () => { maybeGc(logger) },
       clientKey: (principal, ip) => d.limiter.clientKey(principal, ip)
     })
-    this.#handshakeWire = new HandshakeWire({ opts, registry, state, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, telemetry: this.#telemetry })
+    this.#handshakeWire = new HandshakeWire({ opts, registry, state, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, keyed, telemetry: this.#telemetry })
     this.#streams = { opts, state, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
     const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
     const tasks = this.#tasks = new TaskCalls(d.tasks, (principal, ip) => d.limiter.clientKey(principal, ip))
-    this.#statelessWire = new StatelessWire({ opts, registry, state, sealer, capabilities: withTasksExtension(capabilities, tasks), cache, logger, handles, limiter: d.limiter, tasks })
+    this.#statelessWire = new StatelessWire({ opts, registry, state, sealer, capabilities: withTasksExtension(capabilities, tasks), cache, logger, handles, limiter: d.limiter, tasks, keyed })
     this.#subscription = d.bus.subscribe(BROADCAST_CHANNEL, (m) => { this.#onBroadcast(m) })
     // An instance started while the bus is down keeps running (and logs); it must not crash.
     this.#subscription.catch((err: unknown) => logger.error({ err }, 'broadcast subscription failed'))

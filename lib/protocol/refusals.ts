@@ -25,20 +25,24 @@ function unavailable (message: string, headers?: Record<string, string>): () => 
 const REFUSALS: Record<Exclude<Refusal, 'unconfirmed'>, Record<Subject, () => McpError>> = {
   busy: {
     session: unavailable('Another request of this session is still being processed.'),
-    handle: unavailable('Another call on this handle is still being processed.')
+    handle: unavailable('Another call on this handle is still being processed.'),
+    call: unavailable('Another call with this idempotency key is still being processed.')
   },
   'lock-down': {
     session: unavailable('Session lock is unavailable.', backendRetry()),
-    handle: unavailable('State lock is unavailable.', backendRetry())
+    handle: unavailable('State lock is unavailable.', backendRetry()),
+    call: unavailable('State lock is unavailable.', backendRetry())
   },
   'store-down': {
     session: unavailable('Session store is unavailable.', backendRetry()),
-    handle: unavailable('State store is unavailable.', backendRetry())
+    handle: unavailable('State store is unavailable.', backendRetry()),
+    call: unavailable('State store is unavailable.', backendRetry())
   },
   /** The stored record cannot be decoded; it can be served again once repaired or expired. */
   unreadable: {
     session: unavailable('Session data cannot be read.'),
-    handle: unavailable('Handle data cannot be read.')
+    handle: unavailable('Handle data cannot be read.'),
+    call: unavailable('The idempotency record cannot be read.')
   }
 }
 

@@ -1,6 +1,6 @@
 /**
  * What a client is told when the work of its request was not kept: one table from a record's
- * outcome (`state/outcome.ts`) and subject (a handshake-era session, a state handle) to the
+ * outcome (`state/outcome.ts`) and subject (a handshake-era session, a state handle, a keyed call's record) to the
  * JSON-RPC error, and the answer of each request of a unit of work (`state/unit-of-work.ts`):
  * `null` when its results stand. A request is answered by the records it worked on — the
  * session (every request of the POST) and the handles its own calls used — and when the unit
@@ -29,31 +29,38 @@ const answer = (status: number, code: number, message: string, data?: unknown): 
 const ANSWERS = {
   lost: {
     session: answer(503, ErrorCode.ServerError, 'Session lock was lost; the changes of this request were not saved.'),
-    handle: answer(503, ErrorCode.ServerError, 'Handle lock was lost; the changes of this call were not saved.')
+    handle: answer(503, ErrorCode.ServerError, 'Handle lock was lost; the changes of this call were not saved.'),
+    call: answer(503, ErrorCode.ServerError, 'The idempotency record\'s lock was lost; the call was stopped and not recorded.')
   },
   abandoned: {
     session: answer(503, ErrorCode.ServerError, 'The request was abandoned by its client; its changes were not saved.'),
-    handle: answer(503, ErrorCode.ServerError, 'The call was abandoned by its client; its changes were not saved.')
+    handle: answer(503, ErrorCode.ServerError, 'The call was abandoned by its client; its changes were not saved.'),
+    call: answer(503, ErrorCode.ServerError, 'The call was abandoned by its client; it was not recorded.')
   },
   skipped: {
     session: answer(503, ErrorCode.ServerError, 'The changes of this request were not saved: another part of it could not be kept.'),
-    handle: answer(503, ErrorCode.ServerError, 'The changes of this call were not saved: another part of the request could not be kept.')
+    handle: answer(503, ErrorCode.ServerError, 'The changes of this call were not saved: another part of the request could not be kept.'),
+    call: answer(503, ErrorCode.ServerError, 'The call was not recorded: another part of the request could not be kept.')
   },
   failed: {
     session: answer(503, ErrorCode.ServerError, 'Session store is unavailable.'),
-    handle: answer(503, ErrorCode.ServerError, 'State store is unavailable.')
+    handle: answer(503, ErrorCode.ServerError, 'State store is unavailable.'),
+    call: answer(503, ErrorCode.ServerError, 'State store is unavailable.')
   },
   unknown: {
-    session: answer(503, ErrorCode.ServerError, 'Session store did not confirm the save; whether the changes of this request were saved is unknown.'),
-    handle: answer(503, ErrorCode.ServerError, 'State store did not confirm the save; whether the changes of this call were saved is unknown.')
+    session: answer(503, ErrorCode.ServerError, 'Session store did not confirm the save; whether the changes of this request were saved is unknown. A retry of a tool call with the same idempotency key says which: it answers the recorded result if they were, and runs the call if not.'),
+    handle: answer(503, ErrorCode.ServerError, 'State store did not confirm the save; whether the changes of this call were saved is unknown. A retry with the same idempotency key says which: it answers the recorded result if they were, and runs the call if not.'),
+    call: answer(503, ErrorCode.ServerError, 'State store did not confirm the save of the idempotency record.')
   },
   unconfirmed: {
     session: answer(503, ErrorCode.ServerError, UNCONFIRMED_MESSAGE, { reason: 'unconfirmed' }),
-    handle: answer(503, ErrorCode.ServerError, UNCONFIRMED_MESSAGE, { reason: 'unconfirmed' })
+    handle: answer(503, ErrorCode.ServerError, UNCONFIRMED_MESSAGE, { reason: 'unconfirmed' }),
+    call: answer(503, ErrorCode.ServerError, UNCONFIRMED_MESSAGE, { reason: 'unconfirmed' })
   },
   gone: {
     session: answer(404, ErrorCode.SessionNotFound, 'Session not found'),
-    handle: null
+    handle: null,
+    call: null
   }
 } as const
 
@@ -94,7 +101,9 @@ function nameOf (p: Part): string {
  * did not keep them — the part that failed, not one skipped because of it.
  */
 export function unitAnswer (outcome: UnitOutcome, member?: object): UnkeptAnswer | UnkeptToolResult | null {
-  const parts = outcome.parts
+  // A keyed call's own record (a call on no state) holds no changes of the call: the call's
+  // result stands whatever became of it (a retry then runs again; the engine logged why).
+  const parts = outcome.parts.some(p => p.subject === 'call') ? outcome.parts.filter(p => p.subject !== 'call') : outcome.parts
   const mine = (p: Part): boolean => p.subject === 'session' || member === undefined || p.members.includes(member)
   const failed = parts.find(p => !kept(p) && mine(p))
   if (failed === undefined) return null

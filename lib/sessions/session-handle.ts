@@ -103,6 +103,18 @@ export class SessionHandle {
     this.#put(key, value)
   }
 
+  /** @internal Removes a protocol key. */
+  deleteProtocol (key: string): void {
+    this.#remove(key)
+  }
+
+  /** @internal The protocol keys starting with `prefix` (itself under {@link PROTOCOL_PREFIX}). */
+  protocolKeys (prefix: string): string[] {
+    const out: string[] = []
+    for (const key in this.#data) if (key.startsWith(prefix)) out.push(key)
+    return out
+  }
+
   /**
    * @internal Refuses every write from now on with a {@link ReadOnlyStateError} saying `why`
    * (`null`: writes allowed again). Returns what was in force before, to restore it.

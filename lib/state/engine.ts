@@ -46,7 +46,7 @@ export class StateEngine implements UnitHome {
   readonly backend: StateBackend
   readonly handles: StateHandles
   readonly outages: Outages = newOutages()
-  readonly waiting: Record<Subject, number> = { session: 0, handle: 0 }
+  readonly waiting: Record<Subject, number> = { session: 0, handle: 0, call: 0 }
   readonly #holds: KeyHolds
 
   constructor (options: StateEngineOptions) {
@@ -61,7 +61,7 @@ export class StateEngine implements UnitHome {
   get lock (): SessionLock | null { return this.backend.lock }
 
   /** Requests of this instance queued for a lock, all subjects. */
-  get lockWaiters (): number { return this.waiting.session + this.waiting.handle }
+  get lockWaiters (): number { return this.waiting.session + this.waiting.handle + this.waiting.call }
 
   /** Single-key holds for work that outlives a request (a task's runner). */
   holds (): KeyHolds { return this.#holds }

@@ -56,6 +56,8 @@ export function kindProblem (name: unknown, options: HandleKindOptions | undefin
   if (typeof name !== 'string' || !KIND.test(name)) return `${JSON.stringify(name)}: a handle kind is 1–32 characters of [a-z0-9_], starting with a letter`
   // Tasks (`lib/tasks/`) keep their records under `~task~<id>` in the same store.
   if (name === 'task') return '"task" is reserved (task records use its keys)'
+  // Keyed calls on no state keep their records under `~call~<digest>` (`protocol/keyed-calls.ts`).
+  if (name === 'call') return '"call" is reserved (idempotency records use its keys)'
   const ttl = options?.ttl
   if (typeof ttl !== 'number' || !Number.isInteger(ttl) || ttl < minTtl) return `"${name}": ttl must be an integer number of milliseconds, at least ${minTtl}`
   return null

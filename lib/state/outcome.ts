@@ -73,7 +73,7 @@ export function refusalOf (err: unknown): Refusal {
 
 /** Why a request's work was stopped when a lease of it was lost (its `ctx.signal`'s reason). */
 export class LeaseLostError extends Error {
-  constructor (readonly what: 'session' | 'handle' = 'session') { super(`${what} lock lost`) }
+  constructor (readonly what: 'session' | 'handle' | 'call' = 'session') { super(`${what} lock lost`) }
 }
 
 /**

@@ -43,7 +43,7 @@ export function readsOnly (messages: readonly Parsed[], tools: ReadonlyMap<strin
  * Seals a scope opened as a snapshot: every write through its handle throws, whatever runs on it
  * (a tool replaced by a writing one between the POST's check and its run included).
  */
-export function sealSnapshot (scope: StateScope, what: 'session' | 'handle'): StateScope {
+export function sealSnapshot (scope: StateScope, what: 'session' | 'handle' | 'call'): StateScope {
   scope.handle.seal(`this call reads a snapshot of the ${what} without its lock (read-only tools only), so it cannot change it`)
   return scope
 }

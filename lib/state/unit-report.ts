@@ -10,8 +10,11 @@ import { shownId } from '../util/shown-id.js'
 import type { CloseResult, Refusal } from './outcome.js'
 import { LeaseLostError } from './outcome.js'
 
-/** What a unit of work holds: a handshake-era session, or a state handle. */
-export type Subject = 'session' | 'handle'
+/**
+ * What a unit of work holds: a handshake-era session, a state handle, or the idempotency record
+ * of a keyed call on no state (`~call~<digest>`).
+ */
+export type Subject = 'session' | 'handle' | 'call'
 
 /** What the engine logs to (a Fastify/pino logger fits). */
 export interface UnitLogger extends OutageLogger {
@@ -20,14 +23,16 @@ export interface UnitLogger extends OutageLogger {
 
 /** The log fields naming a record without its secret. */
 export function fieldsOf (subject: Subject, key: string): Record<string, unknown> {
-  return subject === 'session' ? { sessionId: shownId(key) } : { handleKind: key.split('~')[1] }
+  if (subject === 'session') return { sessionId: shownId(key) }
+  // A call record's name is a digest of its key: its start names it without helping a guess.
+  return subject === 'handle' ? { handleKind: key.split('~')[1] } : { callRecord: key.slice(6, 14) }
 }
 
 /** The outage logs of one engine, a subject each ("session store", "handle lock", …). */
 export type Outages = Record<Subject, OutageLog>
 
 export function newOutages (): Outages {
-  return { session: new OutageLog(), handle: new OutageLog() }
+  return { session: new OutageLog(), handle: new OutageLog(), call: new OutageLog() }
 }
 
 /**

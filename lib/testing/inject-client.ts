@@ -146,7 +146,9 @@ class Client implements InjectClient {
   }
 
   async callTool (name: string, args: Record<string, unknown> = {}, options?: InjectRequestOptions): Promise<InjectToolResult> {
-    return await this.request('tools/call', { name, arguments: args }, options) as InjectToolResult
+    const params: Record<string, unknown> = { name, arguments: args }
+    if (options?.idempotencyKey !== undefined) params.idempotencyKey = options.idempotencyKey
+    return await this.request('tools/call', params, options) as InjectToolResult
   }
 
   async listTools (): Promise<{ tools: Array<Record<string, any>> }> {

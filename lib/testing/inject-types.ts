@@ -56,6 +56,11 @@ export interface InjectRequestOptions {
   progressToken?: string | number
   /** Headers for this request only. */
   headers?: Record<string, string>
+  /**
+   * `callTool` only: sent as `params.idempotencyKey`; the server runs the call once per key and
+   * answers a copy with the recorded result (docs/retries-and-idempotency.md).
+   */
+  idempotencyKey?: string
 }
 
 /** The client {@link injectClient} returns. */

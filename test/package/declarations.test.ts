@@ -31,7 +31,7 @@ const STRIPPED: Record<string, string[]> = {
   'state/state-scope.d.ts': ['openNow', 'closeNow', 'lockAndLoad'],
   'sessions/memory-store.d.ts': ['loadNow'],
   'sessions/redis-store.d.ts': ['decode'],
-  'sessions/session-handle.d.ts': ['getProtocol', 'setProtocol', 'seal', 'markSaved', 'reload'],
+  'sessions/session-handle.d.ts': ['getProtocol', 'setProtocol', 'deleteProtocol', 'protocolKeys', 'seal', 'markSaved', 'reload'],
   'decorator.d.ts': ['attach'],
   'telemetry/telemetry.d.ts': ['instruments']
 }

@@ -1,4 +1,5 @@
 import t from 'tap'
+import { IDEMPOTENCY_CAPABILITY } from '../../lib/features/capabilities.js'
 import { Type } from '@sinclair/typebox'
 import type { McpDecorator } from '../../lib/index.js'
 import { build, call, initialize } from './helper.js'
@@ -126,7 +127,7 @@ t.test('tools', async (t) => {
 t.test('resources', async (t) => {
   const app = await build(t, {}, setup)
   const s = await initialize(app)
-  t.same(s.result.capabilities, { logging: {}, completions: {}, tools: { listChanged: true }, resources: { subscribe: true, listChanged: true }, prompts: { listChanged: true } })
+  t.same(s.result.capabilities, { logging: {}, completions: {}, tools: { listChanged: true }, resources: { subscribe: true, listChanged: true }, prompts: { listChanged: true }, experimental: { 'fastify-mcp-http/idempotency': IDEMPOTENCY_CAPABILITY } })
 
   const list = await call(app, s, 'resources/list')
   t.same(list.result.resources.map((r: { uri: string }) => r.uri), ['test://static', 'test://blob', 'test://broken', 'test://multi'])

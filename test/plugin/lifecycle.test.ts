@@ -1,4 +1,5 @@
 import t from 'tap'
+import { IDEMPOTENCY_CAPABILITY } from '../../lib/features/capabilities.js'
 import { build, call, initialize, post, request } from './helper.js'
 import { ACCEPT } from '../helpers/wire.js'
 
@@ -30,7 +31,7 @@ t.test('initialize result carries instructions and serverInfo from the options',
   const { result } = await initialize(app)
   t.same(result.serverInfo, { name: 'srv', version: '9.9.9' })
   t.equal(result.instructions, 'Be nice')
-  t.same(result.capabilities, { logging: {}, completions: {}, tools: { listChanged: true } })
+  t.same(result.capabilities, { logging: {}, completions: {}, tools: { listChanged: true }, experimental: { 'fastify-mcp-http/idempotency': IDEMPOTENCY_CAPABILITY } })
 })
 
 t.test('initialize with bad params → -32602', async (t) => {

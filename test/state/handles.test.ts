@@ -29,7 +29,7 @@ async function open (handles: StateHandles, kind: string, id: unknown, principal
   const backend = handles.backend
   const unit = new UnitOfWork({
     backend,
-    waiting: { session: 0, handle: 0 },
+    waiting: { session: 0, handle: 0, call: 0 },
     refused: (subject, _key, err) => new StateRefusedError(refusalOf(err), subject, err),
     answered: () => {}
   }, { owner: {}, abort: new RequestAbort(), log: QUIET })

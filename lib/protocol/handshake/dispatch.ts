@@ -16,6 +16,7 @@ import type { ResolvedOptions } from '../../options.js'
 import { K } from '../../sessions/session-handle.js'
 import type { StateScope } from '../../state/state-scope.js'
 import type { BaseContext } from '../base-context.js'
+import type { KeyedRunner } from '../../features/keyed-call.js'
 import type { HandleCalls } from '../handle-calls.js'
 import { needsSession } from './sessionless.js'
 
@@ -31,6 +32,8 @@ export interface DispatchDeps {
   capabilities: () => Record<string, unknown>
   handles: HandleCalls
   limiter: ToolLimiter
+  /** Idempotency keys on tool calls (absent: `idempotency: false`). */
+  keyed?: KeyedRunner
 }
 
 /**
@@ -85,7 +88,8 @@ export function dispatch (d: DispatchDeps, scope: StateScope | null, msg: JsonRp
       log,
       resourceNotFound,
       limiter: d.limiter,
-      state: d.handles
+      state: d.handles,
+      keyed: d.keyed
     })
   }
   switch (msg.method) {

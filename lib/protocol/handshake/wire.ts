@@ -25,6 +25,7 @@ import { shownId } from '../../util/shown-id.js'
 import { NO_POST, type PostTrace, type Telemetry } from '../../telemetry/index.js'
 import { ClientRequests } from './client-requests.js'
 import type { Exchange, ResponseChannel } from '../exchange.js'
+import type { KeyedRunner } from '../../features/keyed-call.js'
 import type { HandleCalls } from '../handle-calls.js'
 import { HandshakeContext } from './context.js'
 import { changesNothing, dispatch, notification } from './dispatch.js'
@@ -55,6 +56,8 @@ export interface HandshakeDeps {
   handles: HandleCalls
   /** The tool call limits (the `limits` option and the definitions' own). */
   limiter: ToolLimiter
+  /** Idempotency keys on tool calls (absent: `idempotency: false`). */
+  keyed?: KeyedRunner
   /** Spans of requests to the client and of client answers. */
   telemetry: Telemetry
 }

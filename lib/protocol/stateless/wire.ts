@@ -19,6 +19,7 @@ import { NULL_EVENT_LOG, type ChannelOptions, type Exchange, type ResponseChanne
 import { ListenStreams } from './listen.js'
 import { META_CAPS, META_LOG, META_SERVER, STATELESS_VERSIONS } from './meta.js'
 import { checkNotificationEnvelope, checkRequestEnvelope, refuseUnservable } from './headers.js'
+import type { KeyedRunner } from '../../features/keyed-call.js'
 import type { HandleCalls } from '../handle-calls.js'
 import { StatelessContext } from './context.js'
 import { closingHeaders, stoppedByDrain, stoppedResponse } from '../drain.js'
@@ -53,6 +54,8 @@ export interface StatelessDeps {
   limiter: ToolLimiter
   /** Tool calls as tasks, and the `tasks/*` methods (the Tasks extension). */
   tasks: TaskCalls
+  /** Idempotency keys on tool calls (absent: `idempotency: false`). */
+  keyed?: KeyedRunner
 }
 
 /** A response, the HTTP status for it, and the headers an error names (`Retry-After`). */
@@ -239,7 +242,8 @@ export class StatelessWire {
           isProtocolError: isClientCapabilityError,
           limiter: this.#d.limiter,
           state: this.#d.handles,
-          tasks: this.#d.tasks
+          tasks: this.#d.tasks,
+          keyed: this.#d.keyed
         })
       } catch (err) {
         if (!(err instanceof InputRequiredSignal) || ctx?.asked !== true) throw err
