@@ -5,7 +5,9 @@
  * answered with exactly what was kept. Each fault below is made real: Redis starts refusing
  * writes (`min-replicas-to-write`), PostgreSQL's table refuses updates (a trigger), another
  * request ends the handle, another holder takes a lease; the answer is compared with what the
- * store holds afterwards, both ways.
+ * store holds afterwards, both ways. A keyed call's idempotency record is one more key of the
+ * record it runs on: kept with its changes or not at all, so a retry with the key replays exactly
+ * when the call was kept, and runs again when it was not.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -84,6 +86,9 @@ async function rpc (a: FastifyInstance, sid: string | null, body: unknown, versi
 
 let nextId = 1
 const call = (name: string, args: Record<string, unknown>): Record<string, unknown> => ({ jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args } })
+const keyed = (name: string, args: Record<string, unknown>, idempotencyKey: string): Record<string, unknown> =>
+  ({ jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args, idempotencyKey } })
+const REPLAY = 'fastify-mcp-http/idempotentReplay'
 
 async function session (a: FastifyInstance, version = '2025-11-25'): Promise<string> {
   const res = await a.inject({
@@ -126,6 +131,56 @@ function cases (name: string, make: (t: Test) => Promise<Backend>, faults: { ref
           t.same(m.error?.data?.kept, [], 'data: nothing kept')
         }
         t.same(await stored(a, sid, id), { counter: 0, items: [] }, 'nothing kept: a retry of the whole batch applies it once')
+      })
+    }
+
+    t.test('a keyed call that changes the session and a handle: its record is kept with them, and a copy replays', async t => {
+      const b = await make(t)
+      const a = await app(t, b)
+      const sid = await session(a)
+      const id = await basket(a, sid)
+      const first = await rpc(a, sid, keyed('basket_add_counted', { basket: id, item: 'plum' }, 'k-once'))
+      const copy = await rpc(a, sid, keyed('basket_add_counted', { basket: id, item: 'plum' }, 'k-once'))
+      t.equal(copy.body.result?._meta?.[REPLAY], true, 'the copy replays')
+      t.same(copy.body.result?.content, first.body.result?.content)
+      t.same(await stored(a, sid, id), { counter: 1, items: ['plum'] }, 'applied once')
+    })
+
+    if (faults.refuse) {
+      t.test('a keyed call whose save is refused: its record is not kept either, so the retry with the key runs (once)', async t => {
+        const b = await make(t)
+        const a = await app(t, b)
+        const sid = await session(a)
+        const id = await basket(a, sid)
+        const running = rpc(a, sid, keyed('basket_add_counted', { basket: id, item: 'kiwi', delayMs: 300 }, 'k-refused'))
+        await sleep(100)
+        const undo = await b.refuseWrites()
+        const r = await running
+        await undo()
+        t.equal(r.status, 503, 'told not saved')
+        const retry = await rpc(a, sid, keyed('basket_add_counted', { basket: id, item: 'kiwi' }, 'k-refused'))
+        t.equal(retry.body.result?._meta?.[REPLAY], undefined, 'the retry ran: nothing was recorded')
+        const again = await rpc(a, sid, keyed('basket_add_counted', { basket: id, item: 'kiwi' }, 'k-refused'))
+        t.equal(again.body.result?._meta?.[REPLAY], true, 'and is recorded now')
+        t.same(await stored(a, sid, id), { counter: 1, items: ['kiwi'] }, 'applied once')
+      })
+    }
+
+    if (faults.steal) {
+      t.test('a keyed call whose handle lease is lost: nothing kept, record included; the retry with the key runs (once)', async t => {
+        const b = await make(t)
+        const a = await app(t, b)
+        const sid = await session(a)
+        const id = await basket(a, sid)
+        const running = rpc(a, sid, keyed('basket_add_counted', { basket: id, item: 'lime', delayMs: 300 }, 'k-lost'))
+        await sleep(100)
+        await b.steal?.(`~basket~${id}`)
+        const r = await running
+        await b.steal?.('')
+        t.equal(r.status, 503, 'told lost')
+        const retry = await rpc(a, sid, keyed('basket_add_counted', { basket: id, item: 'lime' }, 'k-lost'))
+        t.equal(retry.body.result?._meta?.[REPLAY], undefined, 'the retry ran: nothing was recorded')
+        t.same(await stored(a, sid, id), { counter: 1, items: ['lime'] }, 'applied once')
       })
     }
 
