@@ -278,3 +278,22 @@ function metaOf (): Record<string, unknown> {
     'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' }
   }
 }
+
+t.test('a keyed call that starts a task: the retry with the key gets the same task, never a second', async t => {
+  const app = Fastify({ logger: false })
+  t.teardown(() => app.close())
+  await app.register(mcp, { requestStateSecret: 'idempotency-test-secret' })
+  let started = 0
+  app.mcp.tool({ name: 'report', description: 'a long report (a task)', taskSupport: 'required' }, async () => { started++; await sleep(50); return 'the report' })
+  await app.ready()
+  const c = injectClient(app, { protocolVersion: '2026-07-28', capabilities: { extensions: { 'io.modelcontextprotocol/tasks': {} } } })
+  const first = await c.request('tools/call', { name: 'report', arguments: {}, idempotencyKey: 'report-1' })
+  const retry = await c.request('tools/call', { name: 'report', arguments: {}, idempotencyKey: 'report-1' })
+  t.equal(first.resultType, 'task')
+  t.equal(retry.taskId, first.taskId, 'the same task')
+  t.equal(retry._meta?.[REPLAY], true, 'answered as a replay')
+  await sleep(200)
+  t.equal(started, 1, 'one task ran')
+  const other = await c.request('tools/call', { name: 'report', arguments: {}, idempotencyKey: 'report-2' })
+  t.not(other.taskId, first.taskId, 'another key: another task')
+})
