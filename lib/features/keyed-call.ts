@@ -31,6 +31,8 @@ export interface KeyedRunner {
    * a duplicate in flight on any instance is refused at once (retryable), a completed one replayed.
    */
   own (key: CallKey, ctx: McpContext, run: () => Promise<Result>): Promise<Result>
+  /** What became of a keyed call (telemetry). */
+  seen (outcome: 'recorded' | 'replay' | 'conflict' | 'in_flight'): void
 }
 
 /** The answer to a key sent again with other arguments. */
@@ -40,11 +42,12 @@ export function keyReused (): McpError {
 }
 
 /** Runs `run` at most once per key in `state`, the record the call runs on (see the module doc). */
-export async function keyedOnState (state: SessionHandle, key: CallKey, limits: IdempotencyLimits, run: () => Promise<Result>): Promise<Result> {
+export async function keyedOnState (state: SessionHandle, key: CallKey, keyed: KeyedRunner, run: () => Promise<Result>): Promise<Result> {
   const found = lookUp(state, key)
-  if (found.kind === 'replay') return found.result
-  if (found.kind === 'conflict') throw keyReused()
+  if (found.kind === 'replay') { keyed.seen('replay'); return found.result }
+  if (found.kind === 'conflict') { keyed.seen('conflict'); throw keyReused() }
   const result = await run()
-  record(state, key, result, limits)
+  record(state, key, result, keyed.limits)
+  keyed.seen('recorded')
   return result
 }

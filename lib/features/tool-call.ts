@@ -189,7 +189,7 @@ function keyedCall (key: CallKey, tool: ToolEntry, name: string, value: Record<s
   if (tool.handle !== null && tool.taskSupport === 'forbidden') return taskOrStateCall(tool, name, value, ctx, log, options, permit, key)
   const keyed = options.keyed as KeyedRunner
   const run = async (): Promise<Record<string, unknown>> => await taskOrStateCall(tool, name, value, ctx, log, options, permit, null)
-  if (ctx.session !== null) return keyedOnState(ctx.session, key, keyed.limits, run)
+  if (ctx.session !== null) return keyedOnState(ctx.session, key, keyed, run)
   return keyed.own(key, ctx, run)
 }
 
@@ -229,8 +229,8 @@ async function taskOrStateCall (tool: ToolEntry, name: string, value: Record<str
   if (tool.handle === null) return await runTool(tool, name, value, ctx, log, options.isProtocolError)
   if (options.state === undefined) throw new Error(`tool "${name}" declares a handle, but no state runner serves this call`)
   const plain = async (): Promise<Record<string, unknown>> => await runTool(tool, name, value, ctx, log, options.isProtocolError)
-  const limits = options.keyed?.limits
-  const run = key === null || limits === undefined ? plain : async () => await keyedOnState(ctx.handle as SessionHandle, key, limits, plain)
+  const keyed = options.keyed
+  const run = key === null || keyed === undefined ? plain : async () => await keyedOnState(ctx.handle as SessionHandle, key, keyed, plain)
   const out = await options.state.withHandle(tool.handle.kind, value[tool.handle.argument], ctx, run, tool.readOnly)
   return out ?? errorResult(`Unknown or expired ${tool.handle.kind} handle.`)
 }

@@ -127,7 +127,7 @@ export class McpEngine {
     this.hub = new Hub(d.bus, logger, { clientRequestTimeout: opts.clientRequestTimeout })
     const state = d.state
     this.handles = state.handles
-    const keyed = opts.idempotency === null ? undefined : new KeyedCalls(state, opts.idempotency, ctx => d.limiter.clientKey(ctx.principal, ctx.request.ip))
+    const keyed = opts.idempotency === null ? undefined : new KeyedCalls(state, opts.idempotency, ctx => d.limiter.clientKey(ctx.principal, ctx.request.ip), o => { d.telemetry.keyed(o) })
     const capabilities = serverCapabilities(registry, keyed !== undefined)
     const ends = sessionEnds(d, this.hub)
     this.#stopExpiry = ends.stopExpiry

@@ -19,6 +19,7 @@ import { ErrorCode, McpError } from '../jsonrpc/errors.js'
 import type { StateEngine } from '../state/engine.js'
 import { KEY_META, callKey, dedupeKey, isIdempotencyKey, type CallKey, type ResolvedIdempotency } from '../state/idempotency.js'
 import { StateRefusedError, type Stoppable } from '../state/unit-of-work.js'
+import type { KeyedOutcome } from '../telemetry/telemetry.js'
 import type { BaseContext } from './base-context.js'
 import { refusalAnswer } from './refusals.js'
 
@@ -68,10 +69,13 @@ export class KeyedCalls implements KeyedRunner {
   readonly #state: StateEngine
   readonly #owner: RecordOwner
 
-  constructor (state: StateEngine, limits: ResolvedIdempotency, owner: RecordOwner) {
+  readonly seen: (outcome: KeyedOutcome) => void
+
+  constructor (state: StateEngine, limits: ResolvedIdempotency, owner: RecordOwner, seen: (outcome: KeyedOutcome) => void = () => {}) {
     this.#state = state
     this.limits = limits
     this.#owner = owner
+    this.seen = seen
   }
 
   keyOf (tool: string, params: Record<string, unknown>, args: object, ctx: McpContext): CallKey | null {
@@ -102,7 +106,7 @@ export class KeyedCalls implements KeyedRunner {
     try {
       scope = await unit.open({ subject: 'call', key: id, mode: 'lock', abort: wait ?? ctx.abort, member: ctx.member })
     } catch (err) {
-      if (wait?.ranOut === true) throw inFlight()
+      if (wait?.ranOut === true) { this.seen('in_flight'); throw inFlight() }
       if (ctx.abort.aborted) throw ctx.abort.reason
       if (err instanceof StateRefusedError) throw refusalAnswer(err.refusal, 'call', err.cause)
       throw err
@@ -111,7 +115,7 @@ export class KeyedCalls implements KeyedRunner {
     }
     // Gone between its creation and its read (evicted, expired): nothing ran, nothing recorded.
     if (scope === null) throw refusalAnswer('store-down', 'call')
-    return await keyedOnState(scope.handle, key, this.limits, run)
+    return await keyedOnState(scope.handle, key, this, run)
   }
 }
 

@@ -43,6 +43,8 @@ export const OWN = {
   hops: 'fastify_mcp.answer.hops',
   /** Why a request was refused with 429 or 503. */
   reason: 'fastify_mcp.refusal.reason',
+  /** What became of a keyed tool call: `recorded`, `replay`, `conflict`, `in_flight`. */
+  idempotency: 'fastify_mcp.idempotency.outcome',
   /** Which wire: `2025` (handshake era, sessions) or `2026-07-28` (stateless). */
   era: 'fastify_mcp.era',
   /** The kind of an open stream (gauge). */
@@ -76,7 +78,8 @@ export const METRICS = {
   lockWaiters: 'fastify_mcp.lock.waiters',
   streams: 'fastify_mcp.streams.open',
   pending: 'fastify_mcp.client_requests.pending',
-  eventLog: 'fastify_mcp.event_log.streams'
+  eventLog: 'fastify_mcp.event_log.streams',
+  idempotency: 'fastify_mcp.idempotency.calls'
 } as const
 
 /** Client-chosen strings (tool names, request ids) are cut to this many characters in attributes. */

@@ -40,6 +40,7 @@ export class Instruments {
   readonly session: Histogram
   readonly lockWait: Histogram
   readonly refusals: Counter
+  readonly idempotency: Counter
   /**
    * Whether `operation` records anything: `false` on the API's no-op meter, whose records are
    * dropped, so that a POST need not read the clock twice and build attributes for them.
@@ -59,6 +60,7 @@ export class Instruments {
     this.session = meter.createHistogram(METRICS.session, { unit: 's', description: 'The duration of the MCP session as observed on the MCP server.', advice })
     this.lockWait = meter.createHistogram(METRICS.lockWait, { unit: 's', description: 'Time a request waited for its session\'s lock (the read of the session included).', advice })
     this.refusals = meter.createCounter(METRICS.refusals, { unit: '{request}', description: 'Requests refused with HTTP 429 or 503, by status and reason.' })
+    this.idempotency = meter.createCounter(METRICS.idempotency, { unit: '{call}', description: 'Tool calls with an idempotency key (or absorbed by dedupe), by outcome: recorded, replay, conflict, in_flight.' })
     this.#gauges = [
       meter.createObservableGauge(METRICS.sessionsHeld, { unit: '{session}', description: 'Sessions this instance holds something of (a request, a waiting handler, a stream).' }),
       meter.createObservableGauge(METRICS.lockWaiters, { unit: '{request}', description: 'Requests of this instance waiting for a lock, by fastify_mcp.lock.kind: a session\'s or a state handle\'s.' }),

@@ -50,6 +50,12 @@ export interface TelemetryOptions {
 /** See {@link TelemetryOptions.sessionId}. */
 export type SessionIdAttribute = 'hashed' | 'raw' | 'omitted'
 
+/**
+ * What became of a keyed tool call: run and `recorded`, answered by a `replay`, refused as a key
+ * reused with other arguments (`conflict`) or as a copy of a call still running (`in_flight`).
+ */
+export type KeyedOutcome = 'recorded' | 'replay' | 'conflict' | 'in_flight'
+
 /** The `telemetry` option: `false` turns spans and metrics off; `true` (default) or an object on. */
 export type TelemetryOption = boolean | TelemetryOptions
 
@@ -160,6 +166,16 @@ export class Telemetry {
   /** A request refused before any MCP message ran (e.g. by the routes); counted when 429/503. */
   refused (status: number, reason: string): void {
     if (this.enabled) this.instruments.refusals.add(1, { [SEMCONV.httpStatus]: status, [OWN.reason]: reason })
+  }
+
+  /**
+   * What became of a keyed tool call (see `KeyedOutcome`): counted, and set on the active span
+   * (the request's, where it is traced).
+   */
+  keyed (outcome: KeyedOutcome): void {
+    if (!this.enabled) return
+    this.instruments.idempotency.add(1, { [OWN.idempotency]: outcome })
+    trace.getActiveSpan()?.setAttribute(OWN.idempotency, outcome)
   }
 
   /** Reads the gauges from `source` (see `Instruments.observe`). */

@@ -14,6 +14,7 @@ import { Type } from '@sinclair/typebox'
 import mcp, { injectClient, McpError, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
 import { registerDemoTools } from '../../examples/demo-tools.js'
 import { tokensAuth } from '../../examples/server.js'
+import { otel } from '../helpers/otel.js'
 import { sleep } from '../helpers/time.js'
 
 const REPLAY = 'fastify-mcp-http/idempotentReplay'
@@ -296,4 +297,18 @@ t.test('a keyed call that starts a task: the retry with the key gets the same ta
   t.equal(started, 1, 'one task ran')
   const other = await c.request('tools/call', { name: 'report', arguments: {}, idempotencyKey: 'report-2' })
   t.not(other.taskId, first.taskId, 'another key: another task')
+})
+
+t.test('seen from outside: fastify_mcp.idempotency.calls by outcome, and the outcome on the request\'s span', async t => {
+  const o = otel(t)
+  const { app } = await build(t, { telemetry: { tracerProvider: o.tracerProvider, meterProvider: o.meterProvider } })
+  const c = injectClient(app, { protocolVersion: '2026-07-28' })
+  await c.callTool('send_mail', { to: 'o' }, { idempotencyKey: 'seen' })
+  await c.callTool('send_mail', { to: 'o' }, { idempotencyKey: 'seen' })
+  await errorOf(c.callTool('send_mail', { to: 'p' }, { idempotencyKey: 'seen' }))
+  const points = await o.points('fastify_mcp.idempotency.calls')
+  const by = Object.fromEntries(points.map(p => [String(p.attributes['fastify_mcp.idempotency.outcome']), p.value]))
+  t.same(by, { recorded: 1, replay: 1, conflict: 1 })
+  const outcomes = o.spans().map(s => s.attributes['fastify_mcp.idempotency.outcome']).filter(v => v !== undefined)
+  t.same(outcomes.sort(), ['conflict', 'recorded', 'replay'], 'each call\'s span says what became of it')
 })
