@@ -312,3 +312,33 @@ t.test('seen from outside: fastify_mcp.idempotency.calls by outcome, and the out
   const outcomes = o.spans().map(s => s.attributes['fastify_mcp.idempotency.outcome']).filter(v => v !== undefined)
   t.same(outcomes.sort(), ['conflict', 'recorded', 'replay'], 'each call\'s span says what became of it')
 })
+
+t.test('a keyed call that asks the client: the key spans the rounds; the round that completes is recorded, a copy replays without asking', async t => {
+  for (const era of ['2026-07-28', '2025-11-25'] as const) {
+    const app = Fastify({ logger: false })
+    t.teardown(() => app.close())
+    await app.register(mcp, { requestStateSecret: 'idempotency-test-secret' })
+    registerDemoTools(app.mcp)
+    app.mcp.tool({
+      name: 'basket_add_asked',
+      description: 'Asks which item, then adds it to the basket.',
+      input: Type.Object({ basket: Type.String() }),
+      handle: { argument: 'basket', kind: 'basket' }
+    }, async (_args, ctx) => {
+      const answer = await ctx.elicit('item', { message: 'Which item?', requestedSchema: { type: 'object', properties: { item: { type: 'string' } }, required: ['item'] } })
+      const item = String(answer.content?.item)
+      ctx.handle?.set('items', [...(ctx.handle.get<string[]>('items') ?? []), item])
+      return `added ${item}`
+    })
+    await app.ready()
+    let asked = 0
+    const c = injectClient(app, { protocolVersion: era, elicit: () => { asked++; return { action: 'accept', content: { item: `answer-${asked}` } } } })
+    const basket = await newBasket(c)
+    const first = await c.callTool('basket_add_asked', { basket }, { idempotencyKey: 'asked' })
+    const copy = await c.callTool('basket_add_asked', { basket }, { idempotencyKey: 'asked' })
+    t.equal(asked, 1, `${era}: asked once`)
+    t.same(stripReplay(copy), stripReplay(first), `${era}: the copy gets the first result`)
+    t.equal((copy as Answer)._meta?.[REPLAY], true)
+    t.same((await c.callTool('basket_get', { basket })).structuredContent, { items: ['answer-1'] }, `${era}: applied once`)
+  }
+})
