@@ -132,17 +132,25 @@ export class SqliteSessionStore implements LockingSessionStore {
     return { data, version: row.version }
   }
 
+  /**
+   * Inside a save's transaction: whether a save under `guard.fence` may write. Yes while that lease
+   * row is ours and live; or when nobody holds the key (no row, or an expired one) and the record
+   * is still at the version the holder read (nobody wrote since). Protected only so that
+   * test/testing/fixtures/broken-engines.ts can show what ignoring it costs.
+   */
+  protected fenceLetsThrough (id: string, guard: SaveGuard, version: number, now: number): boolean {
+    const lease = this.db.prepare('SELECT token, expires_at FROM leases WHERE id = ?').get(id) as { token: string, expires_at: number } | undefined
+    const ours = lease !== undefined && lease.token === guard.fence?.token && lease.expires_at > now
+    const free = lease === undefined || lease.expires_at <= now
+    return ours || (free && guard.version === version)
+  }
+
   /** Inside a transaction: the fence, then only the changed keys. */
   #save (id: string, set: ReadonlyArray<readonly [string, string]>, del: string[], guard: SaveGuard): SaveResult {
     const now = Date.now()
     const row = this.#row(id)
     if (row === undefined || row.expires_at <= now) return 'gone'
-    if (guard.fence !== undefined) {
-      const lease = this.db.prepare('SELECT token, expires_at FROM leases WHERE id = ?').get(id) as { token: string, expires_at: number } | undefined
-      const ours = lease !== undefined && lease.token === guard.fence.token && lease.expires_at > now
-      const free = lease === undefined || lease.expires_at <= now
-      if (!ours && !(free && guard.version === row.version)) return 'fenced'
-    }
+    if (guard.fence !== undefined && !this.fenceLetsThrough(id, guard, row.version, now)) return 'fenced'
     const upsert = this.db.prepare('INSERT INTO session_keys (id, key, value) VALUES (?, ?, ?) ON CONFLICT (id, key) DO UPDATE SET value = excluded.value')
     for (const [key, value] of set) upsert.run(id, key, value)
     const remove = this.db.prepare('DELETE FROM session_keys WHERE id = ? AND key = ?')
