@@ -38,7 +38,7 @@ export interface PairingContractOptions<S extends SessionStore = SessionStore, L
   locked?: boolean
   /** Whether an unchanged record's lease goes to a waiter of this process (a `LockingSessionStore` with `passOn`; default `false`). */
   passesOn?: boolean
-  /** Whether the pairing writes several records in one call (none of an app's own do; default `false`). */
+  /** Whether the pairing writes several records in one call (the bundled memory, Redis and PostgreSQL ones do; none of an app's own; default `false`). */
   together?: boolean
   /** The prefix of the case names (default `pairing`): `<name>: <rule>`. */
   name?: string
