@@ -12,7 +12,14 @@ type ErrorPattern = (new (...args: never[]) => Error) | RegExp | Error | Record<
 /** A case's `t`: assertions and teardown. */
 export interface CaseAssertions {
   equal (actual: unknown, expected: unknown, message?: string): void
+  not (actual: unknown, expected: unknown, message?: string): void
   same (actual: unknown, expected: unknown, message?: string): void
+  notSame (actual: unknown, expected: unknown, message?: string): void
+  strictSame (actual: unknown, expected: unknown, message?: string): void
+  type (actual: unknown, type: string | (new (...args: never[]) => unknown), message?: string): void
+  throws (fn: () => unknown, expected?: ErrorPattern, message?: string): void
+  resolves (promise: Promise<unknown> | (() => Promise<unknown>), message?: string): Promise<void>
+  comment (...message: unknown[]): void
   ok (value: unknown, message?: string): void
   notOk (value: unknown, message?: string): void
   match (actual: unknown, pattern: RegExp | string | Record<string, unknown>, message?: string): void
@@ -41,7 +48,22 @@ function matches (actual: unknown, pattern: unknown): boolean {
 export function caseAssertions (scope: CaseScope): CaseAssertions {
   return {
     equal: (actual, expected, message) => { assert.strictEqual(actual, expected, message) },
+    not: (actual, expected, message) => { assert.notStrictEqual(actual, expected, message) },
     same: (actual, expected, message) => { assert.deepEqual(actual, expected, message) },
+    notSame: (actual, expected, message) => { assert.notDeepEqual(actual, expected, message) },
+    strictSame: (actual, expected, message) => { assert.deepStrictEqual(actual, expected, message) },
+    type: (actual, type, message) => {
+      // eslint-disable-next-line valid-typeof -- the type's name is given, as in tap
+      assert.ok(typeof type === 'string' ? typeof actual === type : actual instanceof type, message ?? `not of type ${typeof type === 'string' ? type : type.name}`)
+    },
+    throws: (fn, expected, message) => {
+      if (expected === undefined || typeof expected === 'function' || expected instanceof RegExp || expected instanceof Error) { assert.throws(fn, expected as never, message); return }
+      let err: unknown
+      try { fn() } catch (e) { err = e ?? null }
+      assert.ok(err !== undefined && matches(err, expected), message ?? `expected a throw matching ${JSON.stringify(expected)}`)
+    },
+    resolves: async (promise, message) => { await assert.doesNotReject(typeof promise === 'function' ? promise() : promise, message) },
+    comment: () => {},
     ok: (value, message) => { assert.ok(value, message) },
     notOk: (value, message) => { assert.ok(!(value as boolean), message) },
     match: (actual, pattern, message) => {
