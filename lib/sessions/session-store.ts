@@ -4,7 +4,7 @@
  * to the client…) and application keys set through the session handle.
  *
  * Every store implements this small async interface; one contract test suite
- * (`test/sessions/store-contract.ts`) runs against all of them.
+ * (`lib/testing/contracts/store-contract.ts`, shipped as `fastify-mcp-http/testing/contracts`) runs against all of them.
  */
 import type { AcquireOptions, LeaseFence, SessionLease, SessionLock } from '../locks/session-lock.js'
 

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict'
 import t, { type Test } from 'tap'
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -9,35 +10,37 @@ import { SessionLockError, SessionLockTimeoutError } from '../../lib/locks/error
 import { FileSessionLock } from '../../lib/locks/file-lock.js'
 import type { SessionLease } from '../../lib/locks/session-lock.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
-import { runSessionLockContract } from './lock-contract.js'
+import { lockContract, type CaseScope } from '../../lib/testing/contracts/index.js'
 import { sleep } from '../helpers/time.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
 
-async function tempDir (t: Test): Promise<string> {
+async function tempDir (t: Pick<Test, 'teardown'>): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'mcp-file-lock-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   return dir
 }
 
-function newLock (t: Test, dir: string, timeout?: number): FileSessionLock {
+function newLock (t: Pick<Test, 'teardown'>, dir: string, timeout?: number): FileSessionLock {
   const lock = new FileSessionLock({ dir, timeout })
   t.teardown(() => lock.close())
   return lock
 }
 
-runSessionLockContract(t, 'FileSessionLock', {
+lockContract({
+  test: t.test.bind(t),
+  name: 'FileSessionLock',
   // One directory per contract test, shared by the instances that test creates.
-  create: (() => {
-    const dirs = new WeakMap<Test, Promise<string>>()
-    return async (t: Test, { timeout }: { timeout?: number }) => {
+  make: (() => {
+    const dirs = new WeakMap<CaseScope, Promise<string>>()
+    return async ({ timeout }: { timeout?: number }, t: CaseScope) => {
       if (!dirs.has(t)) dirs.set(t, tempDir(t))
       return newLock(t, await (dirs.get(t) as Promise<string>), timeout)
     }
   })(),
-  idle: (t, lock) => {
-    t.equal(lock.size, 0, 'no session held in this process')
-    t.equal(lock.pending, 0, 'no waiter left')
+  idle: (lock) => {
+    assert.equal(lock.size, 0, 'no session held in this process')
+    assert.equal(lock.pending, 0, 'no waiter left')
   },
   sharedBackend: true
 })

@@ -1,19 +1,22 @@
+import assert from 'node:assert/strict'
 import t from 'tap'
 import { Lease } from '../../lib/locks/lease.js'
 import { MemorySessionLock } from '../../lib/locks/memory-lock.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
-import { runSessionLockContract } from './lock-contract.js'
+import { lockContract } from '../../lib/testing/contracts/index.js'
 import { collected } from '../helpers/gc.js'
 
-runSessionLockContract(t, 'MemorySessionLock', {
-  create: (t, { timeout }) => {
+lockContract({
+  test: t.test.bind(t),
+  name: 'MemorySessionLock',
+  make: ({ timeout }, t) => {
     const lock = new MemorySessionLock({ timeout })
     t.teardown(() => lock.close())
     return lock
   },
-  idle: (t, lock) => {
-    t.equal(lock.size, 0, 'no session held')
-    t.equal(lock.pending, 0, 'no waiter left')
+  idle: (lock) => {
+    assert.equal(lock.size, 0, 'no session held')
+    assert.equal(lock.pending, 0, 'no waiter left')
   },
   sharedBackend: false
 })

@@ -1,13 +1,14 @@
+import assert from 'node:assert/strict'
 import t, { type Test } from 'tap'
 import { PgSessionLock } from '../../lib/locks/pg-lock.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { createTestDatabase } from '../helpers/postgres.js'
-import { runSessionLockContract } from './lock-contract.js'
+import { lockContract } from '../../lib/testing/contracts/index.js'
 import { sleep } from '../helpers/time.js'
 
 const db = await createTestDatabase(t)
 
-async function newLock (t: Test, options: { timeout?: number, ttl?: number, prefix?: string } = {}): Promise<PgSessionLock> {
+async function newLock (t: Pick<Test, 'teardown'>, options: { timeout?: number, ttl?: number, prefix?: string } = {}): Promise<PgSessionLock> {
   const lock = new PgSessionLock({ pool: db.pool({ max: 4 }), prefix: 'lk_', ...options })
   t.teardown(() => lock.close())
   await lock.ready()
@@ -18,13 +19,16 @@ async function leaseRows (prefix = 'lk_'): Promise<Array<{ id: string, token: st
   return (await db.admin.query(`SELECT id, token FROM ${prefix}leases`)).rows
 }
 
-runSessionLockContract(t, 'PgSessionLock', {
-  create: async (t, { timeout }) => await newLock(t, { timeout }),
-  idle: async (t, lock) => {
-    t.equal(lock.size, 0, 'no session held or waited for in this process')
-    t.equal(lock.pending, 0, 'no waiter left')
-    t.equal(lock.held, 0, 'no lease tracked')
-    t.same(await leaseRows(), [], 'no lease row left')
+lockContract({
+  test: t.test.bind(t),
+  name: 'PgSessionLock',
+  make: async ({ timeout, ttl }, t) => await newLock(t, { timeout, ttl }),
+  leaseTtl: 200,
+  idle: async (lock) => {
+    assert.equal(lock.size, 0, 'no session held or waited for in this process')
+    assert.equal(lock.pending, 0, 'no waiter left')
+    assert.equal(lock.held, 0, 'no lease tracked')
+    assert.deepEqual(await leaseRows(), [], 'no lease row left')
   },
   sharedBackend: true
 })

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict'
 import t, { type Test } from 'tap'
 import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
@@ -5,7 +6,7 @@ import { SessionLockError, SessionLockTimeoutError } from '../../lib/locks/error
 import { LOCK_CLIENT_OPTIONS, RedisSessionLock, redisLeaseEngine } from '../../lib/locks/redis-lock.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { startRedisServer } from '../helpers/redis-server.js'
-import { runSessionLockContract } from './lock-contract.js'
+import { lockContract } from '../../lib/testing/contracts/index.js'
 import { sleep, until } from '../helpers/time.js'
 
 const server = await startRedisServer(t)
@@ -14,7 +15,7 @@ t.teardown(() => { admin.disconnect() })
 const newPrefix = (): string => `test:${randomBytes(4).toString('hex')}:`
 
 /** A lock with its own fail-fast client (built from the URL), connected, closed in teardown. */
-async function newLock (t: Test, options: { timeout?: number, ttl?: number, prefix?: string } = {}): Promise<RedisSessionLock> {
+async function newLock (t: Pick<Test, 'teardown'>, options: { timeout?: number, ttl?: number, prefix?: string } = {}): Promise<RedisSessionLock> {
   const lock = new RedisSessionLock({ redis: server.url, ...options })
   t.teardown(() => lock.close())
   await lock.ready()
@@ -32,13 +33,16 @@ async function commandCalls (): Promise<Map<string, number>> {
 }
 
 const contractPrefix = newPrefix()
-runSessionLockContract(t, 'RedisSessionLock', {
-  create: async (t, { timeout }) => await newLock(t, { timeout, prefix: contractPrefix }),
-  idle: async (t, lock) => {
-    t.equal(lock.size, 0, 'no session held or waited for in this process')
-    t.equal(lock.pending, 0, 'no waiter left')
-    t.equal(lock.held, 0, 'no lease tracked')
-    t.same(await admin.keys(`${contractPrefix}*`), [], 'no lock key left in Redis')
+lockContract({
+  test: t.test.bind(t),
+  name: 'RedisSessionLock',
+  make: async ({ timeout, ttl }, t) => await newLock(t, { timeout, ttl, prefix: contractPrefix }),
+  leaseTtl: 200,
+  idle: async (lock) => {
+    assert.equal(lock.size, 0, 'no session held or waited for in this process')
+    assert.equal(lock.pending, 0, 'no waiter left')
+    assert.equal(lock.held, 0, 'no lease tracked')
+    assert.deepEqual(await admin.keys(`${contractPrefix}*`), [], 'no lock key left in Redis')
   },
   sharedBackend: true
 })

@@ -6,7 +6,10 @@
  *   (c) a consumer .ts using the README's public API type-checked under `strict` with
  *       `skipLibCheck: false`, by the repo's own TypeScript;
  *   (d) the file lock's native addon: not loaded by importing or serving, loaded by
- *       FileSessionLock, and, once uninstalled (`--omit=optional`), a clear error from it alone.
+ *       FileSessionLock, and, once uninstalled (`--omit=optional`), a clear error from it alone;
+ *   (e) the test kit (`fastify-mcp-http/testing/contracts`) run by `node --test` on the project's
+ *       own files: the memory store and lock pass, a store of the project's own that re-creates
+ *       destroyed records fails exactly the cases named for that rule.
  * Nothing is mocked: the real npm, the npm cache (or the registry) and fresh Node processes, with
  * the test runner's NODE_OPTIONS removed so no loader of ours helps the consumer.
  */
@@ -15,7 +18,7 @@ import { existsSync } from 'node:fs'
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative, resolve, sep } from 'node:path'
-import { mustRun, ROOT, versionOf } from '../helpers/npm.js'
+import { mustRun, ROOT, run, versionOf } from '../helpers/npm.js'
 
 // Packing builds dist/ (a few seconds of tsc) and installing takes a few more with a warm cache;
 // on two cores, with three or four files of the suite at a time, this file took up to 137 s.
@@ -247,6 +250,32 @@ t.test('(d) the file-lock addon: loaded by FileSessionLock only, optional, and m
   t.equal(missing.lock.name, 'SessionLockError')
   t.match(missing.lock.message, /needs the optional dependency "fs-native-extensions", which is not installed.*Install it: npm install fs-native-extensions/)
   t.equal(missing.lock.cause, 'MODULE_NOT_FOUND')
+})
+
+t.test('(e) the test kit: node --test runs fastify-mcp-http/testing/contracts from a fresh project', async t => {
+  // The consumer's own files; the kit needs nothing but Node (node:test, node:assert).
+  for (const file of ['kit-memory.mjs', 'kit-broken.mjs']) await copyFile(join(ROOT, 'test', 'package', 'fixtures', file), join(app, file))
+  const results = (stdout: string): { ok: string[], notOk: string[] } => ({
+    ok: [...stdout.matchAll(/^ok \d+ - (.+?)(?: # .*)?$/gm)].map(m => m[1] as string),
+    notOk: [...stdout.matchAll(/^not ok \d+ - (.+?)(?: # .*)?$/gm)].map(m => m[1] as string)
+  })
+
+  const memory = await run(process.execPath, ['--test', '--test-reporter=tap', 'kit-memory.mjs'], app, 120_000)
+  const passed = results(memory.stdout)
+  t.equal(memory.code, 0, `the memory store and lock pass the kit\n${memory.stdout.slice(-3000)}${memory.stderr}`)
+  t.same(passed.notOk, [], 'no case failed')
+  for (const name of ['store: save after destroy is gone and never brings the session back', 'lock: waiters of one process are served first come, first served',
+    'pairing: write saves the changes and ends the lease']) t.ok(passed.ok.includes(name), `ran: ${name}`)
+  t.ok(passed.ok.length > 40, `${passed.ok.length} cases passed`)
+
+  const broken = await run(process.execPath, ['--test', '--test-reporter=tap', 'kit-broken.mjs'], app, 120_000)
+  t.equal(broken.code, 1, 'a store that re-creates destroyed records fails the run')
+  t.same(results(broken.stdout).notOk, [
+    'my store: save of an unknown session is gone and creates nothing',
+    'my store: save after destroy is gone and never brings the session back',
+    'my store: an expired session is gone for every operation, and its id can be reused',
+    'my store: a record with a TTL of its own lives and expires by it, refreshed by use'
+  ], 'failed by name: the rules it breaks, and only those')
 })
 
 /**

@@ -6,9 +6,9 @@ import { join } from 'node:path'
 import { FileSessionLock } from '../../lib/locks/file-lock.js'
 import { FileSessionStore } from '../../lib/sessions/file-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
-import { runSessionStoreContract } from './store-contract.js'
+import { storeContract } from '../../lib/testing/contracts/index.js'
 
-async function tempDir (t: Test): Promise<string> {
+async function tempDir (t: Pick<Test, 'teardown'>): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'mcp-file-store-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   return dir
@@ -20,8 +20,12 @@ async function age (path: string, ms: number): Promise<void> {
   await utimes(path, then, then)
 }
 
-runSessionStoreContract(t, 'FileSessionStore', async (t, { ttl }) => {
-  return new FileSessionStore({ dir: await tempDir(t), ttl })
+storeContract({
+  test: t.test.bind(t),
+  name: 'FileSessionStore',
+  make: async ({ ttl }, t) => {
+    return new FileSessionStore({ dir: await tempDir(t), ttl })
+  }
 })
 
 t.test('creates a missing directory, nested', async t => {

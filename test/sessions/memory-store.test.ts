@@ -2,14 +2,18 @@ import t from 'tap'
 import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import type { JsonValue } from '../../lib/sessions/session-store.js'
-import { runSessionStoreContract } from './store-contract.js'
+import { storeContract } from '../../lib/testing/contracts/index.js'
 import { sleep } from '../helpers/time.js'
 import { fullGc } from '../helpers/gc.js'
 
-runSessionStoreContract(t, 'MemorySessionStore', (t, { ttl }) => {
-  const store = new MemorySessionStore({ ttl })
-  t.teardown(() => store.close())
-  return store
+storeContract({
+  test: t.test.bind(t),
+  name: 'MemorySessionStore',
+  make: ({ ttl }, t) => {
+    const store = new MemorySessionStore({ ttl })
+    t.teardown(() => store.close())
+    return store
+  }
 })
 
 t.test('defaults: one hour, 10,000 sessions', async t => {

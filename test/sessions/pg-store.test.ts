@@ -7,14 +7,18 @@ import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { pairingFor } from '../../lib/state/pairings/choose-pairing.js'
 import { pairedCalls, type PairedCalls } from '../state/fixtures/paired-calls.js'
 import { createTestDatabase, watchQueries } from '../helpers/postgres.js'
-import { runSessionStoreContract } from './store-contract.js'
+import { storeContract } from '../../lib/testing/contracts/index.js'
 
 const db = await createTestDatabase(t)
 let n = 0
 
-runSessionStoreContract(t, 'PgSessionStore', (t, { ttl }) => {
-  const pool = db.pool({ max: 4 })
-  return new PgSessionStore({ pool, ttl, prefix: `t${n++}_` })
+storeContract({
+  test: t.test.bind(t),
+  name: 'PgSessionStore',
+  make: ({ ttl }, t) => {
+    const pool = db.pool({ max: 4 })
+    return new PgSessionStore({ pool, ttl, prefix: `t${n++}_` })
+  }
 })
 
 /** Blocks the event loop, as a GC pause or a stalled process would: no timer (renewal) can run. */

@@ -7,7 +7,7 @@ import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { RedisPairing } from '../../lib/state/pairings/redis-pairing.js'
 import { pairedCalls } from '../state/fixtures/paired-calls.js'
-import { runSessionStoreContract } from './store-contract.js'
+import { storeContract } from '../../lib/testing/contracts/index.js'
 import { sleep } from '../helpers/time.js'
 
 const server = await startRedisServer(t)
@@ -35,10 +35,14 @@ Promise<{ store: RedisSessionStore, lock: RedisSessionLock, other: RedisSessionL
   return { store, lock, other, prefix }
 }
 
-runSessionStoreContract(t, 'RedisSessionStore', (t, { ttl }) => {
-  const client = new Redis(server.url)
-  t.teardown(() => { client.disconnect() })
-  return new RedisSessionStore({ redis: client, ttl, prefix: newPrefix() })
+storeContract({
+  test: t.test.bind(t),
+  name: 'RedisSessionStore',
+  make: ({ ttl }, t) => {
+    const client = new Redis(server.url)
+    t.teardown(() => { client.disconnect() })
+    return new RedisSessionStore({ redis: client, ttl, prefix: newPrefix() })
+  }
 })
 
 t.test('layout: one hash per session at <prefix>{<sid>}:s, JSON text per key, the version in \\0v', async t => {

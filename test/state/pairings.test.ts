@@ -1,9 +1,10 @@
 /**
- * The pairing contract (`pairing-contract.ts`) against every pairing `pairingFor()` chooses, each
- * on real backends: the memory store with the memory lock and without a lock, the file store with
+ * The pairing contract (the kit's `pairingContract`, `lib/testing/contracts/`) against every
+ * pairing `pairingFor()` chooses, each on real backends: the memory store with the memory lock and without a lock, the file store with
  * the file lock and a memory store of the app's own (both the plain sequence of contract calls),
  * the Redis store with the Redis lock on a private redis-server, and the PostgreSQL store with its
- * lock in a database of this file's own.
+ * lock in a database of this file's own. The kit builds the pairing the plugin would from the store
+ * and lock `make` gives; `chosen()` checks it is the one meant.
  */
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
@@ -19,7 +20,8 @@ import { FileSessionStore } from '../../lib/sessions/file-store.js'
 import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import { PgSessionStore } from '../../lib/sessions/pg-store.js'
 import { RedisSessionStore } from '../../lib/sessions/redis-store.js'
-import type { SessionRecord } from '../../lib/sessions/session-store.js'
+import type { SessionLock } from '../../lib/locks/session-lock.js'
+import type { SessionRecord, SessionStore } from '../../lib/sessions/session-store.js'
 import { AnyPairing } from '../../lib/state/pairings/any-pairing.js'
 import { pairingFor } from '../../lib/state/pairings/choose-pairing.js'
 import { PgPairing } from '../../lib/state/pairings/pg-pairing.js'
@@ -28,7 +30,7 @@ import type { Pairing } from '../../lib/state/pairings/pairing.js'
 import { RedisPairing } from '../../lib/state/pairings/redis-pairing.js'
 import { createTestDatabase } from '../helpers/postgres.js'
 import { startRedisServer } from '../helpers/redis-server.js'
-import { runPairingContract } from './pairing-contract.js'
+import { pairingContract } from '../../lib/testing/contracts/index.js'
 
 /** A memory store of the app's own: it reads through its own load, so it gets the plain sequence. */
 class CountingStore extends MemorySessionStore {
@@ -39,91 +41,104 @@ class CountingStore extends MemorySessionStore {
   }
 }
 
-function chosen<P extends Pairing> (pairing: Pairing, kind: new (...args: never[]) => P): P {
-  if (!(pairing instanceof kind)) throw new Error(`pairingFor chose ${pairing.constructor.name}, not ${kind.name}`)
-  return pairing
+/** The store and lock, once `pairingFor` is checked to pair them as `kind`. */
+function chosen<S extends SessionStore, L extends SessionLock> (store: S, lock: L | null, kind: new (...args: never[]) => Pairing): { store: S, lock: L | null } {
+  const pairing = pairingFor(store, lock)
+  if (!(pairing instanceof kind)) throw new Error(`pairingFor chose ${(pairing as object).constructor.name}, not ${kind.name}`)
+  return { store, lock }
 }
 
-runPairingContract(t, 'memory store + memory lock', {
+pairingContract({
+  test: t.test.bind(t),
+  name: 'memory store + memory lock',
   locked: true,
   passesOn: false,
   together: true,
-  create: (t) => {
+  make: (t) => {
     const store = new MemorySessionStore()
     const lock = new MemorySessionLock()
     t.teardown(async () => { await lock.close(); await store.close() })
-    return chosen(pairingFor(store, lock), MemoryPairing)
+    return chosen(store, lock, MemoryPairing)
   }
 })
 
-runPairingContract(t, 'memory store without a lock', {
+pairingContract({
+  test: t.test.bind(t),
+  name: 'memory store without a lock',
   locked: false,
   passesOn: false,
   together: true,
-  create: (t) => {
+  make: (t) => {
     const store = new MemorySessionStore()
     t.teardown(async () => { await store.close() })
-    return chosen(pairingFor(store, null), MemoryPairing)
+    return chosen(store, null, MemoryPairing)
   }
 })
 
-runPairingContract(t, 'file store + file lock', {
+pairingContract({
+  test: t.test.bind(t),
+  name: 'file store + file lock',
   locked: true,
   passesOn: false,
   together: false,
-  create: async (t) => {
+  make: async (t) => {
     const dir = await mkdtemp(join(tmpdir(), 'mcp-pairing-'))
     const store = new FileSessionStore({ dir })
     const lock = new FileSessionLock({ dir: store.lockDir })
     t.teardown(async () => { await lock.close(); await rm(dir, { recursive: true, force: true }) })
-    return chosen(pairingFor(store, lock), AnyPairing)
+    return chosen(store, lock, AnyPairing)
   }
 })
 
-runPairingContract(t, 'a store of the app\'s own + memory lock', {
+pairingContract({
+  test: t.test.bind(t),
+  name: 'a store of the app\'s own + memory lock',
   locked: true,
   passesOn: false,
   together: false,
-  create: (t) => {
+  make: (t) => {
     const store = new CountingStore()
     const lock = new MemorySessionLock()
     t.teardown(async () => { await lock.close(); await store.close() })
-    const pairing = pairingFor(store, lock)
-    if (pairing instanceof MemoryPairing) throw new Error('a store with its own load must be asked through it')
-    return chosen(pairing, AnyPairing)
+    if (pairingFor(store, lock) instanceof MemoryPairing) throw new Error('a store with its own load must be asked through it')
+    return chosen(store, lock, AnyPairing)
   }
 })
 
 const redis = await startRedisServer(t)
-runPairingContract(t, 'Redis store + Redis lock', {
+pairingContract({
+  test: t.test.bind(t),
+  name: 'Redis store + Redis lock',
   locked: true,
   passesOn: true,
   together: true,
-  create: async (t) => {
+  make: async (t) => {
     const prefix = `pair:${randomBytes(4).toString('hex')}:`
     const client = new Redis(redis.url)
     const store = new RedisSessionStore({ redis: client, prefix })
     const lock = new RedisSessionLock({ redis: client, prefix })
     t.teardown(async () => { await lock.close(); client.disconnect() })
     await lock.ready()
-    return chosen(pairingFor(store, lock), RedisPairing)
+    return chosen(store, lock, RedisPairing)
   }
 })
 
 const db = await createTestDatabase(t)
 let n = 0
-runPairingContract(t, 'PostgreSQL store + PostgreSQL lock', {
+pairingContract({
+  test: t.test.bind(t),
+  name: 'PostgreSQL store + PostgreSQL lock',
   locked: true,
   passesOn: true,
   together: true,
-  create: async (t) => {
+  make: async (t) => {
     const prefix = `p${n++}_`
     const pool = db.pool({ max: 4 })
     const store = new PgSessionStore({ pool, prefix })
     const lock = new PgSessionLock({ pool, prefix })
     t.teardown(async () => { await lock.close() })
     await lock.ready()
-    return chosen(pairingFor(store, lock), PgPairing)
+    return chosen(store, lock, PgPairing)
   }
 })
 

@@ -7,7 +7,7 @@
  * store and lock calls (a read without a promise, one backend call for lease and read, a lease
  * handed on inside the process) stays inside it.
  *
- * One contract suite (`test/state/pairing-contract.ts`) runs against every pairing.
+ * One contract suite (`lib/testing/contracts/pairing-contract.ts`) runs against every pairing.
  */
 import type { LocalAcquireOptions, SessionLease, SessionLock } from '../../locks/session-lock.js'
 import type { SaveGuard, SessionChanges, SessionRecord, SessionStore } from '../../sessions/session-store.js'

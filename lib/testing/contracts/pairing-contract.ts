@@ -1,7 +1,8 @@
 /**
  * The pairing contract (`lib/state/pairings/pairing.ts`), run against every pairing: memory (with
  * the memory lock and without a lock), any store with any lock, Redis, and the locking store
- * (PostgreSQL). A pairing-specific file calls `runPairingContract(t, name, options)`:
+ * (PostgreSQL), and, through the kit's `pairingContract` (`index.ts`), against the pairing the
+ * plugin makes of an app's own store and lock. `runPairingContract(t, name, options)`:
  * - `create(t)` builds a pairing on fresh backends (closed in `t`'s teardown);
  * - `locked`: whether it has a lock (a pairing without one is asked only what needs no lease);
  * - `passesOn`: whether an unchanged record's lease goes to a waiter of this process (Redis, PostgreSQL).
@@ -9,12 +10,15 @@
  * never held, a key is held by one at a time, a write ends the lease whatever it finds, a record
  * handed on is the taker's own copy.
  */
-import type { Test } from 'tap'
-import { SessionLockTimeoutError } from '../../lib/locks/errors.js'
-import type { SessionLease } from '../../lib/locks/session-lock.js'
-import { generateSessionId } from '../../lib/sessions/session-id.js'
-import type { Pairing, Taken } from '../../lib/state/pairings/pairing.js'
-import { settlesWithin, sleep } from '../helpers/time.js'
+import { SessionLockTimeoutError } from '../../locks/errors.js'
+import type { SessionLease } from '../../locks/session-lock.js'
+import { generateSessionId } from '../../sessions/session-id.js'
+import type { Pairing, Taken } from '../../state/pairings/pairing.js'
+import { settlesWithin, sleep } from './runner.js'
+import type { CaseAssertions, SuiteDeclarations } from './tap-like.js'
+
+/** A case's `t` (tap-style assertions on `node:assert`, see `tap-like.ts`); at the top, `t.test` declares a case. */
+export type Test = SuiteDeclarations & CaseAssertions
 
 export interface PairingContractOptions {
   create: (t: Test) => Pairing | Promise<Pairing>
