@@ -171,7 +171,8 @@ for (const [name, setup] of setups) {
     const took = performance.now() - abortedAt
     t.equal(r.status, 200, 'the next request of the session succeeds')
     t.equal(r.last?.result?.structuredContent?.counter, 1, 'the aborted handler wrote nothing')
-    t.ok(took < 1000, `well within 1 s of the abort (${Math.round(took)} ms), not after the 5 s handler or the lease TTL`)
+    // Against the aborted handler's own length in the same run, not a figure a busy machine can miss.
+    t.ok(took < 5000 / 2, `${Math.round(took)} ms after the abort: not after the 5 s handler or the lease TTL`)
     await s.idle(t)
   })
 }
@@ -239,9 +240,8 @@ for (const [name, setup] of setups) {
     order.push('DELETE')
     const took = performance.now() - started
     t.equal(status, 200, 'DELETE ends the session')
-    t.ok(took < 400, `without waiting for the lock (${Math.round(took)} ms, the handler holds it for 600)`)
     const r = await running
-    t.same(order, ['DELETE', 'counter_add'], 'DELETE answered first')
+    t.same(order, ['DELETE', 'counter_add'], `DELETE answered first, without waiting for the lock the handler holds (${Math.round(took)} ms)`)
     t.equal(r.status, 404, 'the running request is not reported as done')
     t.equal(r.last?.error?.code, -32001, 'it is told the session is gone')
     t.equal(r.last?.result, undefined, 'no result')
@@ -267,9 +267,8 @@ for (const [name, setup] of setups) {
     const reader = new SseReader(res)
     t.teardown(() => reader.cancel())
     const ask = await reader.waitForMessage(m => m.method === 'elicitation/create', 5000)
-    const started = performance.now()
+    // Answered before the client answers the handler's question (below): it did not wait for it.
     t.equal(await deleteSession(s.url, session), 200, 'DELETE goes through: the waiting handler holds no lock')
-    t.ok(performance.now() - started < 1000, 'at once')
     // A late answer: the handler must not take the session back.
     const late = await post(s.url, { jsonrpc: '2.0', id: ask.id, result: { action: 'accept', content: { name: 'Zed' } } }, session)
     t.equal(late.status, 404, 'an answer to an ended session: 404')
