@@ -20,12 +20,12 @@ def text(result: types.CallToolResult) -> str:
 
 
 async def main(url: str) -> None:
-    async with streamable_http_client(url) as (read, write, _session_id):
+    async with streamable_http_client(url) as (read, write):
         async with ClientSession(read, write, elicitation_callback=answer) as session:
             await session.initialize()
             print("counter:", text(await session.call_tool("counter_add", {"by": 2})))
             created = await session.call_tool("basket_create", {})
-            basket = created.structuredContent["basket"]
+            basket = created.structured_content["basket"]
             await session.call_tool("basket_add", {"basket": basket, "item": "pear"})
             print("basket:", text(await session.call_tool("basket_get", {"basket": basket})))
             print("greeting:", text(await session.call_tool("ask_name", {})))
