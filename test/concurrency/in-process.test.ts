@@ -86,7 +86,7 @@ for (const [name, setup] of setups) {
     const s = await setup(t, 200)
     const session = await initialize(s.url)
     const first = callTool(s.url, session, 'counter_add', { delayMs: 1000 })
-    await until(async () => await s.held(session.sid), { timeout: 2000, what: 'the first request to hold the lock' })
+    await until(async () => await s.held(session.sid), { timeout: 30_000, what: 'the first request to hold the lock' })
 
     // The second one through app.inject, the first over the socket: both paths see one lock.
     const id = newId()
@@ -161,7 +161,7 @@ for (const [name, setup] of setups) {
     const controller = new AbortController()
     const aborted = callTool(s.url, session, 'counter_add', { delayMs: 5000 }, { signal: controller.signal })
       .then(() => 'answered', (err: Error) => err.name)
-    await until(async () => await s.held(session.sid), { timeout: 2000, what: 'the request to hold the lock' })
+    await until(async () => await s.held(session.sid), { timeout: 30_000, what: 'the request to hold the lock' })
     await sleep(100)
     controller.abort()
     const abortedAt = performance.now()
@@ -199,7 +199,7 @@ t.test('RedisSessionLock: requests that change nothing pass the lease on to the 
   const burst = await count(async () => {
     const first = callTool(s.url, session, 'slow_count', { steps: 1, intervalMs: 300 })
     // The lock's own count (a Redis EXISTS from here would be counted as a command).
-    await until(() => (s.lock as RedisSessionLock).held > 0, { timeout: 2000, what: 'the first request to hold the lock' })
+    await until(() => (s.lock as RedisSessionLock).held > 0, { timeout: 30_000, what: 'the first request to hold the lock' })
     const rest = Array.from({ length: n - 1 }, async () => await callTool(s.url, session, 'slow_count', { steps: 1, intervalMs: 5 }))
     return await Promise.all([first, ...rest])
   })
@@ -234,7 +234,7 @@ for (const [name, setup] of setups) {
     const session = await initialize(s.url)
     const order: string[] = []
     const running = callTool(s.url, session, 'counter_add', { delayMs: 600 }).then(r => { order.push('counter_add'); return r })
-    await until(async () => await s.held(session.sid), { timeout: 2000, what: 'the request to hold the lock' })
+    await until(async () => await s.held(session.sid), { timeout: 30_000, what: 'the request to hold the lock' })
     const started = performance.now()
     const status = await deleteSession(s.url, session)
     order.push('DELETE')

@@ -23,7 +23,7 @@ t.test('a lease lost mid-handler aborts the handler and answers 503', async (t) 
   // The handler's work is long (30 s): answered well before it could have ended, it was stopped.
   const WORK = 30_000
   const pending = callTool(url, session, 'counter_add', { by: 5, delayMs: WORK })
-  await until(async () => (await lockKeys(admin)).length === 1, { timeout: 2000, what: 'the lease is taken' })
+  await until(async () => (await lockKeys(admin)).length === 1, { timeout: 30_000, what: 'the lease is taken' })
   // Someone else's lease now: renewal finds it is no longer ours.
   const [key] = await lockKeys(admin)
   await admin.set(key, 'another-holder', 'PX', 200)
@@ -36,6 +36,6 @@ t.test('a lease lost mid-handler aborts the handler and answers 503', async (t) 
   t.equal(reply.last?.id, reply.id)
   t.equal(reply.last?.error?.code, -32000)
   t.equal(reply.last?.error?.message, 'Session lock was lost; the changes of this request were not saved.')
-  await until(async () => (await lockKeys(admin)).length === 0, { timeout: 2000, what: 'the foreign lease expired' })
+  await until(async () => (await lockKeys(admin)).length === 0, { timeout: 30_000, what: 'the foreign lease expired' })
   t.equal(await counterOf(url, session), 0, 'the stopped handler wrote nothing')
 })

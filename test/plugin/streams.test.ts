@@ -133,7 +133,7 @@ t.test('GET stream: keep-alive, list_changed, one per session', async (t) => {
   const r = live.track(new SseReader(res))
   const priming = await r.waitFor(() => true)
   t.ok(priming.id !== undefined && priming.data === '', 'priming event first on 2025-11-25')
-  await r.waitFor(e => e.comment === 'keep-alive', 1000)
+  await r.waitFor(e => e.comment === 'keep-alive', 10_000)
   t.pass('keep-alive comment received')
 
   // A second GET stream replaces the first (a client that reconnects before the server noticed

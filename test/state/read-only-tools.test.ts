@@ -67,19 +67,21 @@ for (const kind of ['memory', 'redis'] as const) {
   })
 
   t.test(`${kind} lock: a read-only call does not wait for a writer holding the lock; it sees the state before that write`, async t => {
+    // The writer holds the lock until the test opens its gate: the read answering before that is
+    // the proof (were it to wait for the lock, it would wait for the gate, i.e. forever).
     const sessions = await backend(t, kind)
-    const app = await build(t, { sessions })
+    const gate = new ReadGate()
+    const app = await build(t, { sessions }, gate)
     const c = injectClient(app, { protocolVersion: '2026-07-28' })
     const basket = await newBasket(c)
     await c.callTool('basket_add', { basket, item: 'first' })
-    const order: string[] = []
-    const writer = c.callTool('basket_add', { basket, item: 'slow', delayMs: 800 }).then(r => { order.push('write'); return r })
-    await until(() => held(sessions.lock) > 0, { timeout: 2000, what: 'the writer to hold the lock' })
+    const writer = c.callTool('basket_add_wait', { basket, item: 'slow' })
+    await until(() => held(sessions.lock) > 0 && gate.waiting === 1, { timeout: 30_000, what: 'the writer to hold the lock' })
     const read = await c.callTool('basket_get', { basket })
-    order.push('read')
+    t.equal(gate.waiting, 1, 'answered while the writer still held the lock')
     t.same(read.structuredContent, { items: ['first'] }, 'the saved state, not the write in progress')
+    gate.open()
     t.same((await writer).structuredContent, { count: 2 })
-    t.same(order, ['read', 'write'], 'answered while the writer held the lock')
   })
 }
 
