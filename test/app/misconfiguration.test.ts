@@ -12,6 +12,7 @@ import t from 'tap'
 import Fastify from 'fastify'
 import mcp, { createLockClient, createPgPool, createRedisClient } from '../../lib/index.js'
 import { postgresUrlProblem, redisUrlProblem } from '../../lib/util/url-shape.js'
+import { postgresProbe, redisProbe } from '../../lib/engine-probe.js'
 import { finalOf, modernHeaders, rpc } from '../helpers/wire.js'
 
 function capture (): { lines: Array<Record<string, any>>, stream: Writable } {
@@ -135,4 +136,23 @@ t.test('CORS: where the plugin is counts, not when it was registered', async t =
   t.equal(await status('before'), 200, 'registered before the plugin: approved')
   t.equal(await status('after'), 200, 'registered after it: approved the same')
   t.equal(await status('sibling'), 403, 'inside a sibling plugin: its hook never runs for the MCP routes')
+})
+
+t.test('the start-up line names the host of a client or pool handed over, and of Sentinels', async t => {
+  const { Redis } = await import('ioredis')
+  const { default: pg } = await import('pg')
+  const lazy = new Redis({ host: '10.0.0.9', port: 6390, lazyConnect: true })
+  t.teardown(() => { lazy.disconnect() })
+  const given = redisProbe(lazy, lazy as never)
+  t.same([given.backend, given.host], ['Redis', '10.0.0.9:6390'])
+  await given.probe(10)
+  t.pass('a lazy client (lazyConnect) is left to connect when the app wants it')
+  const sentinels = redisProbe({ sentinels: [{ host: 's1', port: 26379 }, { host: 's2', port: 26379 }], name: 'mymaster' }, lazy as never)
+  t.equal(sentinels.host, 'sentinels s1:26379,s2:26379 (mymaster)')
+  const pool = new pg.Pool({ host: 'db.internal', port: 5433 })
+  t.teardown(() => pool.end())
+  t.same([postgresProbe(pool, pool as never).backend, postgresProbe(pool, pool as never).host], ['PostgreSQL', 'db.internal:5433'])
+  const byString = new pg.Pool({ connectionString: 'postgres://u:secret-pw@db2.internal:5434/app' })
+  t.teardown(() => byString.end())
+  t.equal(postgresProbe(byString, byString as never).host, 'db2.internal:5434', 'from its connection string, without the password')
 })
