@@ -1,5 +1,7 @@
 /**
  * The demo server: `npm start` → http://127.0.0.1:3000/mcp (env PORT, HOST), sessions in memory.
+ * `npm start` is `node --import tsx examples/server.ts`; run that command yourself where SIGTERM
+ * must reach the server (npm does not pass on a SIGTERM sent to npm; a terminal's Ctrl-C works).
  *
  * Tools: basket_create, basket_add, basket_get, basket_end (a basket on a state handle, both wires),
  * counter_add, counter_get (a per-session counter, handshake-era clients), ask_name (elicitation on

@@ -34,6 +34,7 @@ import { createPgPool, type PgPoolLike } from './postgres/pool.js'
 import { PgSessionStore } from './sessions/pg-store.js'
 import { matchingLock } from './state/pairings/matching-lock.js'
 import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
+import { postgresProbe, redisProbe, type EngineProbe } from './engine-probe.js'
 
 /** How long `close()` waits for the stores and the bus, and for the Redis client's QUIT (ms). */
 const CLOSE_TIMEOUT = 5000
@@ -53,6 +54,8 @@ export interface Backends {
    * without the option too).
    */
   limiter: ToolLimiter
+  /** The shared engine (`redis` or `postgres`), probed once at start-up; `null` without one. */
+  engine: EngineProbe | null
   /** Closes what the plugin made (see the module doc). Bounded; never throws. */
   close: () => Promise<void>
 }
@@ -88,7 +91,8 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
   // app's own is never closed here. Built without the option too: a tool definition's own
   // `limits` must not be ignored silently (the backend is only used by limited tools).
   const limiter = buildToolLimiter(b.limits ?? NO_LIMITS, { redis, prefix, log })
-  return assembled(b, { store, lock, ownLock, bus, eventLog, limiter }, async () => {
+  const engine = redis === undefined ? null : redisProbe(b.redis, redis)
+  return assembled(b, { store, lock, ownLock, bus, eventLog, limiter, engine }, async () => {
     if (ownRedis === undefined) return
     await settleWithin(ownRedis.quit(), QUIT_TIMEOUT, { keepAlive: false })
     ownRedis.disconnect()
@@ -111,7 +115,7 @@ function buildPgBackends (b: ResolvedBackends, postgres: PgPoolLike | string, lo
   const guardByStore = store instanceof PgSessionStore && store.pool === pool && store.prefix === prefix
   const eventLog = b.eventLog ?? new PgEventLog({ pool, prefix, guardByStore, ...b.eventLogOptions })
   const limiter = buildToolLimiter(b.limits ?? NO_LIMITS, { postgres: { pool, prefix }, log })
-  return assembled(b, { store, lock, ownLock, bus, eventLog, limiter }, async () => {
+  return assembled(b, { store, lock, ownLock, bus, eventLog, limiter, engine: postgresProbe(postgres, pool) }, async () => {
     if (ownPool !== undefined) await settleWithin(ownPool.end(), QUIT_TIMEOUT, { keepAlive: false })
   })
 }

@@ -28,6 +28,8 @@ import { MemorySessionStore } from './sessions/memory-store.js'
 import { recordEndpoint } from './testing/inject-client.js'
 
 const VERSION = '0.1.0'
+/** How long `app.ready()` waits for the shared engine to answer before it logs that it does not (the app starts anyway). */
+const ENGINE_PROBE_TIMEOUT = 5000
 
 /**
  * Whether the options say that several processes share sessions: Redis, PostgreSQL, or a store, lock, bus or
@@ -148,8 +150,14 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
       fastify.log.warn('fastify-mcp-http: definitions declare scopes but neither auth nor authenticate is set; calls to them get a 401 no client can satisfy')
     }
     // A fail-fast lock client refuses commands until connected: wait for it, but do not keep the
-    // app from starting when the backend is down (requests then get a 503 until it is back).
-    await backends.lock?.ready?.().catch((err: unknown) => fastify.log.error({ err }, 'session lock backend not reachable at start-up'))
+    // app from starting when the backend is down (requests then get a 503 until it is back). The
+    // shared engine is probed meanwhile: one line names it and its host when it does not answer.
+    const engine = backends.engine
+    await Promise.all([
+      engine?.probe(ENGINE_PROBE_TIMEOUT).catch((err: unknown) => fastify.log.error({ err, backend: engine.backend, host: engine.host },
+        `fastify-mcp-http: ${engine.backend} at ${engine.host} not reachable at start-up; requests that need it get 503 until it answers`)),
+      backends.lock?.ready?.().catch((err: unknown) => fastify.log.error({ err }, 'session lock backend not reachable at start-up'))
+    ])
     // Likewise the limit backend (the plugin's Redis client), when anything is limited: until it
     // answers, calls would run under `onBackendError` (and log an outage at every start).
     // Tasks keep their per-principal slots there too.

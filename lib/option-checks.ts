@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { FST_ERR_MCP_INVALID_OPTION } from './errors.js'
 import type { CacheOptions } from './features/cache-hints.js'
 import type { ResolvedIdempotency } from './state/idempotency.js'
+import { postgresUrlProblem, redisUrlProblem } from './util/url-shape.js'
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1'])
 
@@ -150,15 +151,16 @@ export function checkKnownKeys (opts: Record<string, unknown>): void {
   if (unknown.length > 0) fail(unknown.map(k => k.slice(0, 64)).join('", "'), `unknown option${unknown.length === 1 ? '' : 's'} (misspelt?)`)
 }
 
-/** A `redis` URL: `redis://` or `rediss://` that parses (else ioredis' own ERR_INVALID_URL at start). */
+/** A `redis` URL: `redis://` or `rediss://` with a host (`util/url-shape.ts`). */
 export function checkRedisUrl (url: string): void {
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-  } catch {
-    fail('redis', 'is not a valid URL (redis://host:port or rediss://…)')
-  }
-  if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') fail('redis', `must be a redis:// or rediss:// URL, got ${parsed.protocol}`)
+  const problem = redisUrlProblem(url)
+  if (problem !== null) fail('redis', problem)
+}
+
+/** A `postgres` connection string of the shape pg takes (`util/url-shape.ts`). */
+export function checkPostgresUrl (url: string): void {
+  const problem = postgresUrlProblem(url)
+  if (problem !== null) fail('postgres', problem)
 }
 
 /**

@@ -13,7 +13,7 @@ import { DEFAULT_PG_PREFIX, checkPgPrefix } from './postgres/schema.js'
 import { isSentinelConnection, type RedisSentinelConnection } from './redis/sentinel.js'
 import type { CacheOptions } from './features/cache-hints.js'
 import type { ResolvedIdempotency } from './state/idempotency.js'
-import { appIdentity, boundedInt, checkCache, checkIdempotency, checkKnownKeys, checkNestedKeys, checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
+import { appIdentity, boundedInt, checkCache, checkIdempotency, checkKnownKeys, checkNestedKeys, checkPostgresUrl, checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt } from './option-checks.js'
 import { resolveAuth, type ResolvedAuth } from './auth/resource-server.js'
 import { resolveToolLimits, type ResolvedToolLimits } from './limits/policy.js'
 import { resolveTelemetry, type ResolvedTelemetry } from './telemetry/index.js'
@@ -101,6 +101,7 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
   }
   if (typeof opts.redis === 'string') checkRedisUrl(opts.redis)
   if (opts.postgres !== undefined && typeof opts.postgres !== 'string' && !isPgPool(opts.postgres)) fail('postgres', 'must be a pg Pool or a connection string')
+  if (typeof opts.postgres === 'string') checkPostgresUrl(opts.postgres)
   if (opts.postgres !== undefined && opts.redis !== undefined) fail('postgres', 'cannot be combined with redis: pick one engine')
   if (opts.postgresPrefix !== undefined) {
     try { checkPgPrefix(opts.postgresPrefix) } catch { fail('postgresPrefix', 'must be lower-case letters, digits and underscores (at most 40), not starting with a digit') }

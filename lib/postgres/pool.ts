@@ -4,6 +4,7 @@
  * everywhere, so that a database that is down or a pool that is exhausted answers within seconds.
  */
 import { loadPg } from './pg-module.js'
+import { postgresUrlProblem } from '../util/url-shape.js'
 
 /** What a query resolves to (the part of pg's `QueryResult` the plugin reads). */
 export interface PgResult {
@@ -75,6 +76,8 @@ export const POOL_DEFAULTS = {
  */
 export function createPgPool (connectionString: string, overrides: Record<string, unknown> = {}): PgPoolLike {
   const { Pool } = loadPg()
+  const problem = postgresUrlProblem(connectionString)
+  if (problem !== null) throw new TypeError(`PostgreSQL connection string ${problem}`)
   const pool = new Pool({ ...POOL_DEFAULTS, ...overrides, connectionString }) as PgPoolLike
   pool.on('error', () => {})
   return pool

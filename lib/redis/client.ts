@@ -11,6 +11,7 @@ import { loadIoredis } from './ioredis-module.js'
 import { replicaAckOf, requireReplicaAck } from './replica-ack.js'
 import type { RedisClientLike, RedisConnectionOptions } from './scripts.js'
 import { SENTINEL_CLIENT_OPTIONS, isSentinelConnection, type RedisSentinelConnection } from './sentinel.js' // eslint-disable-line @typescript-eslint/no-unused-vars -- named by the {@link}s below
+import { redisUrlProblem } from '../util/url-shape.js'
 
 /**
  * ioredis options of a lock client that fails fast: no offline queue (a command sent while
@@ -33,7 +34,11 @@ export const LOCK_CLIENT_OPTIONS = {
  */
 function newRedisClient (connection: string | RedisConnectionOptions = {}, overrides: Record<string, unknown> = {}): RedisClientLike {
   const { Redis } = loadIoredis()
-  if (typeof connection === 'string') return new Redis(connection, { ...overrides }) as RedisClientLike
+  if (typeof connection === 'string') {
+    const problem = redisUrlProblem(connection)
+    if (problem !== null) throw new TypeError(`Redis URL ${problem}`)
+    return new Redis(connection, { ...overrides }) as RedisClientLike
+  }
   if (!isSentinelConnection(connection)) return new Redis({ ...connection, ...overrides }) as RedisClientLike
   const client = new Redis({ ...SENTINEL_CLIENT_OPTIONS, ...connection, ...overrides }) as RedisClientLike
   followForever(client)

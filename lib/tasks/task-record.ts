@@ -133,12 +133,23 @@ export function createResult (id: string, data: Data): Record<string, unknown> {
   return { resultType: 'task', ...base(id, data) }
 }
 
+/**
+ * A finished task's tool result as `tasks/get` inlines it: a complete `CallToolResult` of this
+ * revision, so with `resultType: "complete"` (the extension's schema requires it, and the official
+ * tasks client refuses the task without it). The record keeps the handler's result as it returned
+ * it; the field is added here, so records written before it was are shown right too.
+ */
+function completeResult (result: JsonValue): JsonValue {
+  if (typeof result !== 'object' || result === null || Array.isArray(result)) return result
+  return { resultType: 'complete', ...result }
+}
+
 /** `tasks/get`'s `DetailedTask`: the result or error inlined once the task ended, pending input requests while it waits. */
 export function detailedTask (id: string, data: Data): Record<string, unknown> {
   const out = base(id, data)
   const status = out.status as TaskStatus
   if (typeof data[K.statusMessage] === 'string') out.statusMessage = data[K.statusMessage]
-  if (status === 'completed' && data[K.result] !== undefined) out.result = data[K.result]
+  if (status === 'completed' && data[K.result] !== undefined) out.result = completeResult(data[K.result])
   else if (status === 'failed' && data[K.error] !== undefined) out.error = data[K.error]
   else if (status === 'input_required') out.inputRequests = pendingRequests(data)
   return out

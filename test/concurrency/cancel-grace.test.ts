@@ -7,12 +7,12 @@
  */
 import t, { type Test } from 'tap'
 import Fastify from 'fastify'
-import { Redis } from 'ioredis'
 import { Type } from '@sinclair/typebox'
 import mcp, { LOCK_CLIENT_OPTIONS, RedisSessionStore, type SessionStore } from '../../lib/index.js'
 import { registerDemoTools } from '../../examples/demo-tools.js'
 import { callTool, initialize, modernSend, readReply } from '../helpers/http-client.js'
 import { startRedisServer } from '../helpers/redis-server.js'
+import { failFastRedis } from '../helpers/fail-fast-redis.js'
 import { sleep, until } from '../helpers/time.js'
 import { headers, newId, rpc } from '../helpers/wire.js'
 import { LogCapture } from './fixtures/app.js'
@@ -97,9 +97,7 @@ t.test('memory lock: a handle call whose client left', async t => { await handle
 
 t.test('Redis store and lock', async t => {
   const server = await startRedisServer(t)
-  const client = new Redis(server.url, { ...LOCK_CLIENT_OPTIONS })
-  client.on('error', () => {})
-  t.teardown(() => { client.disconnect() })
+  const client = await failFastRedis(t, server.url, LOCK_CLIENT_OPTIONS)
   t.test('a session request whose client left', async t => { await sessionCase(t, await start(t, new RedisSessionStore({ redis: client }))) })
   t.test('a handle call whose client left', async t => { await handleCase(t, await start(t, new RedisSessionStore({ redis: client }))) })
 })

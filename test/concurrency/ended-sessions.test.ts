@@ -9,13 +9,13 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
-import { Redis } from 'ioredis'
 import { registerDemoTools } from '../../examples/demo-tools.js'
 import mcp, {
   LOCK_CLIENT_OPTIONS, MemoryBus, MemoryEventLog, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
   type SessionStore
 } from '../../lib/index.js'
 import { startRedisServer } from '../helpers/redis-server.js'
+import { failFastRedis } from '../helpers/fail-fast-redis.js'
 import { callTool, counterOf, deleteSession, initialize, openGet, post, send } from '../helpers/http-client.js'
 import { SseReader } from '../helpers/sse.js'
 import { until } from '../helpers/time.js'
@@ -23,9 +23,7 @@ import { newId, type Session } from '../helpers/wire.js'
 
 t.setTimeout(120_000)
 const server = await startRedisServer(t)
-const admin = new Redis(server.url, { ...LOCK_CLIENT_OPTIONS })
-admin.on('error', () => {})
-t.teardown(() => { admin.disconnect() })
+const admin = await failFastRedis(t, server.url, LOCK_CLIENT_OPTIONS)
 
 interface Instance { app: FastifyInstance, url: string }
 
@@ -34,12 +32,11 @@ interface Instance { app: FastifyInstance, url: string }
  * of several instances runs. `ttl`: the sessions' idle ttl.
  */
 async function redisInstance (t: Test, o: { ttl?: number } = {}): Promise<Instance> {
-  const client = new Redis(server.url, { ...LOCK_CLIENT_OPTIONS })
-  client.on('error', () => {})
+  const client = await failFastRedis(t, server.url, LOCK_CLIENT_OPTIONS)
   const lock = new RedisSessionLock({ redis: server.url, timeout: 5000 })
   await lock.ready()
   const app = Fastify({ logger: false, forceCloseConnections: true })
-  t.teardown(async () => { await app.close(); await lock.close(); client.disconnect() })
+  t.teardown(async () => { await app.close(); await lock.close() })
   await app.register(mcp, {
     path: '/mcp',
     serverInfo: { name: 'ended-sessions', version: '1.0.0' },

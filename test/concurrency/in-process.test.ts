@@ -86,7 +86,7 @@ for (const [name, setup] of setups) {
     const s = await setup(t, 200)
     const session = await initialize(s.url)
     const first = callTool(s.url, session, 'counter_add', { delayMs: 1000 })
-    await until(async () => await s.held(session.sid), { timeout: 2000, what: 'the first request to hold the lock' })
+    await until(async () => await s.held(session.sid), { timeout: 30_000, what: 'the first request to hold the lock' })
 
     // The second one through app.inject, the first over the socket: both paths see one lock.
     const id = newId()
@@ -161,7 +161,7 @@ for (const [name, setup] of setups) {
     const controller = new AbortController()
     const aborted = callTool(s.url, session, 'counter_add', { delayMs: 5000 }, { signal: controller.signal })
       .then(() => 'answered', (err: Error) => err.name)
-    await until(async () => await s.held(session.sid), { timeout: 2000, what: 'the request to hold the lock' })
+    await until(async () => await s.held(session.sid), { timeout: 30_000, what: 'the request to hold the lock' })
     await sleep(100)
     controller.abort()
     const abortedAt = performance.now()
@@ -171,7 +171,8 @@ for (const [name, setup] of setups) {
     const took = performance.now() - abortedAt
     t.equal(r.status, 200, 'the next request of the session succeeds')
     t.equal(r.last?.result?.structuredContent?.counter, 1, 'the aborted handler wrote nothing')
-    t.ok(took < 1000, `well within 1 s of the abort (${Math.round(took)} ms), not after the 5 s handler or the lease TTL`)
+    // Against the aborted handler's own length in the same run, not a figure a busy machine can miss.
+    t.ok(took < 5000 / 2, `${Math.round(took)} ms after the abort: not after the 5 s handler or the lease TTL`)
     await s.idle(t)
   })
 }
@@ -198,7 +199,7 @@ t.test('RedisSessionLock: requests that change nothing pass the lease on to the 
   const burst = await count(async () => {
     const first = callTool(s.url, session, 'slow_count', { steps: 1, intervalMs: 300 })
     // The lock's own count (a Redis EXISTS from here would be counted as a command).
-    await until(() => (s.lock as RedisSessionLock).held > 0, { timeout: 2000, what: 'the first request to hold the lock' })
+    await until(() => (s.lock as RedisSessionLock).held > 0, { timeout: 30_000, what: 'the first request to hold the lock' })
     const rest = Array.from({ length: n - 1 }, async () => await callTool(s.url, session, 'slow_count', { steps: 1, intervalMs: 5 }))
     return await Promise.all([first, ...rest])
   })
@@ -233,15 +234,14 @@ for (const [name, setup] of setups) {
     const session = await initialize(s.url)
     const order: string[] = []
     const running = callTool(s.url, session, 'counter_add', { delayMs: 600 }).then(r => { order.push('counter_add'); return r })
-    await until(async () => await s.held(session.sid), { timeout: 2000, what: 'the request to hold the lock' })
+    await until(async () => await s.held(session.sid), { timeout: 30_000, what: 'the request to hold the lock' })
     const started = performance.now()
     const status = await deleteSession(s.url, session)
     order.push('DELETE')
     const took = performance.now() - started
     t.equal(status, 200, 'DELETE ends the session')
-    t.ok(took < 400, `without waiting for the lock (${Math.round(took)} ms, the handler holds it for 600)`)
     const r = await running
-    t.same(order, ['DELETE', 'counter_add'], 'DELETE answered first')
+    t.same(order, ['DELETE', 'counter_add'], `DELETE answered first, without waiting for the lock the handler holds (${Math.round(took)} ms)`)
     t.equal(r.status, 404, 'the running request is not reported as done')
     t.equal(r.last?.error?.code, -32001, 'it is told the session is gone')
     t.equal(r.last?.result, undefined, 'no result')
@@ -267,9 +267,8 @@ for (const [name, setup] of setups) {
     const reader = new SseReader(res)
     t.teardown(() => reader.cancel())
     const ask = await reader.waitForMessage(m => m.method === 'elicitation/create', 5000)
-    const started = performance.now()
+    // Answered before the client answers the handler's question (below): it did not wait for it.
     t.equal(await deleteSession(s.url, session), 200, 'DELETE goes through: the waiting handler holds no lock')
-    t.ok(performance.now() - started < 1000, 'at once')
     // A late answer: the handler must not take the session back.
     const late = await post(s.url, { jsonrpc: '2.0', id: ask.id, result: { action: 'accept', content: { name: 'Zed' } } }, session)
     t.equal(late.status, 404, 'an answer to an ended session: 404')

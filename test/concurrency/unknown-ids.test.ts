@@ -8,7 +8,6 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { Redis } from 'ioredis'
 import {
   FileSessionLock, FileSessionStore, LOCK_CLIENT_OPTIONS, MemorySessionLock, MemorySessionStore, RedisSessionLock, RedisSessionStore,
   type AcquireOptions, type SessionLease, type SessionLock, type SessionStore
@@ -16,14 +15,13 @@ import {
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { commandsSent } from '../helpers/redis-monitor.js'
 import { startRedisServer } from '../helpers/redis-server.js'
+import { failFastRedis } from '../helpers/fail-fast-redis.js'
 import { post, readReply } from '../helpers/http-client.js'
 import { getHeaders, headers, newId } from '../helpers/wire.js'
 import { startApp } from './fixtures/app.js'
 
 const server = await startRedisServer(t)
-const admin = new Redis(server.url, { ...LOCK_CLIENT_OPTIONS })
-admin.on('error', () => {})
-t.teardown(() => { admin.disconnect() })
+const admin = await failFastRedis(t, server.url, LOCK_CLIENT_OPTIONS)
 
 /** Delegates to a lock and records every id it was asked for. */
 class RecordingLock implements SessionLock {
@@ -109,8 +107,7 @@ for (const [name, make] of kinds) {
 }
 
 t.test('Redis store with the Redis lock (one script): no command sets or touches a lock key of an unknown id', async t => {
-  const client = new Redis(server.url, { ...LOCK_CLIENT_OPTIONS })
-  client.on('error', () => {})
+  const client = await failFastRedis(t, server.url, LOCK_CLIENT_OPTIONS)
   const lock = new RedisSessionLock({ redis: server.url })
   await lock.ready()
   const s = await startApp(t, { store: new RedisSessionStore({ redis: client }), lock, close: async () => { await lock.close(); client.disconnect() } })

@@ -7,11 +7,13 @@
  * to `lib/index.ts`; `node_modules` is this repository's). A block may leave out its imports of the
  * plugin's exports (they are added), and may use what the reader's own app has (`app`, and the
  * loaders of the Usage example, declared below). A block preceded by `<!-- not-compiled: why -->`
- * is skipped; keep such exceptions rare.
+ * is skipped; keep such exceptions rare. A block preceded by `<!-- examples/….ts -->` is that file
+ * of the repository shown as it is (test/interop/clients-guide.test.ts checks they are equal):
+ * the file is type-checked with the repository (tsconfig.test.json), so the block is not here.
  */
 import t from 'tap'
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as lib from '../../lib/index.js'
@@ -25,7 +27,7 @@ declare function loadCatalog (): Promise<unknown>
 declare function loadItem (sku: string): Promise<unknown>
 `
 
-interface Block { file: string, line: number, code: string, skipped: string | null }
+interface Block { file: string, line: number, code: string, skipped: string | null, shows: string | null }
 
 /** The ```ts blocks of `file`, with the line their code starts on. */
 function tsBlocks (file: string, text: string): Block[] {
@@ -36,10 +38,11 @@ function tsBlocks (file: string, text: string): Block[] {
     let before = i - 1
     while (before >= 0 && lines[before]!.trim() === '') before--
     const marker = before >= 0 ? /^<!--\s*not-compiled\b:?\s*(.*?)\s*-->$/.exec(lines[before]!.trim()) : null
+    const shows = before >= 0 ? /^<!--\s*(examples\/[\w./-]+\.ts)\s*-->$/.exec(lines[before]!.trim()) : null
     const start = i + 1
     let end = start
     while (end < lines.length && lines[end]!.trim() !== '```') end++
-    blocks.push({ file, line: start + 1, code: lines.slice(start, end).join('\n'), skipped: marker === null ? null : (marker[1] || 'no reason given') })
+    blocks.push({ file, line: start + 1, code: lines.slice(start, end).join('\n'), skipped: marker === null ? null : (marker[1] || 'no reason given'), shows: shows?.[1] ?? null })
     i = end
   }
   return blocks
@@ -69,6 +72,7 @@ t.test('the README and the docs have TypeScript blocks, and few are exempt', asy
   t.ok(blocks.filter(b => b.file === 'README.md').length >= 3, 'the README has some')
   t.ok(blocks.length >= 15, `${blocks.length} blocks in ${files.length} files`)
   const skipped = blocks.filter(b => b.skipped !== null)
+  for (const b of blocks.filter(b => b.shows !== null)) t.ok(existsSync(join(ROOT, b.shows!)), `${b.file}:${b.line} shows ${b.shows}, a file type-checked with the repository`)
   t.ok(skipped.length <= 2, `exempt: ${skipped.map(b => `${b.file}:${b.line} (${b.skipped ?? ''})`).join(', ') || 'none'}`)
 })
 
@@ -95,7 +99,7 @@ t.test('every TypeScript block of the README and the docs compiles under strict'
   /** The Markdown file and line of each module's line 1. */
   const origin = new Map<string, { file: string, line: number, preamble: number }>()
   for (const [i, b] of blocks.entries()) {
-    if (b.skipped !== null) continue
+    if (b.skipped !== null || b.shows !== null) continue
     const imports = missingImports(b.code)
     const file = `block-${i + 1}.ts`
     const preamble = imports === '' ? 0 : 1

@@ -6,15 +6,18 @@
  * fail-fast client that is not connected: nothing was written).
  */
 import { once } from 'node:events'
-import { Redis } from 'ioredis'
+import { Redis, type RedisOptions } from 'ioredis'
 
 interface Teardown {
   teardown (fn: () => unknown): void
 }
 
-/** A connected fail-fast client on `url`, disconnected in teardown; its errors are swallowed (fault tests stop the server). */
-export async function failFastRedis (t: Teardown, url: string): Promise<Redis> {
-  const client = new Redis(url, { maxRetriesPerRequest: 0, enableOfflineQueue: false })
+/**
+ * A connected fail-fast client on `url`, disconnected in teardown; its errors are swallowed (fault
+ * tests stop the server). `options` go over the fail-fast ones (e.g. the plugin's `LOCK_CLIENT_OPTIONS`).
+ */
+export async function failFastRedis (t: Teardown, url: string, options: RedisOptions = {}): Promise<Redis> {
+  const client = new Redis(url, { maxRetriesPerRequest: 0, enableOfflineQueue: false, ...options })
   client.on('error', () => {})
   t.teardown(() => { client.disconnect() })
   if (client.status !== 'ready') await once(client, 'ready')

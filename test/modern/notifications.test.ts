@@ -169,8 +169,8 @@ t.test('subscriptions/listen: acknowledgement, tagging, filtering, list changes,
   await rb.waitFor(e => e.json?.method === 'notifications/resources/list_changed')
   // Progress and log messages of other requests never reach a listen stream.
   await post(a, rpc('tools/call', { name: 'chatty' }, { meta: { progressToken: 1, [META_LOG]: 'debug' } }))
-  await tp.waitFor(e => e.comment === 'keep-alive', 1000)
-  await p.waitFor(e => e.comment === 'keep-alive', 1000)
+  await tp.waitFor(e => e.comment === 'keep-alive', 10_000)
+  await p.waitFor(e => e.comment === 'keep-alive', 10_000)
 
   const methods = (r: SseReader): string[] => r.messages.map(m => m.method)
   t.same(methods(tp), ['notifications/subscriptions/acknowledged', 'notifications/tools/list_changed', 'notifications/prompts/list_changed'])

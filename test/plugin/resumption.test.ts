@@ -158,7 +158,7 @@ t.test('resuming the standalone GET stream continues it', async (t) => {
   await sleep(50)
   const r2 = live.track(new SseReader(await live.get(s, { 'last-event-id': ev.id! })))
   app.mcp.tool({ name: 'm2', description: 'm' }, async () => 'x')
-  await r2.waitFor(e => e.json?.method === 'notifications/tools/list_changed', 1000)
+  await r2.waitFor(e => e.json?.method === 'notifications/tools/list_changed', 10_000)
   t.equal(r2.closed, false, 'the resumed GET stream stays open')
 })
 

@@ -11,14 +11,14 @@ import { injectClient, McpError, MemorySessionLock, MemorySessionStore, type Mcp
 import { callTool, initialize, post, serve } from '../helpers/http-client.js'
 import { until } from '../helpers/time.js'
 import { newId, type Session } from '../helpers/wire.js'
-import { LOCK_TIMEOUT, backend, build, held, newBasket, redis } from './fixtures/read-only-app.js'
+import { LOCK_TIMEOUT, ReadGate, backend, build, held, newBasket, redis } from './fixtures/read-only-app.js'
 
 // ─── Attacks and faults ──────────────────────────────────────────────────────────────────────
 
 /** A session on protocol 2025-03-26 (batches), over real HTTP. */
-async function batchSession (t: Test, opts: McpPluginOptions = {}): Promise<{ url: string, session: Session, app: FastifyInstance, lock: SessionLock }> {
+async function batchSession (t: Test, opts: McpPluginOptions = {}, gate?: ReadGate): Promise<{ url: string, session: Session, app: FastifyInstance, lock: SessionLock }> {
   const sessions = await backend(t, 'memory')
-  const app = await build(t, { sessions, ...opts })
+  const app = await build(t, { sessions, ...opts }, gate)
   const { url } = await serve(t, app)
   return { url, session: await initialize(url, { version: '2025-03-26' }), app, lock: sessions.lock }
 }
@@ -35,7 +35,7 @@ function results (messages: Array<Record<string, any>>, batch: Array<Record<stri
 t.test('a batch mixing a read-only and a writing call takes the lock: it waits, sees the earlier write, and its write lands', async t => {
   const { url, session, lock } = await batchSession(t)
   const slow = callTool(url, session, 'counter_add', { by: 1, delayMs: 500 })
-  await until(() => held(lock) > 0, { timeout: 2000, what: 'the writer to hold the lock' })
+  await until(() => held(lock) > 0, { timeout: 30_000, what: 'the writer to hold the lock' })
   const batch = [call('counter_peek'), call('counter_add', { by: 1 })]
   const reply = await post(url, batch, session)
   const [peek, add] = results(reply.messages, batch)
@@ -46,16 +46,18 @@ t.test('a batch mixing a read-only and a writing call takes the lock: it waits, 
 })
 
 t.test('a batch of read-only calls only reads a snapshot: it does not wait for a writer', async t => {
-  const { url, session, lock } = await batchSession(t)
-  const order: string[] = []
-  const slow = callTool(url, session, 'counter_add', { by: 1, delayMs: 800 }).then(r => { order.push('write'); return r })
-  await until(() => held(lock) > 0, { timeout: 2000, what: 'the writer to hold the lock' })
+  // The writer holds the lock until the test opens its gate: the batch answering before that shows
+  // it did not wait for the lock (an ordering, not a time window).
+  const gate = new ReadGate()
+  const { url, session, lock } = await batchSession(t, {}, gate)
+  const slow = callTool(url, session, 'counter_add_wait')
+  await until(() => held(lock) > 0 && gate.waiting === 1, { timeout: 30_000, what: 'the writer to hold the lock' })
   const batch = [call('counter_peek'), call('counter_peek')]
   const reply = await post(url, batch, session)
-  order.push('batch')
+  t.equal(gate.waiting, 1, 'answered while the writer still held the lock')
   t.same(results(reply.messages, batch).map(r => r?.structuredContent), [{ counter: 0 }, { counter: 0 }])
-  await slow
-  t.same(order, ['batch', 'write'])
+  gate.open()
+  t.equal((await slow).last?.result?.structuredContent?.counter, 1)
 })
 
 t.test('in a batch that took the lock, a read-only member still cannot write, and the next member can', async t => {

@@ -1,85 +1,87 @@
 /**
  * Read-only tools (`annotations.readOnlyHint: true`) read a snapshot of their session or handle
  * without the lock, with a lock configured explicitly (memory, and Redis on a private
- * redis-server): parallel read-only calls on one handle (both eras) or one session overlap while
+ * redis-server): parallel read-only calls on one handle (both eras) or one session are in their
+ * handlers at once (an ordering, not a time: a gate they wait at opens only then) while
  * writers on it are still serialized and lose nothing; a read-only call does not wait for a
  * writer; a write from a read-only tool throws a clear error and stores nothing; a snapshot read
  * during writes sees each write whole or not at all (memory, file, Redis stores; a store that
  * saves key by key shows the probe would see a half). Attacks and faults: `read-only-faults.test.ts`.
  */
-import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import { injectClient, MemorySessionLock, MemorySessionStore, type InjectClient, type SaveResult, type SessionChanges } from '../../lib/index.js'
 import { sleep, until } from '../helpers/time.js'
-import { LOCK_TIMEOUT, backend, build, held, newBasket, text } from './fixtures/read-only-app.js'
+import { LOCK_TIMEOUT, ReadGate, backend, build, held, newBasket, text } from './fixtures/read-only-app.js'
 
 const ERAS = ['2025-11-25', '2026-07-28'] as const
-/** How long each read-only call takes, and how many run at once. */
-const READ_MS = 300
+/** How many read-only calls run at once, and how many writes go in while they wait. */
 const READERS = 20
 const WRITERS = 10
-/** Serialized, the readers alone take READERS × READ_MS: side by side, well under half of it. */
-const OVERLAPPED = 10 * READ_MS
+/**
+ * How long the readers have to be all in their handlers at once. A bound on a failure only: with
+ * the reads serialized one waits in its handler and the others wait for the lock, forever.
+ */
+const ALL_IN = { timeout: 60_000, what: `${READERS} read-only handlers waiting at once` }
 
 // ─── Side by side ────────────────────────────────────────────────────────────────────────────
 
+// Overlap is shown by ordering, not by time: every reader is inside its handler at the same
+// moment (each waits for a gate the test opens only then), and every write lands while they wait.
 for (const kind of ['memory', 'redis'] as const) {
   for (const era of ERAS) {
-    t.test(`${kind} lock, ${era}: ${READERS} read-only calls of ${READ_MS} ms on one handle overlap; ${WRITERS} writes on it all land`, async t => {
-      const app = await build(t, { sessions: await backend(t, kind) })
+    t.test(`${kind} lock, ${era}: ${READERS} read-only calls on one handle are in their handlers at once; ${WRITERS} writes on it land meanwhile`, async t => {
+      const gate = new ReadGate()
+      const app = await build(t, { sessions: await backend(t, kind) }, gate)
       const c = injectClient(app, { protocolVersion: era })
       const basket = await newBasket(c)
-      const started = performance.now()
-      const reads = Array.from({ length: READERS }, async () => {
-        const r = await c.callTool('basket_get', { basket, delayMs: READ_MS })
-        return { r, at: performance.now() - started }
-      })
-      const writes = Array.from({ length: WRITERS }, async (_, i) => await c.callTool('basket_add', { basket, item: `w${i}`, delayMs: 20 }))
-      const [read, written] = await Promise.all([Promise.all(reads), Promise.all(writes)])
-      const took = Math.max(...read.map(x => x.at))
-      t.ok(took < OVERLAPPED, `the reads overlap: ${Math.round(took)} ms (one after another: ≥ ${READERS * READ_MS} ms)`)
+      const reads = Array.from({ length: READERS }, async () => await c.callTool('basket_wait', { basket }))
+      await until(() => gate.waiting === READERS, ALL_IN)
+      const written = await Promise.all(Array.from({ length: WRITERS }, async (_, i) => await c.callTool('basket_add', { basket, item: `w${i}`, delayMs: 20 })))
+      t.equal(gate.waiting, READERS, 'the writes landed while every reader was still in its handler')
+      gate.open()
+      const read = await Promise.all(reads)
       t.same(written.map(r => r.structuredContent?.count).sort((a, b) => (a as number) - (b as number)),
         Array.from({ length: WRITERS }, (_, i) => i + 1), 'each write saw every earlier one')
       const final = (await c.callTool('basket_get', { basket })).structuredContent?.items as string[]
       t.same([...final].sort(), Array.from({ length: WRITERS }, (_, i) => `w${i}`).sort(), 'no write lost')
-      const prefixes = read.map(({ r }) => r.isError !== true && (r.structuredContent?.items as string[] | undefined)?.every((x, i) => final[i] === x))
+      const prefixes = read.map(r => r.isError !== true && (r.structuredContent?.items as string[] | undefined)?.every((x, i) => final[i] === x))
       t.ok(prefixes.every(ok => ok === true), 'every read answered a saved state (a prefix of the final items)')
     })
   }
 
-  t.test(`${kind} lock, handshake era: ${READERS} read-only calls of ${READ_MS} ms on one session overlap; ${WRITERS} writes on it all land`, async t => {
-    const app = await build(t, { sessions: await backend(t, kind) })
+  t.test(`${kind} lock, handshake era: ${READERS} read-only calls on one session are in their handlers at once; ${WRITERS} writes on it land meanwhile`, async t => {
+    const gate = new ReadGate()
+    const app = await build(t, { sessions: await backend(t, kind) }, gate)
     const c = injectClient(app, { protocolVersion: '2025-11-25' })
     t.same((await c.callTool('counter_peek')).structuredContent, { counter: 0 })
-    const started = performance.now()
-    const reads = Array.from({ length: READERS }, async () => {
-      const r = await c.callTool('counter_peek', { delayMs: READ_MS })
-      return { r, at: performance.now() - started }
-    })
-    const writes = Array.from({ length: WRITERS }, async () => await c.callTool('counter_add', { by: 1, delayMs: 20 }))
-    const [read, written] = await Promise.all([Promise.all(reads), Promise.all(writes)])
-    const took = Math.max(...read.map(x => x.at))
-    t.ok(took < OVERLAPPED, `the reads overlap: ${Math.round(took)} ms (one after another: ≥ ${READERS * READ_MS} ms)`)
+    const reads = Array.from({ length: READERS }, async () => await c.callTool('counter_wait'))
+    await until(() => gate.waiting === READERS, ALL_IN)
+    const written = await Promise.all(Array.from({ length: WRITERS }, async () => await c.callTool('counter_add', { by: 1, delayMs: 20 })))
+    t.equal(gate.waiting, READERS, 'the writes landed while every reader was still in its handler')
+    gate.open()
+    const read = await Promise.all(reads)
     t.same(written.map(r => r.structuredContent?.counter).sort((a, b) => (a as number) - (b as number)),
       Array.from({ length: WRITERS }, (_, i) => i + 1), 'each write saw every earlier one')
     t.same((await c.callTool('counter_get')).structuredContent, { counter: WRITERS }, 'no write lost')
-    t.ok(read.every(({ r }) => r.isError !== true && (r.structuredContent?.counter as number) <= WRITERS), 'every read answered a saved value')
+    t.ok(read.every(r => r.isError !== true && (r.structuredContent?.counter as number) <= WRITERS), 'every read answered a saved value')
   })
 
   t.test(`${kind} lock: a read-only call does not wait for a writer holding the lock; it sees the state before that write`, async t => {
+    // The writer holds the lock until the test opens its gate: the read answering before that is
+    // the proof (were it to wait for the lock, it would wait for the gate, i.e. forever).
     const sessions = await backend(t, kind)
-    const app = await build(t, { sessions })
+    const gate = new ReadGate()
+    const app = await build(t, { sessions }, gate)
     const c = injectClient(app, { protocolVersion: '2026-07-28' })
     const basket = await newBasket(c)
     await c.callTool('basket_add', { basket, item: 'first' })
-    const order: string[] = []
-    const writer = c.callTool('basket_add', { basket, item: 'slow', delayMs: 800 }).then(r => { order.push('write'); return r })
-    await until(() => held(sessions.lock) > 0, { timeout: 2000, what: 'the writer to hold the lock' })
+    const writer = c.callTool('basket_add_wait', { basket, item: 'slow' })
+    await until(() => held(sessions.lock) > 0 && gate.waiting === 1, { timeout: 30_000, what: 'the writer to hold the lock' })
     const read = await c.callTool('basket_get', { basket })
-    order.push('read')
+    t.equal(gate.waiting, 1, 'answered while the writer still held the lock')
     t.same(read.structuredContent, { items: ['first'] }, 'the saved state, not the write in progress')
+    gate.open()
     t.same((await writer).structuredContent, { count: 2 })
-    t.same(order, ['read', 'write'], 'answered while the writer held the lock')
   })
 }
 

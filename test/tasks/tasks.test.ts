@@ -14,6 +14,7 @@ import { Redis } from 'ioredis'
 import mcp, { ErrorCode, FileSessionLock, FileSessionStore, injectClient, McpError, MemorySessionStore, RedisSessionLock, RedisSessionStore, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
 import { tokensAuth } from '../../examples/server.js'
 import { startRedisServer } from '../helpers/redis-server.js'
+import { failFastRedis } from '../helpers/fail-fast-redis.js'
 import { sleep, until } from '../helpers/time.js'
 import { rpc, modernHeaders } from '../helpers/wire.js'
 
@@ -46,10 +47,8 @@ async function build (t: Test, backend: 'memory' | 'redis' | 'file', extra: Part
   if (backend === 'redis') {
     const lock = new RedisSessionLock({ redis: redisServer.url, timeout: 500, ttl: 1000 })
     // Fail fast while Redis is down: a 503 at once rather than commands queued for minutes.
-    const redis = new Redis(redisServer.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false })
-    redis.on('error', () => {})
-    await new Promise(resolve => redis.once('ready', resolve))
-    t.teardown(async () => { await lock.close(); redis.disconnect() })
+    const redis = await failFastRedis(t, redisServer.url)
+    t.teardown(async () => { await lock.close() })
     opts.sessions = { store: new RedisSessionStore({ redis }), lock }
     opts.redis = redisServer.url
   } else if (backend === 'file') {

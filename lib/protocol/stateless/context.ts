@@ -58,7 +58,8 @@ export class StatelessContext extends BaseContext {
     if (params.requestState !== undefined) {
       const opened = this.#sealer.open(params.requestState, { p: this.#principalId, m: this.#method, d: this.#paramsDigest() })
       if (!opened.ok) {
-        run.request.log.warn({ reason: opened.reason, method: this.#method }, 'requestState refused')
+        if (opened.likelyCause === undefined) run.request.log.warn({ reason: opened.reason, method: this.#method }, 'requestState refused')
+        else run.request.log.warn({ reason: opened.reason, method: this.#method, likelyCause: opened.likelyCause }, `requestState refused: likely cause: ${opened.likelyCause}`)
         throw new McpError(ErrorCode.InvalidParams, `Invalid params: ${opened.reason}`)
       }
       this.state = opened.payload.s

@@ -43,6 +43,12 @@ export function paramsDigest (params: Record<string, unknown>): string {
 /** The longest `requestState` accepted back (and so the longest one sealed), in characters. */
 export const MAX_REQUEST_STATE = 65_536
 
+/**
+ * Why a well-formed state fails verification, as the log says it: a client seldom forges one, while
+ * instances behind one balancer with different (or random, unset) secrets refuse each other's.
+ */
+export const SECRET_MISMATCH = 'the instance that sealed it has another requestStateSecret (set the same one on every instance), or the state was altered'
+
 /** Seals and opens request states with one secret. */
 export class StateSealer {
   /** The keys: the first seals, each opens. */
@@ -83,15 +89,15 @@ export class StateSealer {
     return sealed
   }
 
-  /** Verifies a state; returns its payload, or a reason it is refused. */
-  open (state: unknown, expect: { p: string | null, m: string, d: string }): { ok: true, payload: StatePayload } | { ok: false, reason: string } {
+  /** Verifies a state; returns its payload, or a reason it is refused (and, for the log, its likely cause). */
+  open (state: unknown, expect: { p: string | null, m: string, d: string }): { ok: true, payload: StatePayload } | { ok: false, reason: string, likelyCause?: string } {
     if (typeof state !== 'string') return { ok: false, reason: 'requestState must be a string' }
     if (state.length > MAX_REQUEST_STATE) return { ok: false, reason: 'requestState is too long' }
     const dot = state.indexOf('.')
     if (dot <= 0) return { ok: false, reason: 'requestState is malformed' }
     const body = state.slice(0, dot)
     const mac = Buffer.from(state.slice(dot + 1), 'base64url')
-    if (!this.#verified(body, mac)) return { ok: false, reason: 'requestState failed verification' }
+    if (!this.#verified(body, mac)) return { ok: false, reason: 'requestState failed verification', likelyCause: SECRET_MISMATCH }
     let payload: StatePayload
     try {
       payload = JSON.parse(Buffer.from(body, 'base64url').toString()) as StatePayload
