@@ -5,7 +5,7 @@
  */
 import type { McpPrincipal } from './context.js'
 import { Registry } from './features/registry.js'
-import type { EngineStatus, McpEngine } from './protocol/engine.js'
+import type { McpEngine } from './protocol/engine.js'
 import type { SessionHandle } from './sessions/session-handle.js'
 import type { JsonValue } from './sessions/session-store.js'
 
@@ -17,6 +17,30 @@ export interface HandleAdmin {
   read (kind: string, id: string, principal?: McpPrincipal | null): Promise<Record<string, unknown> | null>
   /** Ends a handle; resolves whether it existed (and was `principal`'s, when given). */
   end (kind: string, id: string, principal?: McpPrincipal | null): Promise<boolean>
+}
+
+/** What this instance holds right now, for operators and tests (all counts; 0 when idle). */
+export interface EngineStatus {
+  /** Sessions this instance holds something of (a request in flight, a waiting handler, a stream). */
+  sessionsHeld: number
+  /** Sessions' GET streams open on this instance. */
+  getStreams: number
+  /** 2026-07-28 listen streams open on this instance. */
+  listenStreams: number
+  /**
+   * Requests of this instance queued for a lock: a session's (the handshake era with a
+   * `sessions.lock`) or a state handle's (a tool on a handle, both eras). Tasks take their lease
+   * without waiting, so they never queue.
+   */
+  lockWaiters: number
+  /** Requests to clients (elicitation, sampling, roots) whose answer a handler of this instance waits for. */
+  pendingClientRequests: number
+  /** POSTs running on this instance (both wires), those a drain waits for. */
+  inflightRequests: number
+  /** 2026-07-28 tasks whose handler runs on this instance; a drain waits for them too. */
+  runningTasks: number
+  /** Whether `app.close()` has started draining this instance (new requests get 503). */
+  draining: boolean
 }
 
 /** `fastify.mcp`: the registry of tools, resources and prompts, and helpers. */

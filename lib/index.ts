@@ -171,8 +171,7 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
 export const fastifyMcp = fp(mcpPlugin, { fastify: '5.x', name: 'fastify-mcp-http' })
 export default fastifyMcp
 
-export { McpDecorator, type HandleAdmin } from './decorator.js'
-export type { EngineStatus } from './protocol/engine.js'
+export { McpDecorator, type HandleAdmin, type EngineStatus } from './decorator.js'
 export type { McpPluginOptions, SessionOptions, Implementation } from './options.js'
 export type { TelemetryOption, TelemetryOptions, SessionIdAttribute } from './telemetry/index.js'
 /** How spans show a session id by default (`telemetry.sessionId: 'hashed'`): find a session's spans from its id. */

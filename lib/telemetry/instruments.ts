@@ -11,10 +11,8 @@ import { DURATION_BUCKETS, METRICS, OWN } from './attributes.js'
 /** What the gauges read (the engine's status). */
 export interface GaugeSource {
   sessionsHeld: number
-  /** Requests queued for any lock (sessions' and handles'). */
-  lockWaiters: number
-  /** Of those, the ones queued for a state handle's lock (the rest wait for a session's). */
-  handleLockWaiters?: number
+  /** Requests queued for a lock, by subject: a session's or a state handle's (the state engine's count). */
+  lockWaiting: Readonly<Record<'session' | 'handle', number>>
   getStreams: number
   listenStreams: number
   pendingClientRequests: number
@@ -74,9 +72,8 @@ export class Instruments {
     this.#callback = (r) => {
       const s = source()
       r.observe(held, s.sessionsHeld)
-      const handle = s.handleLockWaiters ?? 0
-      r.observe(waiters, s.lockWaiters - handle, LOCK_SESSION)
-      r.observe(waiters, handle, LOCK_HANDLE)
+      r.observe(waiters, s.lockWaiting.session, LOCK_SESSION)
+      r.observe(waiters, s.lockWaiting.handle, LOCK_HANDLE)
       r.observe(streams, s.getStreams, KIND_GET)
       r.observe(streams, s.listenStreams, KIND_LISTEN)
       r.observe(pending, s.pendingClientRequests)
