@@ -1,6 +1,7 @@
 // Lint in the Fastify organisation's style for TypeScript: neostandard (standard, with
 // typescript-eslint). The stylistic rules stay on: the code already follows standard's style.
 import neostandard from 'neostandard'
+import layers from './scripts/eslint-layers.mjs'
 
 export default [
   ...neostandard({ ts: true, ignores: ['dist/**', 'coverage/**', '.tap/**', 'bench/.build/**', 'bench/.build-before/**'] }),
@@ -10,5 +11,11 @@ export default [
       // `void` as an expression stays an error.
       'no-void': ['error', { allowAsStatement: true }]
     }
+  },
+  {
+    // Imports in lib/ point down lib/README.md's layers (scripts/eslint-layers.mjs).
+    files: ['lib/**/*.ts'],
+    plugins: { local: { rules: { layers } } },
+    rules: { 'local/layers': 'error' }
   }
 ]
