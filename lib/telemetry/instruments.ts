@@ -59,10 +59,16 @@ export class Instruments {
     this.refusals = meter.createCounter(METRICS.refusals, { unit: '{request}', description: 'Requests refused with HTTP 429 or 503, by status and reason.' })
     this.#gauges = [
       meter.createObservableGauge(METRICS.sessionsHeld, { unit: '{session}', description: 'Sessions this instance holds something of (a request, a waiting handler, a stream).' }),
-      meter.createObservableGauge(METRICS.lockWaiters, { unit: '{request}', description: 'Requests of this instance waiting for a lock, by fastify_mcp.lock.kind: a session\'s or a state handle\'s.' }),
+      meter.createObservableGauge(METRICS.lockWaiters, {
+        unit: '{request}',
+        description: 'Requests of this instance waiting for a lock, by fastify_mcp.lock.kind: a session\'s or a state handle\'s.'
+      }),
       meter.createObservableGauge(METRICS.streams, { unit: '{stream}', description: 'GET and listen streams open on this instance.' }),
       meter.createObservableGauge(METRICS.pending, { unit: '{request}', description: 'Requests to clients (elicitation, sampling, roots) this instance waits on.' }),
-      meter.createObservableGauge(METRICS.eventLog, { unit: '{stream}', description: 'Resumable streams the event log keeps (the Redis one: the streams this instance wrote that are still within their TTL).' })
+      meter.createObservableGauge(METRICS.eventLog, {
+        unit: '{stream}',
+        description: 'Resumable streams the event log keeps (the Redis one: the streams this instance wrote that are still within their TTL).'
+      })
     ]
   }
 

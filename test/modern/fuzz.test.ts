@@ -181,7 +181,10 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
     { weight: 1, arbitrary: anyJson }
   )
   const args = fc.oneof(
-    { weight: 4, arbitrary: fc.record({ n: fc.oneof(fc.integer({ min: -5, max: 5 }), fc.constant(null)), note: fc.oneof(safeText, fc.constant('zürich'), fc.constant(' pad ')) }, { requiredKeys: [] }) },
+    {
+      weight: 4,
+      arbitrary: fc.record({ n: fc.oneof(fc.integer({ min: -5, max: 5 }), fc.constant(null)), note: fc.oneof(safeText, fc.constant('zürich'), fc.constant(' pad ')) }, { requiredKeys: [] })
+    },
     { weight: 1, arbitrary: anyJson },
     { weight: 1, arbitrary: deep.map(d => ({ deep: d })) }
   )
@@ -355,7 +358,8 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
   }
 
   t.ok(sent >= 1000, `${sent} random requests`)
-  t.comment(`statuses: ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}; handler runs ${counters.runs - baseline}, with state ${counters.runsWithState}; genuine states sent ${genuineSent}`)
+  t.comment(`statuses: ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}; handler runs ${counters.runs - baseline}, with state ${counters.runsWithState}; ` +
+    `genuine states sent ${genuineSent}`)
   t.comment(`refusals: ${JSON.stringify(Object.fromEntries([...reasons].sort((a, b) => b[1] - a[1])), null, 1)}`)
   t.same(counters.violations, [], 'no handler ran on a requestState the server did not verify')
   t.ok(counters.runsWithState <= genuineSent, `runs with a state (${counters.runsWithState}) ≤ requests carrying a genuine state (${genuineSent})`)
@@ -382,7 +386,12 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
   const discover = await post(app, rpc('server/discover', {}, { meta: { [META_CLIENT]: { name: 'after', version: '1' } } }))
   t.equal(discover.statusCode, 200)
   t.same(discover.json().result.supportedVersions, [MODERN])
-  t.equal((await app.inject({ method: 'POST', url: '/mcp', headers: { accept: ACCEPT, 'content-type': 'application/json', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/list' }, payload: JSON.stringify(rpc('tools/list', {}, { id: 'l' })) })).json().result.tools.length, 3)
+  t.equal((await app.inject({
+    method: 'POST',
+    url: '/mcp',
+    headers: { accept: ACCEPT, 'content-type': 'application/json', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/list' },
+    payload: JSON.stringify(rpc('tools/list', {}, { id: 'l' }))
+  })).json().result.tools.length, 3)
 })
 
 /** Mcp-Param-* headers mirroring the `guarded` tool's annotated arguments. */

@@ -96,7 +96,9 @@ t.test('closing the response stream aborts ctx.signal and nothing more is writte
         const write = raw.write.bind(raw) as (...args: unknown[]) => boolean
         raw.write = ((chunk: unknown, ...rest: unknown[]) => { writes.push({ at: Date.now(), text: String(chunk) }); return write(chunk, ...rest) }) as typeof raw.write
         const end = raw.end.bind(raw) as (...args: unknown[]) => unknown
-        raw.end = ((...args: unknown[]) => { ended = true; if (args[0] !== undefined && typeof args[0] !== 'function') writes.push({ at: Date.now(), text: String(args[0]) }); return end(...args) }) as typeof raw.end
+        raw.end = ((...args: unknown[]) => {
+          ended = true; if (args[0] !== undefined && typeof args[0] !== 'function') writes.push({ at: Date.now(), text: String(args[0]) }); return end(...args)
+        }) as typeof raw.end
       })
     }
   }, (m) => {
@@ -222,12 +224,22 @@ t.test('subscriptions/listen: honored subset, validation, cap → 429', async (t
     ['a flag as a string', { toolsListChanged: 'yes' }], ['a flag as a number', { promptsListChanged: 1 }],
     ['resourceSubscriptions not an array', { resourceSubscriptions: 'test://x' }], ['a URI not a string', { resourceSubscriptions: ['a', 2] }]]
   for (const [what, filter] of filters) {
-    const res = await a.inject({ method: 'POST', url: '/mcp', headers: modernHeaders(rpc('subscriptions/listen')), payload: rpc('subscriptions/listen', filter === undefined ? {} : { notifications: filter }, { id: what }) })
+    const res = await a.inject({
+      method: 'POST',
+      url: '/mcp',
+      headers: modernHeaders(rpc('subscriptions/listen')),
+      payload: rpc('subscriptions/listen', filter === undefined ? {} : { notifications: filter }, { id: what })
+    })
     isError(t, res, 400, -32602, what, `filter ${what}`)
     t.match(res.json().error.message, /notifications/)
   }
   // Listen validates like any modern request.
-  const bad = await a.inject({ method: 'POST', url: '/mcp', headers: { ...modernHeaders(rpc('subscriptions/listen')), 'mcp-method': 'tools/list' }, payload: rpc('subscriptions/listen', {}, { id: 'h' }) })
+  const bad = await a.inject({
+    method: 'POST',
+    url: '/mcp',
+    headers: { ...modernHeaders(rpc('subscriptions/listen')), 'mcp-method': 'tools/list' },
+    payload: rpc('subscriptions/listen', {}, { id: 'h' })
+  })
   t.equal(bad.json().error.code, -32020)
   await all.cancel()
 })
@@ -249,7 +261,11 @@ t.test('the same handler answers both eras: legacy SSE elicitation and modern in
   await init.json()
   const session = headers({ sid, version: LEGACY })
   t.equal((await fetch(live.url, { method: 'POST', headers: session, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).status, 202)
-  const callRes = await fetch(live.url, { method: 'POST', headers: session, body: JSON.stringify({ jsonrpc: '2.0', id: 'legacy-call', method: 'tools/call', params: { name: 'ask_name', arguments: {} } }) })
+  const callRes = await fetch(live.url, {
+    method: 'POST',
+    headers: session,
+    body: JSON.stringify({ jsonrpc: '2.0', id: 'legacy-call', method: 'tools/call', params: { name: 'ask_name', arguments: {} } })
+  })
   t.match(callRes.headers.get('content-type'), /^text\/event-stream/)
   const reader = live.reader(callRes)
   const ask = (await reader.waitFor(e => e.json?.method === 'elicitation/create')).json!

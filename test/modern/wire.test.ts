@@ -35,7 +35,10 @@ t.test('modern requests never mint or echo a session; Mcp-Session-Id and Last-Ev
   })
   const sid = init.headers['mcp-session-id'] as string
   t.type(sid, 'string', 'legacy initialize opens a session')
-  const extras: Array<Record<string, string>> = [{}, { 'mcp-session-id': 'not-a-session' }, { 'mcp-session-id': sid }, { 'last-event-id': 'whatever_12' }, { 'mcp-session-id': sid, 'last-event-id': `${sid}_1` }]
+  const extras: Array<Record<string, string>> = [{}, { 'mcp-session-id': 'not-a-session' }, { 'mcp-session-id': sid }, { 'last-event-id': 'whatever_12' }, {
+    'mcp-session-id': sid,
+    'last-event-id': `${sid}_1`
+  }]
   for (const extra of extras) {
     for (const body of [rpc('server/discover'), rpc('tools/call', { name: 'echo', arguments: { text: 'x' } }), rpc('initialize')]) {
       const res = await post(a, body, { headers: extra })
@@ -58,7 +61,8 @@ t.test('modern requests never mint or echo a session; Mcp-Session-Id and Last-Ev
   t.same(ping.json(), { jsonrpc: '2.0', id: 'p', result: {} }, 'the legacy session still works')
 })
 
-t.test('removed and unknown methods sent the modern way → 404 + -32601 with the request id (the Tasks extension serves tasks/get, update and cancel; tasks/result and tasks/list are gone)', async (t) => {
+// The Tasks extension serves tasks/get, update and cancel; tasks/result and tasks/list are gone.
+t.test('removed and unknown methods sent the modern way → 404 + -32601 with the request id', async (t) => {
   const a = await app(t)
   const methods = ['initialize', 'ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe', 'tasks/result', 'tasks/list', 'no/such/method', 'notifications/initialized']
   for (const method of methods) {

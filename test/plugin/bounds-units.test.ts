@@ -95,8 +95,13 @@ t.test('normalized capabilities make the same elicitation/sampling/roots decisio
     const n = normalizeClientCapabilities(c)
     return asks.every(([method, params]) => JSON.stringify(missingCapability(c, method, params)) === JSON.stringify(missingCapability(n, method, params)))
   }), { seed: 14, numRuns: 3000 })
-  t.same(normalizeClientCapabilities({ elicitation: { form: { applyDefaults: true }, url: {} }, sampling: { tools: {}, context: {} }, roots: { listChanged: true }, experimental: { big: 'x'.repeat(100) } }),
-    { elicitation: { form: {}, url: {} }, sampling: { context: {}, tools: {} }, roots: { listChanged: true } })
+  t.same(normalizeClientCapabilities({
+    elicitation: { form: { applyDefaults: true }, url: {} },
+    sampling: { tools: {}, context: {} },
+    roots: { listChanged: true },
+    experimental: { big: 'x'.repeat(100) }
+  }),
+  { elicitation: { form: {}, url: {} }, sampling: { context: {}, tools: {} }, roots: { listChanged: true } })
   t.same(normalizeClientCapabilities({ elicitation: {}, sampling: { tools: true }, roots: { listChanged: 'yes' } }), { elicitation: {}, sampling: {}, roots: {} })
 })
 

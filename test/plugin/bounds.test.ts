@@ -93,7 +93,8 @@ t.test('deep nesting: 400 -32600 id null on both eras, no error log (was 503 + R
     refusal(t, res, -32600, null, tooDeep, `2026-07-28 tools/call ${tool}, arguments 100,000 deep`)
   }
   // A legitimately nested argument still goes through.
-  const fine = await postRaw(app, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"v":${nested(MAX_DEPTH - 3)}},"_meta":${m}}}`, modernHeaders('tools/call', 'echo'))
+  const fine = await postRaw(app, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"v":${nested(MAX_DEPTH - 3)}},"_meta":${m}}}`,
+    modernHeaders('tools/call', 'echo'))
   t.equal(fine.statusCode, 200, fine.body.slice(0, 200))
   t.same(errorLines(logs), [], 'no error-level log line')
 })
@@ -107,7 +108,12 @@ t.test('progressToken over the bound: 400 -32602 with the id on both eras, nothi
   for (const token of [huge, 'p'.repeat(MAX_PROGRESS_TOKEN_LENGTH + 1)]) {
     const legacy = await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: 'L', method: 'tools/call', params: { ...slow, _meta: { progressToken: token } } }), h)
     refusal(t, legacy, -32602, 'L', tooLong, `legacy, ${token.length}-char token`)
-    const modern = await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: 'M', method: 'tools/call', params: { ...slow, _meta: modernMeta({}, { progressToken: token }) } }), modernHeaders('tools/call', 'slow_count'))
+    const modern = await postRaw(app, JSON.stringify({
+      jsonrpc: '2.0',
+      id: 'M',
+      method: 'tools/call',
+      params: { ...slow, _meta: modernMeta({}, { progressToken: token }) }
+    }), modernHeaders('tools/call', 'slow_count'))
     refusal(t, modern, -32602, 'M', tooLong, `2026-07-28, ${token.length}-char token`)
   }
   // At the bound, the token is echoed in each notification, as before.
@@ -115,7 +121,12 @@ t.test('progressToken over the bound: 400 -32602 with the id on both eras, nothi
   const ok = await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: 'ok', method: 'tools/call', params: { ...slow, _meta: { progressToken: token } } }), h)
   t.equal(ok.statusCode, 200)
   t.same(sseMessages(ok.body).filter(m => m.method === 'notifications/progress').map(m => m.params.progressToken), [token, token, token])
-  const okModern = await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: 'ok', method: 'tools/call', params: { ...slow, _meta: modernMeta({}, { progressToken: token }) } }), modernHeaders('tools/call', 'slow_count'))
+  const okModern = await postRaw(app, JSON.stringify({
+    jsonrpc: '2.0',
+    id: 'ok',
+    method: 'tools/call',
+    params: { ...slow, _meta: modernMeta({}, { progressToken: token }) }
+  }), modernHeaders('tools/call', 'slow_count'))
   t.equal(okModern.statusCode, 200)
   t.equal(sseMessages(okModern.body).filter(m => m.method === 'notifications/progress').length, 3)
   t.same(errorLines(logs), [])
@@ -130,7 +141,12 @@ t.test('a string id over the bound: 400 -32600 with id null on both eras; at the
   const h = await session(app)
   refusal(t, await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: 'x'.repeat(1024 * 1024), method: 'tools/list' }), h), -32600, null, tooLong, 'legacy tools/list, 1 MiB id')
   refusal(t, await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: long, result: {} }), h), -32600, null, tooLong, 'legacy client response')
-  refusal(t, await postRaw(app, JSON.stringify({ jsonrpc: '2.0', id: long, method: 'tools/list', params: { _meta: modernMeta() } }), modernHeaders('tools/list')), -32600, null, tooLong, '2026-07-28 tools/list')
+  refusal(t, await postRaw(app, JSON.stringify({
+    jsonrpc: '2.0',
+    id: long,
+    method: 'tools/list',
+    params: { _meta: modernMeta() }
+  }), modernHeaders('tools/list')), -32600, null, tooLong, '2026-07-28 tools/list')
   // In a (2025-03-26) batch, the long id is answered with null and the rest runs.
   const init = await postRaw(app, initBody(0, { protocolVersion: '2025-03-26' }))
   const old = { 'mcp-session-id': String(init.headers['mcp-session-id']), 'mcp-protocol-version': '2025-03-26' }
@@ -174,7 +190,10 @@ t.test('initialize over MAX_HANDSHAKE_PARAMS: 400 -32602, no session', async (t)
   const tooBig = /capabilities and clientInfo must take at most 65536 characters/
   refusal(t, await postRaw(app, initBody(1, { capabilities: { experimental: { big } } })), -32602, 1, tooBig, 'capabilities')
   refusal(t, await postRaw(app, initBody(2, { clientInfo: { name: big } })), -32602, 2, tooBig, 'clientInfo')
-  refusal(t, await postRaw(app, initBody(3, { capabilities: { a: 'x'.repeat(MAX_HANDSHAKE_PARAMS / 2) }, clientInfo: { name: 'y'.repeat(MAX_HANDSHAKE_PARAMS / 2) } })), -32602, 3, tooBig, 'both together')
+  refusal(t, await postRaw(app, initBody(3, {
+    capabilities: { a: 'x'.repeat(MAX_HANDSHAKE_PARAMS / 2) },
+    clientInfo: { name: 'y'.repeat(MAX_HANDSHAKE_PARAMS / 2) }
+  })), -32602, 3, tooBig, 'both together')
   t.equal(store.size, 0)
   t.same(errorLines(logs), [])
 })

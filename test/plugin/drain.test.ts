@@ -254,7 +254,12 @@ t.test('drainTimeout is validated; Fastify\'s own return503OnClosing is warned a
     await app.ready()
     let call: Promise<unknown> = Promise.resolve()
     if (running) {
-      call = app.inject({ method: 'POST', url: '/mcp', headers: headers(null, { 'mcp-protocol-version': '2025-11-25' }), payload: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'wait', arguments: {} } } })
+      call = app.inject({
+        method: 'POST',
+        url: '/mcp',
+        headers: headers(null, { 'mcp-protocol-version': '2025-11-25' }),
+        payload: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'wait', arguments: {} } }
+      })
       await inside
     }
     await app.close()

@@ -76,7 +76,10 @@ t.test('handshake era: unknown names and keys are echoed cut to 128 characters',
     ['unknown prompt', 'prompts/get', { name: MIB }, `Invalid params: unknown prompt "${CUT}"`],
     ['a prompt argument key', 'prompts/get', { name: 'p', arguments: { [MIB]: 1 } }, `Invalid params: argument "${CUT}" must be a string`],
     ['completion of an unknown prompt', 'completion/complete', { ref: { type: 'ref/prompt', name: MIB }, argument: { name: 'a', value: 'b' } }, `Invalid params: unknown prompt "${CUT}"`],
-    ['completion of an unknown template', 'completion/complete', { ref: { type: 'ref/resource', uri: MIB }, argument: { name: 'a', value: 'b' } }, `Invalid params: unknown resource template "${CUT}"`],
+    ['completion of an unknown template', 'completion/complete', {
+      ref: { type: 'ref/resource', uri: MIB },
+      argument: { name: 'a', value: 'b' }
+    }, `Invalid params: unknown resource template "${CUT}"`],
     ['an unknown method', MIB, {}, `Method not found: ${CUT}`]
   ]
   for (const [what, method, params, message] of cases) {

@@ -58,7 +58,11 @@ export async function post (app: FastifyInstance, body: unknown, o: RpcOptions =
 }
 
 /** `initialize` (+ `notifications/initialized`) and the session it opened. */
-export async function initialize (app: FastifyInstance, o: { version?: string, capabilities?: Record<string, unknown>, headers?: Record<string, string> } = {}): Promise<Session & { result: Record<string, unknown> }> {
+export async function initialize (app: FastifyInstance, o: {
+  version?: string,
+  capabilities?: Record<string, unknown>,
+  headers?: Record<string, string>
+} = {}): Promise<Session & { result: Record<string, unknown> }> {
   const res = await post(app, initializeBody({ version: o.version, capabilities: o.capabilities, id: 0 }), { headers: o.headers })
   if (res.statusCode !== 200) throw new Error(`initialize failed: ${res.statusCode} ${res.body}`)
   const sid = res.headers['mcp-session-id']
@@ -71,14 +75,16 @@ export async function initialize (app: FastifyInstance, o: { version?: string, c
 }
 
 /** Sends one request on a session; returns the HTTP response. */
-export async function request (app: FastifyInstance, session: Session | null, method: string, params?: Record<string, unknown>, o: RpcOptions & { id?: string | number } = {}): Promise<LightMyRequestResponse> {
+export async function request (app: FastifyInstance, session: Session | null, method: string, params?: Record<string, unknown>,
+  o: RpcOptions & { id?: string | number } = {}): Promise<LightMyRequestResponse> {
   const msg: Record<string, unknown> = { jsonrpc: '2.0', id: o.id ?? newId(), method }
   if (params !== undefined) msg.params = params
   return await post(app, msg, { ...o, session })
 }
 
 /** Sends one request and returns the parsed JSON-RPC response (the last message when SSE). */
-export async function call (app: FastifyInstance, session: Session | null, method: string, params?: Record<string, unknown>, o: RpcOptions & { id?: string | number } = {}): Promise<Record<string, any>> {
+export async function call (app: FastifyInstance, session: Session | null, method: string, params?: Record<string, unknown>,
+  o: RpcOptions & { id?: string | number } = {}): Promise<Record<string, any>> {
   return finalOf(await request(app, session, method, params, o))
 }
 
