@@ -4,7 +4,7 @@
  * result and for a refusal, the same as before either was made faster.
  */
 import t from 'tap'
-import { build } from '../plugin/helper.js'
+import { build } from '../helpers/handshake-app.js'
 import { modernHeaders, rpc } from '../helpers/wire.js'
 
 t.test('a tool result: the body text and Content-Type, exactly', async (t) => {

@@ -8,7 +8,7 @@ import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import mcp, { MemorySessionLock, MemorySessionStore, SessionDataError, type JsonValue, type McpPluginOptions } from '../../lib/index.js'
 import type { CreateOptions, SessionRecord } from '../../lib/sessions/session-store.js'
-import { initialize, request } from '../plugin/helper.js'
+import { initialize, request } from '../helpers/handshake-app.js'
 import { modernHeaders, rpc } from '../helpers/wire.js'
 
 const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } }

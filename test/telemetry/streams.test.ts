@@ -14,7 +14,7 @@ import { attrs, otel, useGlobally } from '../helpers/otel.js'
 import { SseReader } from '../helpers/sse.js'
 import { until } from '../helpers/time.js'
 import { finalOf, modernHeaders, newId, rpc } from '../helpers/wire.js'
-import { build, initialize, listen } from '../plugin/helper.js'
+import { build, initialize, listen } from '../helpers/handshake-app.js'
 
 const nameSchema = { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] }
 
