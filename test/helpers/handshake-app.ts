@@ -2,7 +2,7 @@
  * Shared helpers of the plugin tests: `build()` an app with the plugin and a few tools, speak the
  * legacy wire through `app.inject()` (initialize, rpc) or a live server (fetch + an SSE reader).
  */
-import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyServerOptions, type LightMyRequestResponse } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import mcp, { type McpDecorator, type McpPluginOptions } from '../../lib/index.js'
 import { getStream, initialize as initializeOver, send, serve } from './http-client.js'
@@ -29,12 +29,17 @@ export function defaultTools (m: McpDecorator): void {
   }, async ({ a, b }) => ({ structuredContent: { sum: a + b } }))
 }
 
+/** Adds nothing: for a `build()` whose test registers its own definitions, or none. */
+export function noTools (): void {}
+
 /**
- * A Fastify app with the plugin registered and tools added by `setup` (default: {@link defaultTools}).
- * Closed at the end of the test.
+ * THE test app: a Fastify app (`fastify`: its options; no logger unless given) with the plugin
+ * registered with `opts` and definitions added by `setup` (default: {@link defaultTools}). Closed at
+ * the end of the test. Use it rather than a `build()` of a test file's own.
  */
-export async function build (t: TestLike, opts: McpPluginOptions = {}, setup: (m: McpDecorator, app: FastifyInstance) => void = defaultTools): Promise<FastifyInstance> {
-  const app = Fastify({ logger: false })
+export async function build (t: TestLike, opts: McpPluginOptions = {}, setup: (m: McpDecorator, app: FastifyInstance) => void = defaultTools,
+  fastify: FastifyServerOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false, ...fastify })
   t.teardown(() => app.close())
   await app.register(mcp, opts)
   setup(app.mcp, app)
