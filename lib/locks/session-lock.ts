@@ -35,9 +35,10 @@ export interface AcquireOptions {
 
 /**
  * A cancellation whose `AbortSignal` is made only when someone asks for it (a request's: making a
- * signal costs more than the rest of an uncontended acquire). The bundled locks take one in place
- * of `signal` and ask for the signal only when they have to wait; a custom lock gets a plain
- * `AbortSignal` (see {@link AcquireOptions.signal}).
+ * signal costs more than the rest of an uncontended acquire). The plugin hands one to the bundled
+ * locks in place of `signal` (they ask for the signal only when they have to wait); a custom lock
+ * gets a plain `AbortSignal` (see {@link AcquireOptions.signal}). Not part of the package's API:
+ * the bundled locks' public `acquire` takes {@link AcquireOptions}.
  */
 export interface AbortSource {
   readonly aborted: boolean
@@ -46,8 +47,8 @@ export interface AbortSource {
 }
 
 /**
- * What the bundled locks' `acquire` takes: {@link AcquireOptions}, whose `signal` may also be an
- * {@link AbortSource} (the plugin passes one). Callers of a bundled lock may pass plain `AcquireOptions`.
+ * What the bundled locks' `acquire` accepts from the plugin: {@link AcquireOptions}, whose `signal`
+ * may also be an {@link AbortSource}. Not part of the package's API (see {@link AbortSource}).
  */
 export interface LocalAcquireOptions extends Omit<AcquireOptions, 'signal'> {
   signal?: AbortSignal | AbortSource
