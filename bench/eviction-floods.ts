@@ -21,7 +21,8 @@ const { values: args } = parseArgs({ options: { max: { type: 'string', default: 
 const MAX = Number(args.max)
 const VICTIM = '198.51.100.7'
 
-async function post (app: FastifyInstance, ip: string, body: Record<string, unknown>, h: Record<string, string>): Promise<{ status: number, json: Record<string, any>, headers: Record<string, unknown> }> {
+async function post (app: FastifyInstance, ip: string, body: Record<string, unknown>, h: Record<string, string>):
+Promise<{ status: number, json: Record<string, any>, headers: Record<string, unknown> }> {
   const res = await app.inject({ method: 'POST', url: '/mcp', remoteAddress: ip, headers: h, payload: body })
   return { status: res.statusCode, json: res.body === '' ? {} : res.json(), headers: res.headers }
 }

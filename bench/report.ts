@@ -209,10 +209,25 @@ export function checkTargets (res: Pick<Results, 'rows' | 'parallel' | 'idle'>):
     out.push(cpu({ name: `modern tools/call JSON, c=${r.connections}: CPU/request vs bare Fastify`, want: '≤ 1.2×', got: `${f2(r.ratio.cpuUsPerReq)}×`, pass: r.ratio.cpuUsPerReq <= 1.2 }, r))
   }
   for (const r of find('session', OURS_MEMORY)) {
-    out.push(rate({ name: `2025-wire tools/call on a session (memory store), c=${r.connections}: req/s vs bare Fastify`, want: '≥ 0.8×', got: `${f2(r.ratio.reqPerSec)}×`, pass: r.ratio.reqPerSec >= 0.8 }, r))
+    out.push(rate({
+      name: `2025-wire tools/call on a session (memory store), c=${r.connections}: req/s vs bare Fastify`,
+      want: '≥ 0.8×',
+      got: `${f2(r.ratio.reqPerSec)}×`,
+      pass: r.ratio.reqPerSec >= 0.8
+    }, r))
     if (r.connections >= 50) {
-      out.push(rate({ name: `2025-wire tools/call on a session (memory store), c=${r.connections}: req/s vs bare Fastify (issue 14)`, want: '≥ 0.9×', got: `${f2(r.ratio.reqPerSec)}×`, pass: r.ratio.reqPerSec >= 0.9 }, r))
-      out.push(cpu({ name: `2025-wire tools/call on a session (memory store), c=${r.connections}: CPU/request vs bare Fastify`, want: '≤ 1.2×', got: `${f2(r.ratio.cpuUsPerReq)}×`, pass: r.ratio.cpuUsPerReq <= 1.2 }, r))
+      out.push(rate({
+        name: `2025-wire tools/call on a session (memory store), c=${r.connections}: req/s vs bare Fastify (issue 14)`,
+        want: '≥ 0.9×',
+        got: `${f2(r.ratio.reqPerSec)}×`,
+        pass: r.ratio.reqPerSec >= 0.9
+      }, r))
+      out.push(cpu({
+        name: `2025-wire tools/call on a session (memory store), c=${r.connections}: CPU/request vs bare Fastify`,
+        want: '≤ 1.2×',
+        got: `${f2(r.ratio.cpuUsPerReq)}×`,
+        pass: r.ratio.cpuUsPerReq <= 1.2
+      }, r))
     }
   }
   for (const r of res.rows.filter(x => x.scenario === 'stores' && x.server === OURS_REDIS_LOCKED)) {
@@ -231,18 +246,38 @@ export function checkTargets (res: Pick<Results, 'rows' | 'parallel' | 'idle'>):
   for (const r of res.rows.filter(x => x.scenario === 'handles' && x.server === HANDLES_REDIS)) {
     const block = `c=${r.connections}, ${r.sessions === 'one' ? 'one handle' : 'a handle per connection'}`
     if (r.redisRoundTrips !== undefined) {
-      out.push({ name: `basket_add on a state handle, Redis store + lock, ${block}: Redis round trips per call`, want: 'exactly 2', got: f2(r.redisRoundTrips), pass: Math.abs(r.redisRoundTrips - 2) < 1e-9 })
+      out.push({
+        name: `basket_add on a state handle, Redis store + lock, ${block}: Redis round trips per call`,
+        want: 'exactly 2',
+        got: f2(r.redisRoundTrips),
+        pass: Math.abs(r.redisRoundTrips - 2) < 1e-9
+      })
     }
     out.push({ name: `basket_add on a state handle, Redis store + lock, ${block}: lost updates`, want: '0', got: String(r.lostUpdates ?? 'n/a'), pass: r.lostUpdates === 0 })
     if (r.sessions === 'many') {
-      out.push(rate({ name: `basket_add on a state handle, Redis store + lock, ${block}: req/s vs a handle-less 2026 call`, want: '≥ 0.5×', got: `${f2(r.ratio.reqPerSec)}×`, pass: r.ratio.reqPerSec >= 0.5 }, r))
+      out.push(rate({
+        name: `basket_add on a state handle, Redis store + lock, ${block}: req/s vs a handle-less 2026 call`,
+        want: '≥ 0.5×',
+        got: `${f2(r.ratio.reqPerSec)}×`,
+        pass: r.ratio.reqPerSec >= 0.5
+      }, r))
     }
   }
   for (const r of find('sse', OURS_MEMORY)) {
-    out.push(rate({ name: `SSE answer with 10 progress notifications, c=${r.connections}: req/s vs the bare SSE route`, want: '≥ 0.8×', got: `${f2(r.ratio.reqPerSec)}×`, pass: r.ratio.reqPerSec >= 0.8 }, r))
+    out.push(rate({
+      name: `SSE answer with 10 progress notifications, c=${r.connections}: req/s vs the bare SSE route`,
+      want: '≥ 0.8×',
+      got: `${f2(r.ratio.reqPerSec)}×`,
+      pass: r.ratio.reqPerSec >= 0.8
+    }, r))
   }
   for (const p of res.parallel.filter(x => x.variant.startsWith('redis'))) {
-    out.push({ name: `${p.calls} parallel calls on one session, ${p.variant}: total vs serial floor`, want: '≤ 1.2×', got: `${f2(p.ratio)}× (${Math.round(p.totalMs)} ms vs ${p.floorMs} ms)`, pass: p.ratio <= 1.2 })
+    out.push({
+      name: `${p.calls} parallel calls on one session, ${p.variant}: total vs serial floor`,
+      want: '≤ 1.2×',
+      got: `${f2(p.ratio)}× (${Math.round(p.totalMs)} ms vs ${p.floorMs} ms)`,
+      pass: p.ratio <= 1.2
+    })
     const bad = p.perRound.reduce((a, r) => a + r.status503, 0)
     out.push({ name: `${p.calls} parallel calls on one session, ${p.variant}: 503 answers`, want: '0', got: String(bad), pass: bad === 0 })
   }
@@ -254,7 +289,12 @@ export function checkTargets (res: Pick<Results, 'rows' | 'parallel' | 'idle'>):
   for (const r of find('tracing', TRACING_SDK)) {
     const off = find('tracing', TRACING_SDK_OFF, r.connections, r.sessions)[0]
     const q = off === undefined ? NaN : pairedRatio(r, off, 'cpuUsPerReq')
-    const target = { name: `telemetry on, SDK + no-op processor, c=${r.connections}: CPU/request vs telemetry off with the same SDK`, want: '≤ 1.1×', got: `${f2(q)}× (${f2(r.ratio.cpuUsPerReq)}× vs no SDK at all)`, pass: q <= 1.1 }
+    const target = {
+      name: `telemetry on, SDK + no-op processor, c=${r.connections}: CPU/request vs telemetry off with the same SDK`,
+      want: '≤ 1.1×',
+      got: `${f2(q)}× (${f2(r.ratio.cpuUsPerReq)}× vs no SDK at all)`,
+      pass: q <= 1.1
+    }
     out.push(off === undefined ? target : cpu(target, r, off))
   }
   const mem = res.idle.find(i => i.server === OURS_MEMORY && i.heapBytesPerSession !== undefined)
@@ -320,7 +360,8 @@ function mdTable (head: string[], body: string[][], leftCols = 3): string {
   return [`| ${head.map(esc).join(' | ')} |`, `| ${align.join(' | ')} |`, ...body.map(r => `| ${r.map(esc).join(' | ')} |`)].join('\n')
 }
 
-const PAR_HEAD = ['variant', 'processes', 'calls × handler', 'serial floor ms', 'total ms', '× floor', 'gap in-process ms', 'cross-process handoffs (gap ms)', '503s', 'other failures', 'no lost update']
+const PAR_HEAD = ['variant', 'processes', 'calls × handler', 'serial floor ms', 'total ms', '× floor',
+  'gap in-process ms', 'cross-process handoffs (gap ms)', '503s', 'other failures', 'no lost update']
 function parCells (p: ParallelResult): string[] {
   return [p.variant, String(p.processes), `${p.calls} × ${p.handlerMs} ms`, String(p.floorMs), num(p.totalMs, 0), num(p.ratio, 2),
     num(p.sameGapMs, 1), p.processes < 2 ? '–' : `${num(p.crossProcessHandoffs, 0)} (${num(p.crossGapMs, 1)})`,
@@ -395,11 +436,14 @@ export function renderMarkdown (res: Results): string {
     `Measured ${m.date.slice(0, 10)} on ${m.cores} × ${m.cpu}, ${m.memGiB} GiB, Node.js ${m.node}; ` +
       `\`${m.command}\` (${String(o.rounds)} alternating rounds of ${String(o.duration)} s per server after ${String(o.warmup)} s of warm-up; medians).`,
     (m.pinned === true
-      ? `Load generator (autocannon) and servers share the machine, pinned apart: the load generator on CPU 0, each server in its own process on CPU${m.cores > 2 ? 's' : ''} 1${m.cores > 2 ? `–${m.cores - 1}` : ''}. `
+      ? 'Load generator (autocannon) and servers share the machine, pinned apart: the load generator on CPU 0, ' +
+        `each server in its own process on CPU${m.cores > 2 ? 's' : ''} 1${m.cores > 2 ? `–${m.cores - 1}` : ''}. `
       : 'Load generator (autocannon) and server share the machine, unpinned; each server runs in its own process. ') +
-      '"×" is the ratio to the first row of its block, round by round (the servers of a block take turns within each round), and the median of those ratios (req/s: higher is better; latency, CPU and RSS: lower is better). ' +
+      '"×" is the ratio to the first row of its block, round by round (the servers of a block take turns within each round), and the median of those ratios ' +
+      '(req/s: higher is better; latency, CPU and RSS: lower is better). ' +
       'CPU is the server process\'s own `process.cpuUsage()` over the measured window divided by the requests answered. ' +
-      '"Redis RT/req" counts the commands clients sent to Redis per MCP request (MONITOR) over 200 requests sent one at a time; in brackets, all commands Redis ran per request during the measured (concurrent) window, those inside Lua scripts included. ' +
+      '"Redis RT/req" counts the commands clients sent to Redis per MCP request (MONITOR) over 200 requests sent one at a time; ' +
+      'in brackets, all commands Redis ran per request during the measured (concurrent) window, those inside Lua scripts included. ' +
       '"other load" is the number of cores busy with anything but the measured server and the load generator during the window (Redis, the kernel\'s loopback work, other processes): ' +
       'on a 2-core machine, values well above the Redis share mean the figures of that run are disturbed.',
     '',
@@ -407,10 +451,12 @@ export function renderMarkdown (res: Results): string {
   ]
   for (const w of warnings(res)) out.push('', `> ${w}`)
   if (res.parallel.length > 0) {
-    out.push('', `**${String(res.parallel[0]?.calls)} parallel \`tools/call\` on one session, lock on** (each call reads a session counter, works ${String(res.parallel[0]?.handlerMs)} ms, writes it back; the floor is calls × handler time):`, '', mdTable(PAR_HEAD, res.parallel.map(parCells), 1))
+    out.push('', `**${String(res.parallel[0]?.calls)} parallel \`tools/call\` on one session, lock on** ` +
+      `(each call reads a session counter, works ${String(res.parallel[0]?.handlerMs)} ms, writes it back; the floor is calls × handler time):`, '', mdTable(PAR_HEAD, res.parallel.map(parCells), 1))
   }
   if (res.idle.length > 0) {
-    out.push('', '**Idle sessions** (created with `initialize`; heap and RSS growth after a full GC, divided by the sessions; `gc()` of the file store with none expired, then with all expired):', '', mdTable(IDLE_HEAD, res.idle.map(idleCells), 1))
+    out.push('', '**Idle sessions** (created with `initialize`; heap and RSS growth after a full GC, divided by the sessions; ' +
+      '`gc()` of the file store with none expired, then with all expired):', '', mdTable(IDLE_HEAD, res.idle.map(idleCells), 1))
   }
   if (res.targets.length > 0) {
     out.push('', '**Targets**', '', mdTable(['target', 'want', 'measured', 'result'], res.targets.map(t => [t.name, t.want, t.got, verdictOf(t)]), 1))

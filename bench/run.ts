@@ -586,8 +586,10 @@ async function parallelScenario (redis: PrivateRedis | null, dirs: string[]): Pr
         const serialized = seen.every((x, i) => x === i + 1) && finalText === String(seen.length)
         if (round === 0) { log(`  ${v.variant}: warm-up ${totalMs.toFixed(0)} ms`); continue }
         rounds.push({ totalMs, status503, otherFailures, serialized, handoffs })
-        log(`  ${v.variant} round ${round}: ${totalMs.toFixed(0)} ms for ${calls} × ${handlerMs} ms (floor ${calls * handlerMs} ms), ${status503} × 503, ${otherFailures} other failures, counter ${String(finalText)}${serialized ? '' : ' LOST UPDATES'}; ` +
-          `first answer after ${handoffs.firstAnswerMs.toFixed(1)} ms, ${handoffs.sameProcess} in-process handoffs of ${handoffs.sameGapMs.toFixed(1)} ms, ${handoffs.crossProcess} cross-process of ${handoffs.crossGapMs.toFixed(1)} ms (answer to answer)`)
+        log(`  ${v.variant} round ${round}: ${totalMs.toFixed(0)} ms for ${calls} × ${handlerMs} ms (floor ${calls * handlerMs} ms), ${status503} × 503, ${otherFailures} other failures, ` +
+          `counter ${String(finalText)}${serialized ? '' : ' LOST UPDATES'}; ` +
+          `first answer after ${handoffs.firstAnswerMs.toFixed(1)} ms, ${handoffs.sameProcess} in-process handoffs of ${handoffs.sameGapMs.toFixed(1)} ms, ` +
+            `${handoffs.crossProcess} cross-process of ${handoffs.crossGapMs.toFixed(1)} ms (answer to answer)`)
       }
       const totalMs = median(rounds.map(r => r.totalMs))
       out.push({

@@ -96,7 +96,9 @@ async function time (fn: () => Promise<void>): Promise<number> {
   return (c.user + c.system) * 1000 / N
 }
 const fns = { none, bare, bareCtx, plugin }
-if (process.env.FN !== undefined) { const f = (fns as Record<string, () => Promise<void>>)[process.env.FN]; await time(f); console.log(`${process.env.FN} ${(await time(f)).toFixed(0)} ns`); process.exit(0) }
+if (process.env.FN !== undefined) {
+  const f = (fns as Record<string, () => Promise<void>>)[process.env.FN]; await time(f); console.log(`${process.env.FN} ${(await time(f)).toFixed(0)} ns`); process.exit(0)
+}
 for (const f of Object.values(fns)) await time(f)
 const res: Record<string, number[]> = { none: [], bare: [], bareCtx: [], plugin: [] }
 for (let r = 0; r < 7; r++) for (const [k, f] of Object.entries(fns)) res[k].push(await time(f))

@@ -24,10 +24,6 @@ export const FST_ERR_MCP_CLIENT_TIMEOUT = createError<[string, number]>(
 export const FST_ERR_MCP_CLIENT_REQUEST = createError<[string, string]>(
   'FST_ERR_MCP_CLIENT_REQUEST', 'Request %s to the client failed: %s', 502)
 
-/** `ctx.elicit`/`sample`/`roots` was called where it cannot work (no stream, notification…). */
-export const FST_ERR_MCP_NO_STREAM = createError<[string]>(
-  'FST_ERR_MCP_NO_STREAM', 'Cannot send %s to the client: this request has no stream', 500)
-
 /**
  * `ctx.elicit`/`sample`/`roots` on a handshake-era request that carries no `Mcp-Session-Id`: the
  * client cannot answer requests from the server without its session (docs/clients.md).

@@ -9,13 +9,13 @@
  * engine runs on (`compose.ts`: the state engine, tasks, telemetry), the engine
  * (`protocol/engine.ts`), the routes (`http/routes.ts`). `lib/README.md` maps the rest.
  */
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { registerProtectedResourceMetadata } from './auth/metadata.js'
 import type { ResolvedAuth } from './auth/resource-server.js'
 import { buildBackends } from './backends.js'
 import { composeEngineParts } from './compose.js'
-import { McpDecorator } from './decorator.js'
+import { PluginDecorator } from './decorator.js'
 import { serveReadiness } from './http/readiness.js'
 import { mcpRoutes } from './http/routes.js'
 import { MemoryBus } from './bus/bus.js'
@@ -53,7 +53,7 @@ function sharedDeployment (b: ResolvedBackends): boolean {
  * (register at the root and move that prefix into the plugin's `prefix`, which is the same
  * endpoint).
  */
-function serveMetadata (fastify: FastifyInstance, auth: ResolvedAuth, registry: McpDecorator): void {
+function serveMetadata (fastify: FastifyInstance, auth: ResolvedAuth, registry: PluginDecorator): void {
   if (fastify.prefix !== '') {
     throw new FST_ERR_MCP_INVALID_OPTION('auth', `needs the plugin registered outside any route prefix: the context prefix "${fastify.prefix}" ` +
       `would move the Protected Resource Metadata away from ${auth.metadataPaths[0]}, where RFC 9728 puts it; register the plugin ` +
@@ -68,7 +68,7 @@ function serveMetadata (fastify: FastifyInstance, auth: ResolvedAuth, registry: 
  * every call (`no-store`). It is as public as the app makes it: put it behind the app's own
  * authentication hook or network policy when the counts are nobody's business.
  */
-function serveStatus (fastify: FastifyInstance, path: string, registry: McpDecorator): void {
+function serveStatus (fastify: FastifyInstance, path: string, registry: PluginDecorator): void {
   fastify.get(path, async (_request, reply) => {
     reply.header('cache-control', 'no-store')
     return registry.status()
@@ -114,7 +114,7 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
         'instances behind one load balancer need the same secret).')
     }
   }
-  const registry = new McpDecorator()
+  const registry = new PluginDecorator()
   const parts = composeEngineParts(opts, registry, backends, fastify.log)
   const engine = new McpEngine({ opts, registry, ...parts, bus: backends.bus, eventLog: backends.eventLog, limiter: backends.limiter, logger: fastify.log })
   registry.attach(engine)
@@ -176,18 +176,43 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
 }
 
 /** The plugin: `fastify.register(fastifyMcp, options)`. */
-export const fastifyMcp = fp(mcpPlugin, { fastify: '5.x', name: 'fastify-mcp-http' })
+export const fastifyMcp: FastifyPluginAsync<McpPluginOptions> = fp(mcpPlugin, { fastify: '5.x', name: 'fastify-mcp-http' })
 export default fastifyMcp
 
-export { McpDecorator, type HandleAdmin } from './decorator.js'
-export type { EngineStatus } from './protocol/engine.js'
+// Named exports only: what is listed here is the package's API (test/package/declarations.test.ts
+// holds the list and checks that no exported type names one that is not in it).
+export type { McpDecorator, McpRegistry, McpStatus, HandleAdmin } from './decorator.js'
+export type { HandleKind, HandleKindOptions } from './state/handles.js'
+export type { ToolHandleOption } from './features/tool-state.js'
+export type { Validator, Checked } from './features/schema.js'
+export type { CompiledTemplate } from './features/uri-template.js'
+export type { CacheOptions } from './features/cache-hints.js'
+export type { CacheKind } from './features/method-table.js'
+export type { JsonRpcErrorObject } from './jsonrpc/errors.js'
+export type { AuthFailureReason, ExtraMetadata } from './auth/index.js'
+export type { BusListener } from './bus/bus.js'
+export type { RedisPubSubClient } from './bus/redis-bus.js'
+export type { RedisStreamsClient } from './bus/redis-event-log.js'
+export type { ExpiryListener } from './sessions/expiry-listeners.js'
+export type { GcLogger } from './sessions/gc.js'
+export type { BackendSessionLock } from './locks/backend-lock.js'
+/** The MCP log levels, least severe first (`LogLevel`). */
+export { LOG_LEVELS } from './context.js'
 export type { McpPluginOptions, SessionOptions, Implementation, IdempotencyOptions } from './options.js'
 export type { TelemetryOption, TelemetryOptions, SessionIdAttribute } from './telemetry/index.js'
 /** How spans show a session id by default (`telemetry.sessionId: 'hashed'`): find a session's spans from its id. */
 export { hashSessionId } from './telemetry/index.js'
-export type * from './context.js'
-export type * from './features/registry.js'
-export { Registry } from './features/registry.js'
+export type {
+  LogLevel, McpPrincipal, FormElicitParams, UrlElicitParams, ElicitResult, SamplingParams, SamplingResult, Root, ProgressUpdate,
+  HandleMinter, McpContext
+} from './context.js'
+export type {
+  Icon, ToolAnnotations, ContentBlock, CallToolResult, ResourceContents, ToolDefinition, TaskSupport, ToolReturn, StructuredToolResult,
+  ToolResultFor, ToolHandler, ToolUpdate, ToolHandle, Completer, ResourceDefinition, ResourceTemplateDefinition, ResourceReturn,
+  ResourceHandler, TemplateHandler, PromptArgument, PromptDefinition, PromptMessage, GetPromptResult, PromptHandler, ToolEntry,
+  ResourceEntry, TemplateEntry, PromptEntry, ResourceHandle, ResourceTemplateHandle, PromptHandle, ListKind, ToolArgs, ToolSchema,
+  ToolStructured, SchemaStatic, FromJsonSchema, StandardSchemaV1, StandardSchemaV1Props, StandardJsonSchemaConverter, StandardResult
+} from './features/definitions.js'
 export { McpError, ErrorCode } from './jsonrpc/errors.js'
 export { AuthError, hasScopes, principalScopes, DEFAULT_ALGORITHMS } from './auth/index.js'
 export type { AuthOptions, AuthPrincipal, AccessFields, AccessRule, ProtectedResourceMetadata, VerifyToken, JwtVerifierOptions } from './auth/index.js'
@@ -197,12 +222,17 @@ export { ToolLimitError, type ToolLimitErrorData, type RefusalKind } from './lim
 export { MemoryLimitBackend, type MemoryLimitBackendOptions } from './limits/memory-backend.js'
 export { RedisLimitBackend, type RedisLimitBackendOptions } from './limits/redis-backend.js'
 export type { RedisLimitClient } from './limits/redis-scripts.js'
-export * from './errors.js'
+export {
+  FST_ERR_MCP_INVALID_OPTION, FST_ERR_MCP_INVALID_DEFINITION, FST_ERR_MCP_CAPABILITY, FST_ERR_MCP_CLIENT_TIMEOUT, FST_ERR_MCP_CLIENT_REQUEST,
+  FST_ERR_MCP_NO_SESSION, FST_ERR_MCP_SESSION_BUSY, FST_ERR_MCP_SERVER_CLOSING, OutcomeUnknownError
+} from './errors.js'
 export { InternalToolError } from './tool-error.js'
 export { injectClient, type InjectClient, type InjectClientOptions, type InjectNotification, type InjectRequestOptions, type InjectToolResult } from './testing/inject-client.js'
 export { SessionHandle, ReadOnlyStateError } from './sessions/session-handle.js'
-export type * from './sessions/session-store.js'
-export type * from './locks/session-lock.js'
+export type {
+  JsonValue, SessionRecord, SessionChanges, SaveGuard, SaveResult, CreateOptions, SessionStoreOptions, SessionStore, LockedSession, LockingSessionStore
+} from './sessions/session-store.js'
+export type { LeaseFence, AcquireOptions, SessionLease, SessionLock } from './locks/session-lock.js'
 export { SessionLockError, SessionLockTimeoutError } from './locks/errors.js'
 export { MemorySessionStore, type MemorySessionStoreOptions } from './sessions/memory-store.js'
 export { FileSessionStore, type FileSessionStoreOptions } from './sessions/file-store.js'

@@ -27,15 +27,21 @@ export interface Implementation {
   icons?: Array<{ src: string, mimeType?: string, sizes?: string[] }>
 }
 
-/** Session options (handshake-era clients). */
+/**
+ * Where state lives and how work on it is serialized: handshake-era sessions, and the state
+ * handles and tasks of both eras (kept in the same store under the same lock).
+ */
 export interface SessionOptions {
-  /** Where sessions live. Default: a new bounded `MemorySessionStore` (one process only). */
+  /**
+   * Where sessions, state handles and tasks live. Default: a new bounded `MemorySessionStore` (one
+   * process only); with `postgres`, a `PgSessionStore` on its pool and prefix.
+   */
   store?: SessionStore
   /**
    * The lock that serializes the requests on one session or state handle (and holds a task's
    * runner). Default: the lock matching the store — `MemorySessionLock` for the memory store,
    * `FileSessionLock` on the file store's `lockDir`, `RedisSessionLock` on the Redis store's client
-   * and prefix; a store of the app's own gets `MemorySessionLock` (one process only; a warning at
+   * and prefix, `PgSessionLock` on the PostgreSQL store's pool and prefix; a store of the app's own gets `MemorySessionLock` (one process only; a warning at
    * start-up). `false`: no lock — requests on one session or handle run concurrently, and of two
    * that change the same state the last save wins (lost updates). See docs/sessions-and-lock.md.
    */
@@ -240,8 +246,9 @@ export interface McpPluginOptions {
    */
   telemetry?: TelemetryOption
   /**
-   * Serves `GET <statusRoute>`: this instance's counts (sessions held, lock waiters, streams,
-   * pending client requests) as JSON, never an id or a principal. Default: off.
+   * Serves `GET <statusRoute>`: this instance's counts (`app.mcp.status()`: sessions held, lock
+   * waiters, streams, pending client requests, requests in flight, running tasks, whether it
+   * drains) as JSON, never an id or a principal. Default: off.
    */
   statusRoute?: string | false
   /**

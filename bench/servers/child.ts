@@ -68,7 +68,14 @@ export async function serve (app: FastifyInstance, admin: AdminActions = {}): Pr
           case 'mem': {
             collect()
             const mem = process.memoryUsage()
-            reply(m.id, { ok: true, rss: mem.rss, heapUsed: mem.heapUsed, external: mem.external, arrayBuffers: mem.arrayBuffers, gcExposed: typeof (globalThis as { gc?: unknown }).gc === 'function' })
+            reply(m.id, {
+              ok: true,
+              rss: mem.rss,
+              heapUsed: mem.heapUsed,
+              external: mem.external,
+              arrayBuffers: mem.arrayBuffers,
+              gcExposed: typeof (globalThis as { gc?: unknown }).gc === 'function'
+            })
             break
           }
           case 'prof-start': {

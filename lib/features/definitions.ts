@@ -8,7 +8,7 @@ import type { McpContext } from '../context.js'
 import type { ToolLimit } from '../limits/policy.js'
 import type { ToolHandleOption } from './tool-state.js'
 import type { ToolArgs, ToolSchema, ToolStructured, Validator } from './schema.js'
-import type { compileTemplate } from './uri-template.js'
+import type { CompiledTemplate } from './uri-template.js'
 
 export interface Icon { src: string, mimeType?: string, sizes?: string[], theme?: 'light' | 'dark' }
 
@@ -209,7 +209,7 @@ export interface ResourceEntry { descriptor: Record<string, unknown>, cache: Res
 /** A registered resource template (the values of `app.mcp.templates`, read-only for applications). */
 export interface TemplateEntry {
   descriptor: Record<string, unknown>
-  compiled: ReturnType<typeof compileTemplate>
+  compiled: CompiledTemplate
   complete: Record<string, Completer>
   handler: TemplateHandler
   access: AccessRule | undefined

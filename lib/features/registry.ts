@@ -59,7 +59,9 @@ export class Registry extends EventEmitter<{ changed: [ListKind], resourceUpdate
     (d, h) => buildTool(d, h, this.handleKinds), this.#changedBound)
 
   readonly #resources = new Catalog<ResourceDefinition, ResourceHandler, ResourceEntry>(this.resources, 'resource', 'resources', d => d?.uri, buildResource, this.#changedBound)
-  readonly #templates = new Catalog<ResourceTemplateDefinition, TemplateHandler, TemplateEntry>(this.templates, 'resource template', 'resources', d => d?.uriTemplate, buildTemplate, this.#changedBound)
+  readonly #templates = new Catalog<ResourceTemplateDefinition, TemplateHandler, TemplateEntry>(this.templates,
+    'resource template', 'resources', d => d?.uriTemplate, buildTemplate, this.#changedBound)
+
   readonly #prompts = new Catalog<PromptDefinition, PromptHandler, PromptEntry>(this.prompts, 'prompt', 'prompts', d => d?.name, buildPrompt, this.#changedBound)
 
   /** @internal Called when the server is ready: later changes are announced. */

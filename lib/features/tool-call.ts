@@ -170,7 +170,8 @@ function validatedCall (call: Call, input: Awaited<ReturnType<ToolEntry['validat
   const { tool, name } = call
   if (!input.ok) return Promise.resolve(errorResult(`Invalid arguments for tool "${name}": ${input.problem}`))
   if (tool.needsSession && ctx.session === null) {
-    return Promise.resolve(errorResult(`Tool "${name}" needs a session: connect with the MCP handshake (initialize, protocol 2025-11-25 or earlier) and send back the Mcp-Session-Id header it returns on every later request.`))
+    return Promise.resolve(errorResult(`Tool "${name}" needs a session: connect with the MCP handshake (initialize, protocol 2025-11-25 or earlier) ` +
+      'and send back the Mcp-Session-Id header it returns on every later request.'))
   }
   const value = input.value as Record<string, unknown>
   // A read-only tool changes nothing: run again, it answers the same; it keeps no record.
@@ -201,7 +202,10 @@ async function taskOrStateCall (tool: ToolEntry, name: string, value: Record<str
   options: CallToolOptions, permit: CallPermit, key: CallKey | null): Promise<Record<string, unknown>> {
   if (tool.taskSupport !== 'forbidden') {
     // Without a task starter (the handshake era) a tool that requires a task cannot be served.
-    if (options.tasks === undefined && tool.taskSupport === 'required') throw new McpError(ErrorCode.MethodNotFound, `Tool "${name}" runs only as a task, which this protocol revision does not serve here`)
+    if (options.tasks === undefined && tool.taskSupport === 'required') {
+      throw new McpError(ErrorCode.MethodNotFound,
+        `Tool "${name}" runs only as a task, which this protocol revision does not serve here`)
+    }
     const before = tool.beforeTask === null ? undefined : async (): Promise<void> => { await tool.beforeTask?.(value, ctx) }
     let taskPermit = UNLIMITED
     const work = async (c: McpContext): Promise<Record<string, unknown>> => {

@@ -4,7 +4,8 @@
  * (`{#var}`), label (`{.var}`), path (`{/var}`), and query (`{?a,b}`, `{&a}`) expressions.
  */
 
-interface Compiled {
+/** A template compiled for matching (`TemplateEntry.compiled`). */
+export interface CompiledTemplate {
   regex: RegExp
   names: string[]
   query: string[]
@@ -23,7 +24,7 @@ function escapeRegex (s: string): string {
 }
 
 /** Compiles a template; throws on syntax errors (at registration). */
-export function compileTemplate (template: string): Compiled {
+export function compileTemplate (template: string): CompiledTemplate {
   const names: string[] = []
   const query: string[] = []
   let pattern = '^'
@@ -57,7 +58,7 @@ export function compileTemplate (template: string): Compiled {
 }
 
 /** Matches a URI; returns the decoded variables, or `null` when it does not match. */
-export function matchTemplate (compiled: Compiled, uri: string): Record<string, string> | null {
+export function matchTemplate (compiled: CompiledTemplate, uri: string): Record<string, string> | null {
   const m = compiled.regex.exec(uri)
   if (m === null) return null
   const vars: Record<string, string> = {}

@@ -6,7 +6,7 @@
  */
 import { BackendLeases, type LeaseAttempt, type LeaseBackend } from './backend-leases.js'
 import { SessionLockTimeoutError } from './errors.js'
-import type { AcquireOptions, LocalAcquireOptions, SessionLease, SessionLock } from './session-lock.js'
+import type { AcquireOptions, SessionLease, SessionLock } from './session-lock.js'
 
 /** Reads a lock's engine (set by the class's static block, which alone can read its private field). */
 let engineOf: <H>(lock: BackendSessionLock<H>) => BackendLeases<H>
@@ -55,7 +55,7 @@ export abstract class BackendSessionLock<H> implements SessionLock {
     return this.#engine.held
   }
 
-  async acquire (id: string, options: LocalAcquireOptions = {}): Promise<SessionLease> {
+  async acquire (id: string, options: AcquireOptions = {}): Promise<SessionLease> {
     const taken = await this.#engine.acquireWith(id, options, this.#take, this.#adopt)
     return (taken as NonNullable<typeof taken>).lease
   }

@@ -30,7 +30,7 @@ import { KeyedFifo, type FifoRelease } from './keyed-fifo.js'
 import { Lease } from './lease.js'
 import { isFileSafeKey } from './file-safe-id.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout, delay, fullJitter } from './wait.js'
-import { signalOf, type AcquireOptions, type LocalAcquireOptions, type SessionLease, type SessionLock } from './session-lock.js'
+import { signalOf, type AcquireOptions, type SessionLease, type SessionLock } from './session-lock.js'
 import { shownId } from '../util/shown-id.js'
 
 interface NativeFileLocks {
@@ -132,7 +132,7 @@ export class FileSessionLock implements SessionLock {
     return join(this.dir, `${id}.lock`)
   }
 
-  async acquire (id: string, options: LocalAcquireOptions = {}): Promise<SessionLease> {
+  async acquire (id: string, options: AcquireOptions = {}): Promise<SessionLease> {
     if (this.#closing.signal.aborted) throw closedError()
     const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout)
     const path = this.pathFor(id)

@@ -42,7 +42,7 @@ export class MemorySessionLock implements SessionLock {
     return this.#fifo.waiting
   }
 
-  async acquire (id: string, options: LocalAcquireOptions = {}): Promise<SessionLease> {
+  async acquire (id: string, options: AcquireOptions = {}): Promise<SessionLease> {
     if (this.#closed) throw closedError()
     const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout)
     if (this.#fifo.isHeldBy(id, options.owner)) throw alreadyHeldError(id)

@@ -1,13 +1,14 @@
 /**
- * The per-session lock contract. A lock serializes the requests of one session: a request holds a
- * lease from before it reads the session until it has saved it. Implementations:
- * `MemorySessionLock` (one process), `FileSessionLock` (workers of one machine),
- * `RedisSessionLock` (many machines). One contract test suite runs against all of them.
+ * The lock contract. A lock serializes the work on one record of the store — a session, a state
+ * handle, a task: a request holds a lease from before it reads the record until it has saved it.
+ * Implementations: `MemorySessionLock` (one process), `FileSessionLock` (workers of one machine),
+ * `RedisSessionLock` and `PgSessionLock` (many machines). One contract suite
+ * (`test/locks/lock-contract.ts`) runs against all of them.
  */
 
-/** Opaque proof of a lock lease, which a store able to check it (Redis) uses to fence a save. */
+/** Opaque proof of a lock lease, which a store able to check it (Redis, PostgreSQL) uses to fence a save. */
 export interface LeaseFence {
-  /** The lock key of the lease (a Redis key for the Redis lock). */
+  /** The lock key of the lease (a Redis key for the Redis lock, the lease row's key for the PostgreSQL one). */
   readonly key: string
   /** The random token of this acquisition. */
   readonly token: string
@@ -34,9 +35,10 @@ export interface AcquireOptions {
 
 /**
  * A cancellation whose `AbortSignal` is made only when someone asks for it (a request's: making a
- * signal costs more than the rest of an uncontended acquire). The bundled locks take one in place
- * of `signal` and ask for the signal only when they have to wait; a custom lock gets a plain
- * `AbortSignal` (see {@link AcquireOptions.signal}).
+ * signal costs more than the rest of an uncontended acquire). The plugin hands one to the bundled
+ * locks in place of `signal` (they ask for the signal only when they have to wait); a custom lock
+ * gets a plain `AbortSignal` (see {@link AcquireOptions.signal}). Not part of the package's API:
+ * the bundled locks' public `acquire` takes {@link AcquireOptions}.
  */
 export interface AbortSource {
   readonly aborted: boolean
@@ -45,8 +47,8 @@ export interface AbortSource {
 }
 
 /**
- * What the bundled locks' `acquire` takes: {@link AcquireOptions}, whose `signal` may also be an
- * {@link AbortSource} (the plugin passes one). Callers of a bundled lock may pass plain `AcquireOptions`.
+ * What the bundled locks' `acquire` accepts from the plugin: {@link AcquireOptions}, whose `signal`
+ * may also be an {@link AbortSource}. Not part of the package's API (see {@link AbortSource}).
  */
 export interface LocalAcquireOptions extends Omit<AcquireOptions, 'signal'> {
   signal?: AbortSignal | AbortSource
@@ -61,7 +63,7 @@ export function signalOf (cancel: AbortSignal | AbortSource | undefined): AbortS
 export interface SessionLease {
   /** The session id. */
   readonly id: string
-  /** Aborted when the lease is lost (a Redis lease that could not be renewed). */
+  /** Aborted when the lease is lost (a Redis or PostgreSQL lease that could not be renewed in time). */
   readonly signal: AbortSignal
   /** Proof of this acquisition for fenced saves, when the backend supports it. */
   readonly fence?: LeaseFence

@@ -19,11 +19,11 @@ import type { ToolLimiter } from '../limits/limiter.js'
 import type { ResolvedOptions } from '../options.js'
 import { GcPolicy } from '../sessions/gc.js'
 import { isValidSessionId } from '../sessions/session-id.js'
-import type { StateEngine } from '../state/engine.js'
+import type { StateEngine, StateStatus } from '../state/engine.js'
 import type { StateHandles } from '../state/handles.js'
 import type { TaskService } from '../tasks/task-service.js'
 import { TaskCalls } from './stateless/task-calls.js'
-import { MAX_VERSION, NO_POST, type Era, type Peer, type PostTrace, type Telemetry } from '../telemetry/index.js'
+import { MAX_VERSION, NO_POST, type Era, type GaugeSource, type Peer, type PostTrace, type Telemetry } from '../telemetry/index.js'
 import { HandleCalls } from './handle-calls.js'
 import { KeyedCalls } from './keyed-calls.js'
 import type { Exchange } from './exchange.js'
@@ -76,27 +76,17 @@ function withTasksExtension (capabilities: () => Record<string, unknown>, tasks:
   }
 }
 
-/** What this instance holds right now, for operators and tests (all counts; 0 when idle). */
-export interface EngineStatus {
-  /** Sessions this instance holds something of (a request in flight, a waiting handler, a stream). */
+/**
+ * The protocol's part of `app.mcp.status()` (`McpStatus` in `decorator.ts` documents each count;
+ * the state engine adds its own, `StateStatus`).
+ */
+export interface ProtocolStatus {
   sessionsHeld: number
-  /** Sessions' GET streams open on this instance. */
   getStreams: number
-  /** 2026-07-28 listen streams open on this instance. */
   listenStreams: number
-  /**
-   * Requests of this instance queued for a lock: a session's (the handshake era with a
-   * `sessions.lock`) or a state handle's (a tool on a handle, both eras). Tasks take their lease
-   * without waiting, so they never queue.
-   */
-  lockWaiters: number
-  /** Requests to clients (elicitation, sampling, roots) whose answer a handler of this instance waits for. */
   pendingClientRequests: number
-  /** POSTs running on this instance (both wires), those a drain waits for. */
   inflightRequests: number
-  /** 2026-07-28 tasks whose handler runs on this instance; a drain waits for them too. */
   runningTasks: number
-  /** Whether `app.close()` has started draining this instance (new requests get 503). */
   draining: boolean
 }
 
@@ -139,7 +129,9 @@ export class McpEngine {
       minted: () => { maybeGc(logger) },
       clientKey: (principal, ip) => d.limiter.clientKey(principal, ip)
     })
-    this.#handshakeWire = new HandshakeWire({ opts, registry, state, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, keyed, telemetry: this.#telemetry })
+    this.#handshakeWire = new HandshakeWire({
+      opts, registry, state, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, keyed, telemetry: this.#telemetry
+    })
     this.#streams = { opts, state, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
     const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
     const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
@@ -152,11 +144,10 @@ export class McpEngine {
     this.#observe(d.eventLog)
   }
 
-  /** The gauges of the metrics: this instance's status, and the handle lock's waiters and the event log's size. */
+  /** The gauges of the metrics: this instance's status, the lock waiters by subject and the event log's size. */
   #observe (log: EventLog & { size?: unknown }): void {
     this.#telemetry.observe(() => {
-      const s: GaugeStatus = this.status()
-      s.handleLockWaiters = this.#state.waiting.handle
+      const s: GaugeSource = Object.assign(this.status(), { lockWaiting: this.#state.waiting })
       if (typeof log.size === 'number') s.eventLogStreams = log.size
       return s
     })
@@ -233,12 +224,13 @@ export class McpEngine {
     await this.#bus.publish(BROADCAST_CHANNEL, { t: 'broadcast', kind: 'custom', msg: notification(method, params) })
   }
 
-  status (): EngineStatus {
+  /** This instance's counts (`app.mcp.status()`): the protocol's, and the state engine's. */
+  status (): ProtocolStatus & StateStatus {
     return {
       sessionsHeld: this.hub.size,
       getStreams: this.hub.getStreams.size,
       listenStreams: this.#statelessWire.listeners.size,
-      lockWaiters: this.#state.lockWaiters,
+      ...this.#state.status(),
       pendingClientRequests: this.hub.answers.size,
       inflightRequests: this.#drain.inflight,
       runningTasks: this.#tasks.running,
@@ -297,9 +289,6 @@ export class McpEngine {
     }
   }
 }
-
-/** The status with what only the gauges read. */
-type GaugeStatus = EngineStatus & { eventLogStreams?: number, handleLockWaiters?: number }
 
 function notification (method: string, params?: Record<string, unknown>): Record<string, unknown> {
   const msg: Record<string, unknown> = { jsonrpc: '2.0', method }

@@ -135,7 +135,9 @@ function sentKey (params: Record<string, unknown>, ctx: McpContext): string | un
   if (header !== undefined) {
     // One key names one call: a batch's several calls cannot share it.
     if (isBatch(ctx.request.body)) {
-      throw new McpError(ErrorCode.InvalidRequest, 'The Idempotency-Key header names one call: send it on a POST that holds a single tools/call, or put each call\'s key in its params.', { reason: 'idempotency_key_invalid' }, 400)
+      throw new McpError(ErrorCode.InvalidRequest,
+        'The Idempotency-Key header names one call: send it on a POST that holds a single tools/call, or put each call\'s key in its params.',
+        { reason: 'idempotency_key_invalid' }, 400)
     }
     take(header, 'the Idempotency-Key header')
   }

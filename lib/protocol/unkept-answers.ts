@@ -48,8 +48,10 @@ const ANSWERS = {
     call: answer(503, ErrorCode.ServerError, 'State store is unavailable.')
   },
   unknown: {
-    session: answer(503, ErrorCode.ServerError, 'Session store did not confirm the save; whether the changes of this request were saved is unknown. A retry of a tool call with the same idempotency key says which: it answers the recorded result if they were, and runs the call if not.'),
-    handle: answer(503, ErrorCode.ServerError, 'State store did not confirm the save; whether the changes of this call were saved is unknown. A retry with the same idempotency key says which: it answers the recorded result if they were, and runs the call if not.'),
+    session: answer(503, ErrorCode.ServerError, 'Session store did not confirm the save; whether the changes of this request were saved is unknown. ' +
+      'A retry of a tool call with the same idempotency key says which: it answers the recorded result if they were, and runs the call if not.'),
+    handle: answer(503, ErrorCode.ServerError, 'State store did not confirm the save; whether the changes of this call were saved is unknown. ' +
+      'A retry with the same idempotency key says which: it answers the recorded result if they were, and runs the call if not.'),
     call: answer(503, ErrorCode.ServerError, 'State store did not confirm the save of the idempotency record.')
   },
   unconfirmed: {

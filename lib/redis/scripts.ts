@@ -1,6 +1,8 @@
 /**
- * Lua scripts of the Redis session store and lock, registered once per client with
- * `defineCommand` (EVALSHA, with a transparent EVAL fallback after a SCRIPT FLUSH or a restart).
+ * Lua scripts of the Redis session store and lock, added once per client by `defineScripts`: on a
+ * standalone or Sentinel client each is sent as a plain EVALSHA (`eval.ts`: EVAL the first time on a
+ * connection and after NOSCRIPT, from a SCRIPT FLUSH or a restart); on a Cluster through ioredis'
+ * `defineCommand`, which does the same per node.
  *
  * Every script receives all the keys it touches in KEYS, and the keys of one call always share the
  * session's hash tag (see `keys.ts`), so the scripts run unchanged on Redis Cluster.

@@ -41,6 +41,11 @@ export type Ran<T> =
   | { status: 'gave-up', reason: unknown }
   | { status: 'refused', refusal: Refusal, subject: Subject, cause: unknown }
 
+/** The state engine's part of `app.mcp.status()` (`McpStatus` documents each count). */
+export interface StateStatus {
+  lockWaiters: number
+}
+
 /** See the module doc. */
 export class StateEngine implements UnitHome {
   readonly backend: StateBackend
@@ -60,8 +65,10 @@ export class StateEngine implements UnitHome {
   get store (): SessionStore { return this.backend.store }
   get lock (): SessionLock | null { return this.backend.lock }
 
-  /** Requests of this instance queued for a lock, all subjects. */
-  get lockWaiters (): number { return this.waiting.session + this.waiting.handle + this.waiting.call }
+  /** What the state engine adds to `app.mcp.status()` (the requests it queues, all subjects). */
+  status (): StateStatus {
+    return { lockWaiters: this.waiting.session + this.waiting.handle + this.waiting.call }
+  }
 
   /** Single-key holds for work that outlives a request (a task's runner). */
   holds (): KeyHolds { return this.#holds }

@@ -11,10 +11,8 @@ import { DURATION_BUCKETS, METRICS, OWN } from './attributes.js'
 /** What the gauges read (the engine's status). */
 export interface GaugeSource {
   sessionsHeld: number
-  /** Requests queued for any lock (sessions' and handles'). */
-  lockWaiters: number
-  /** Of those, the ones queued for a state handle's lock (the rest wait for a session's). */
-  handleLockWaiters?: number
+  /** Requests queued for a lock, by subject: a session's or a state handle's (the state engine's count). */
+  lockWaiting: Readonly<Record<'session' | 'handle', number>>
   getStreams: number
   listenStreams: number
   pendingClientRequests: number
@@ -60,13 +58,21 @@ export class Instruments {
     this.session = meter.createHistogram(METRICS.session, { unit: 's', description: 'The duration of the MCP session as observed on the MCP server.', advice })
     this.lockWait = meter.createHistogram(METRICS.lockWait, { unit: 's', description: 'Time a request waited for its session\'s lock (the read of the session included).', advice })
     this.refusals = meter.createCounter(METRICS.refusals, { unit: '{request}', description: 'Requests refused with HTTP 429 or 503, by status and reason.' })
-    this.idempotency = meter.createCounter(METRICS.idempotency, { unit: '{call}', description: 'Tool calls with an idempotency key (or absorbed by dedupe), by outcome: recorded, replay, conflict, in_flight.' })
+    this.idempotency = meter.createCounter(METRICS.idempotency, {
+      unit: '{call}', description: 'Tool calls with an idempotency key (or absorbed by dedupe), by outcome: recorded, replay, conflict, in_flight.'
+    })
     this.#gauges = [
       meter.createObservableGauge(METRICS.sessionsHeld, { unit: '{session}', description: 'Sessions this instance holds something of (a request, a waiting handler, a stream).' }),
-      meter.createObservableGauge(METRICS.lockWaiters, { unit: '{request}', description: 'Requests of this instance waiting for a lock, by fastify_mcp.lock.kind: a session\'s or a state handle\'s.' }),
+      meter.createObservableGauge(METRICS.lockWaiters, {
+        unit: '{request}',
+        description: 'Requests of this instance waiting for a lock, by fastify_mcp.lock.kind: a session\'s or a state handle\'s.'
+      }),
       meter.createObservableGauge(METRICS.streams, { unit: '{stream}', description: 'GET and listen streams open on this instance.' }),
       meter.createObservableGauge(METRICS.pending, { unit: '{request}', description: 'Requests to clients (elicitation, sampling, roots) this instance waits on.' }),
-      meter.createObservableGauge(METRICS.eventLog, { unit: '{stream}', description: 'Resumable streams the event log keeps (the Redis one: the streams this instance wrote that are still within their TTL).' })
+      meter.createObservableGauge(METRICS.eventLog, {
+        unit: '{stream}',
+        description: 'Resumable streams the event log keeps (the Redis one: the streams this instance wrote that are still within their TTL).'
+      })
     ]
   }
 
@@ -76,9 +82,8 @@ export class Instruments {
     this.#callback = (r) => {
       const s = source()
       r.observe(held, s.sessionsHeld)
-      const handle = s.handleLockWaiters ?? 0
-      r.observe(waiters, s.lockWaiters - handle, LOCK_SESSION)
-      r.observe(waiters, handle, LOCK_HANDLE)
+      r.observe(waiters, s.lockWaiting.session, LOCK_SESSION)
+      r.observe(waiters, s.lockWaiting.handle, LOCK_HANDLE)
       r.observe(streams, s.getStreams, KIND_GET)
       r.observe(streams, s.listenStreams, KIND_LISTEN)
       r.observe(pending, s.pendingClientRequests)

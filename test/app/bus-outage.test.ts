@@ -12,7 +12,7 @@ import mcp, { LOCK_CLIENT_OPTIONS, RedisBus } from '../../lib/index.js'
 import { SessionTopics } from '../../lib/bus/session-topics.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { sleep, until } from '../helpers/time.js'
-import { initialize, post } from '../plugin/helper.js'
+import { initialize, post } from '../helpers/handshake-app.js'
 
 t.setTimeout(120_000)
 

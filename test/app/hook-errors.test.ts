@@ -7,7 +7,7 @@ import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import rateLimit from '@fastify/rate-limit'
 import mcp from '../../lib/index.js'
-import { defaultTools, initialize, request } from '../plugin/helper.js'
+import { defaultTools, initialize, request } from '../helpers/handshake-app.js'
 import { headers, initializeBody } from '../helpers/wire.js'
 
 async function app (t: { teardown (fn: () => unknown): void }, before: (app: FastifyInstance) => Promise<void> | void): Promise<FastifyInstance> {

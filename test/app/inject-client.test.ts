@@ -6,15 +6,14 @@
 import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Type } from '@sinclair/typebox'
-import mcp, { injectClient, McpError, MemorySessionLock, type InjectClientOptions, type McpPluginOptions } from '../../lib/index.js'
+import mcp, { injectClient, McpError, MemorySessionLock, type InjectClientOptions, type McpDecorator, type McpPluginOptions } from '../../lib/index.js'
 import { registerDemoTools } from '../../examples/demo-tools.js'
+import { build as buildApp, type TestLike } from '../helpers/handshake-app.js'
 
-async function build (t: { teardown (fn: () => unknown): void }, opts: McpPluginOptions = {}): Promise<FastifyInstance> {
-  const app = Fastify({ logger: false })
-  t.teardown(() => app.close())
-  await app.register(mcp, { requestStateSecret: 'inject-client-test-secret', ...opts })
-  registerDemoTools(app.mcp)
-  app.mcp.tool({ name: 'two_questions', description: 'Asks twice' }, async (_a, ctx) => {
+/** The demo tools, and tools that ask the client (twice, a sample, its roots) or close their stream. */
+function clientTools (m: McpDecorator): void {
+  registerDemoTools(m)
+  m.tool({ name: 'two_questions', description: 'Asks twice' }, async (_a, ctx) => {
     // On 2026-07-28 the handler runs again for each answer: an earlier answer is kept in ctx.state.
     const state = (ctx as unknown as { state?: Record<string, unknown> }).state ?? {}
     if (state.color === undefined) {
@@ -24,20 +23,22 @@ async function build (t: { teardown (fn: () => unknown): void }, opts: McpPlugin
     const size = await ctx.elicit('size', { message: 'Size?', requestedSchema: { type: 'object', properties: { size: { type: 'string' } } } })
     return `${String(state.color)} ${String(size.content?.size)}`
   })
-  app.mcp.tool({ name: 'summarize', description: 'Samples', input: Type.Object({ text: Type.String() }) }, async ({ text }, ctx) => {
+  m.tool({ name: 'summarize', description: 'Samples', input: Type.Object({ text: Type.String() }) }, async ({ text }, ctx) => {
     const r = await ctx.sample('s', { messages: [{ role: 'user', content: { type: 'text', text } }], maxTokens: 10 })
     return `model said: ${JSON.stringify(r.content)}`
   })
-  app.mcp.tool({ name: 'where', description: 'Roots' }, async (_a, ctx) => (await ctx.roots('r')).map(r => r.uri).join(','))
-  app.mcp.tool({ name: 'polling', description: 'Closes its stream, then answers' }, async (_a, ctx) => {
+  m.tool({ name: 'where', description: 'Roots' }, async (_a, ctx) => (await ctx.roots('r')).map(r => r.uri).join(','))
+  m.tool({ name: 'polling', description: 'Closes its stream, then answers' }, async (_a, ctx) => {
     await ctx.progress({ progress: 1 })
     ctx.closeSSEStream(0)
     await new Promise(resolve => setTimeout(resolve, 30))
     await ctx.progress({ progress: 2 })
     return 'after the reconnect'
   })
-  return app
 }
+
+const build = async (t: TestLike, opts: McpPluginOptions = {}): Promise<FastifyInstance> =>
+  await buildApp(t, { requestStateSecret: 'inject-client-test-secret', ...opts }, clientTools)
 
 const answers: InjectClientOptions = {
   elicit: async (p) => {

@@ -8,7 +8,7 @@ import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import mcp, { InternalToolError, MemorySessionLock, type McpPluginOptions } from '../../lib/index.js'
-import { call, initialize } from '../plugin/helper.js'
+import { call, initialize } from '../helpers/handshake-app.js'
 import { modernHeaders, rpc } from '../helpers/wire.js'
 
 type Line = Record<string, any>

@@ -18,7 +18,11 @@ import { ACCEPT, headers, initializeBody } from '../helpers/wire.js'
 
 interface Built { app: FastifyInstance }
 
-async function build (t: { teardown (fn: () => unknown): void }, o: { fastify?: FastifyServerOptions, plugin?: McpPluginOptions, before?: (app: FastifyInstance) => Promise<void> } = {}): Promise<Built> {
+async function build (t: { teardown (fn: () => unknown): void }, o: {
+  fastify?: FastifyServerOptions,
+  plugin?: McpPluginOptions,
+  before?: (app: FastifyInstance) => Promise<void>
+} = {}): Promise<Built> {
   const app = Fastify({ logger: false, ...o.fastify })
   t.teardown(() => app.close())
   await o.before?.(app)

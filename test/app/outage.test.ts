@@ -11,7 +11,7 @@ import mcp, { createRedisClient, RedisSessionLock, RedisSessionStore, type Redis
 import { startRedisServer } from '../helpers/redis-server.js'
 import { sleep, until } from '../helpers/time.js'
 import { finalOf, modernHeaders, rpc } from '../helpers/wire.js'
-import { initialize, request } from '../plugin/helper.js'
+import { initialize, request } from '../helpers/handshake-app.js'
 
 t.setTimeout(120_000)
 

@@ -5,7 +5,7 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import mcp from '../../lib/index.js'
-import { defaultTools } from '../plugin/helper.js'
+import { defaultTools } from '../helpers/handshake-app.js'
 import { headers, initializeBody } from '../helpers/wire.js'
 
 async function init (app: ReturnType<typeof Fastify>, url: string): Promise<number> {

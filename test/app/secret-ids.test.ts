@@ -11,7 +11,7 @@ import { Type } from '@sinclair/typebox'
 import mcp, { createRedisClient, RedisSessionLock, RedisSessionStore, type RedisClientLike } from '../../lib/index.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { sleep, until } from '../helpers/time.js'
-import { call, initialize, post, request } from '../plugin/helper.js'
+import { call, initialize, post, request } from '../helpers/handshake-app.js'
 
 t.setTimeout(120_000)
 

@@ -9,7 +9,7 @@ import t from 'tap'
 import Fastify from 'fastify'
 import { Type } from '@sinclair/typebox'
 import mcp, { hasScopes, type McpDecorator, type McpPluginOptions, type ResourceHandle, type ToolHandle } from '../../lib/index.js'
-import { build, call, initialize, post, request } from '../plugin/helper.js'
+import { build, call, initialize, post, request } from '../helpers/handshake-app.js'
 import { modernHeaders, rpc } from '../helpers/wire.js'
 import { makeKey, signToken, startAuthorizationServer } from './authorization-server.js'
 

@@ -35,7 +35,14 @@ function row (server: string, rates: number[]): Row {
 function results (bare: number[], ours: number[]): Results {
   const rows = [row(BARE, bare), row(OURS_MEMORY, ours)]
   addRatios(rows)
-  const res: Results = { meta: { date: '2026-12-02T00:00:00Z', node: 'v20', cpu: 'cpu', cores: 2, memGiB: 24, command: 'npm run bench' }, options: { rounds: 3, duration: 3, warmup: 2 }, rows, parallel: [], idle: [], targets: [] }
+  const res: Results = {
+    meta: { date: '2026-12-02T00:00:00Z', node: 'v20', cpu: 'cpu', cores: 2, memGiB: 24, command: 'npm run bench' },
+    options: { rounds: 3, duration: 3, warmup: 2 },
+    rows,
+    parallel: [],
+    idle: [],
+    targets: []
+  }
   res.targets = checkTargets(res)
   return res
 }

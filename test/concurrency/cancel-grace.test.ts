@@ -64,7 +64,12 @@ function lateDropLogged (t: Test, s: Stubborn): void {
 async function sessionCase (t: Test, s: Stubborn): Promise<void> {
   const session = await initialize(s.url)
   const leaving = new AbortController()
-  const first = fetch(s.url, { method: 'POST', headers: headers(session), signal: leaving.signal, body: JSON.stringify({ jsonrpc: '2.0', id: newId(), method: 'tools/call', params: { name: 'stubborn_add', arguments: {} } }) })
+  const first = fetch(s.url, {
+    method: 'POST',
+    headers: headers(session),
+    signal: leaving.signal,
+    body: JSON.stringify({ jsonrpc: '2.0', id: newId(), method: 'tools/call', params: { name: 'stubborn_add', arguments: {} } })
+  })
   first.catch(() => {})
   await sleep(100)
   leaving.abort()

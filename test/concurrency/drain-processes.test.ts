@@ -91,7 +91,12 @@ t.test('SIGTERM: a slow_count still streaming at the deadline ends with an error
   // holds the process's close (fetch's own pool drops idle connections after 4 s).
   const agent = new Agent({ keepAlive: true })
   t.teardown(() => { agent.destroy() })
-  const res = await keptAlivePost(a.url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'slow_count', arguments: { steps: 1000, intervalMs: 100 }, _meta: { progressToken: 'p' } } }, s, agent)
+  const res = await keptAlivePost(a.url, {
+    jsonrpc: '2.0',
+    id,
+    method: 'tools/call',
+    params: { name: 'slow_count', arguments: { steps: 1000, intervalMs: 100 }, _meta: { progressToken: 'p' } }
+  }, s, agent)
   t.equal(res.status, 200)
   const sse = new SseReader(res, { timeout: 20_000 })
   await sse.waitForMessage(m => m.method === 'notifications/progress')

@@ -362,7 +362,11 @@ async function markingApp (t: Test, lock: MemorySessionLock): Promise<InProcess>
 }
 
 async function askA (t: Test, url: string, session: Session): Promise<{ reader: SseReader, ask: Record<string, any> }> {
-  const res = await fetch(url, { method: 'POST', headers: headers(session), body: JSON.stringify({ jsonrpc: '2.0', id: newId(), method: 'tools/call', params: { name: 'ask_then_mark', arguments: {} } }) })
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: headers(session),
+    body: JSON.stringify({ jsonrpc: '2.0', id: newId(), method: 'tools/call', params: { name: 'ask_then_mark', arguments: {} } })
+  })
   const reader = new SseReader(res)
   t.teardown(() => reader.cancel())
   return { reader, ask: await reader.waitForMessage(m => m.method === 'elicitation/create', 5000) }

@@ -56,8 +56,14 @@ t.test('a RedisSessionStore and a RedisSessionLock whose waitReplicas differ fai
   const pairs: Array<[string, () => { store: RedisSessionStore, lock: RedisSessionLock }, boolean]> = [
     ['the store waits, the lock does not', () => ({ store: new RedisSessionStore({ redis: client() as never, waitReplicas: 1 }), lock: new RedisSessionLock({ redis: client() as never }) }), false],
     ['the lock waits, the store does not', () => ({ store: new RedisSessionStore({ redis: client() as never }), lock: new RedisSessionLock({ redis: client() as never, waitReplicas: 1 }) }), false],
-    ['another timeout', () => ({ store: new RedisSessionStore({ redis: client() as never, waitReplicas: 1, waitTimeoutMs: 100 }), lock: new RedisSessionLock({ redis: client() as never, waitReplicas: 1 }) }), false],
-    ['the same setting', () => ({ store: new RedisSessionStore({ redis: client() as never, waitReplicas: 1, waitTimeoutMs: 100 }), lock: new RedisSessionLock({ redis: client() as never, waitReplicas: 1, waitTimeoutMs: 100 }) }), true],
+    ['another timeout', () => ({
+      store: new RedisSessionStore({ redis: client() as never, waitReplicas: 1, waitTimeoutMs: 100 }),
+      lock: new RedisSessionLock({ redis: client() as never, waitReplicas: 1 })
+    }), false],
+    ['the same setting', () => ({
+      store: new RedisSessionStore({ redis: client() as never, waitReplicas: 1, waitTimeoutMs: 100 }),
+      lock: new RedisSessionLock({ redis: client() as never, waitReplicas: 1, waitTimeoutMs: 100 })
+    }), true],
     ['neither waits', () => ({ store: new RedisSessionStore({ redis: client() as never }), lock: new RedisSessionLock({ redis: client() as never }) }), true]
   ]
   for (const [what, make, ok] of pairs) {

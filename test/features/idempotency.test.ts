@@ -192,7 +192,9 @@ t.test('the Idempotency-Key header on a batch is refused (400): one key names on
   const res = await app.inject({
     method: 'POST',
     url: '/mcp',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': c.sessionId as string, 'idempotency-key': 'batch', 'mcp-protocol-version': '2025-03-26' },
+    headers: {
+      'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': c.sessionId as string, 'idempotency-key': 'batch', 'mcp-protocol-version': '2025-03-26'
+    },
     payload: [
       { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'counter_add', arguments: { by: 1 } } },
       { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'counter_add', arguments: { by: 2 } } }

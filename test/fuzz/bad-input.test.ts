@@ -25,7 +25,7 @@ import fc from 'fast-check'
 import Fastify, { type LightMyRequestResponse } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import mcp, { MemoryBus, MemorySessionStore } from '../../lib/index.js'
-import { initialize as initializeApp } from '../plugin/helper.js'
+import { initialize as initializeApp } from '../helpers/handshake-app.js'
 import { sleep } from '../helpers/time.js'
 import { fullGc } from '../helpers/gc.js'
 import { headers as sessionHeaders, LEGACY } from '../helpers/wire.js'
@@ -353,7 +353,8 @@ t.test('random bodies and headers never break the endpoint', async t => {
   const destroysBefore = destroys
   await fc.assert(fc.asyncProperty(requestArb, runOne), { seed: SEED, numRuns: RUNS, endOnFailure: true })
   t.pass(`${RUNS} runs (seed ${SEED}) in ${Date.now() - started} ms`)
-  t.comment(`statuses: ${JSON.stringify(Object.fromEntries([...stats.status].sort((a, b) => a[0] - b[0])))}; SSE responses ${stats.sse} (GET streams ${stats.getStreams}); sessions created by fuzzed requests ${stats.sessionsCreated}`)
+  t.comment(`statuses: ${JSON.stringify(Object.fromEntries([...stats.status].sort((a, b) => a[0] - b[0])))}; SSE responses ${stats.sse} (GET streams ${stats.getStreams}); ` +
+    `sessions created by fuzzed requests ${stats.sessionsCreated}`)
   if (process.env.FC_DEBUG !== undefined) t.comment(JSON.stringify([...debug].sort((a, b) => b[1] - a[1]), null, 1))
   t.ok(stats.sessionsCreated > 0, 'some fuzzed initialize requests succeeded')
   const b = stats.bounded

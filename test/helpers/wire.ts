@@ -2,7 +2,7 @@
  * The MCP wire as the tests speak it, for both eras: the constants (Accept, protocol versions, the
  * `_meta` keys), the headers a conforming client sends, request bodies, and reading the JSON-RPC
  * messages of an answer whether it came as JSON or as SSE. Transport-free: the inject helpers
- * (test/plugin/helper.ts, test/modern/fixtures/helper.ts) and the fetch client
+ * (test/helpers/handshake-app.ts, test/protocol/stateless/fixtures/helper.ts) and the fetch client
  * (test/helpers/http-client.ts) build on it.
  */
 import { sseMessages } from './sse.js'

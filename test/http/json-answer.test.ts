@@ -4,7 +4,7 @@
  * result and for a refusal, the same as before either was made faster.
  */
 import t from 'tap'
-import { build } from '../plugin/helper.js'
+import { build } from '../helpers/handshake-app.js'
 import { modernHeaders, rpc } from '../helpers/wire.js'
 
 t.test('a tool result: the body text and Content-Type, exactly', async (t) => {
@@ -13,7 +13,8 @@ t.test('a tool result: the body text and Content-Type, exactly', async (t) => {
   const res = await app.inject({ method: 'POST', url: '/mcp', headers: modernHeaders(body), payload: body })
   t.equal(res.statusCode, 200)
   t.equal(res.headers['content-type'], 'application/json; charset=utf-8')
-  t.equal(res.payload, '{"jsonrpc":"2.0","id":"a","result":{"content":[{"type":"text","text":"hi"}],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"srv","version":"2.0.0"}}}}')
+  t.equal(res.payload, '{"jsonrpc":"2.0","id":"a","result":{"content":[{"type":"text","text":"hi"}],"resultType":"complete",' +
+    '"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"srv","version":"2.0.0"}}}}')
 })
 
 t.test('a result with its own _meta: merged, the server\'s last', async (t) => {

@@ -4,11 +4,12 @@
  * Retry-After while the store fails or hangs (bounded) and while `app.close()` drains the
  * instance; a flood of probes asks the store once at a time, never once per probe.
  */
-import t, { type Test } from 'tap'
-import Fastify, { type FastifyInstance } from 'fastify'
+import t from 'tap'
+import Fastify from 'fastify'
 import type { AddressInfo } from 'node:net'
-import mcp, { MemorySessionStore, type McpPluginOptions } from '../../lib/index.js'
+import mcp, { MemorySessionStore } from '../../lib/index.js'
 import { PROBE_FRESH } from '../../lib/http/readiness.js'
+import { build, noTools } from '../helpers/handshake-app.js'
 import { until } from '../helpers/time.js'
 import { headers, initializeBody } from '../helpers/wire.js'
 
@@ -24,15 +25,8 @@ class ProbedStore extends MemorySessionStore {
   }
 }
 
-async function build (t: Test, opts: McpPluginOptions, fastify: Record<string, unknown> = {}): Promise<FastifyInstance> {
-  const app = Fastify({ logger: false, ...fastify })
-  t.teardown(() => app.close())
-  await app.register(mcp, opts)
-  return app
-}
-
 t.test('off by default; a bad path is refused at start', async t => {
-  const app = await build(t, {})
+  const app = await build(t, {}, noTools)
   t.equal((await app.inject({ method: 'GET', url: '/ready' })).statusCode, 404)
   const bad = Fastify({ logger: false })
   await t.rejects((async () => { await bad.register(mcp, { readinessRoute: 'ready' }); await bad.ready() })(), { code: 'FST_ERR_MCP_INVALID_OPTION', message: /readinessRoute/ })
@@ -40,7 +34,7 @@ t.test('off by default; a bad path is refused at start', async t => {
 
 t.test('the store answering, failing, hanging, back', async t => {
   const store = new ProbedStore()
-  const app = await build(t, { sessions: { store }, readinessRoute: '/ready' })
+  const app = await build(t, { sessions: { store }, readinessRoute: '/ready' }, noTools)
   const ready = await app.inject({ method: 'GET', url: '/ready' })
   t.equal(ready.statusCode, 200)
   t.same(ready.json(), { ready: true })
@@ -64,7 +58,7 @@ t.test('the store answering, failing, hanging, back', async t => {
 
 t.test('a flood of probes asks the store once at a time', async t => {
   const store = new ProbedStore()
-  const app = await build(t, { sessions: { store }, readinessRoute: '/ready' })
+  const app = await build(t, { sessions: { store }, readinessRoute: '/ready' }, noTools)
   const before = store.asked
   const answers = await Promise.all(Array.from({ length: 200 }, async () => await app.inject({ method: 'GET', url: '/ready' })))
   t.ok(answers.every(a => a.statusCode === 200))
@@ -72,7 +66,7 @@ t.test('a flood of probes asks the store once at a time', async t => {
 })
 
 t.test('draining: not ready from the start of app.close()', async t => {
-  const app = await build(t, { readinessRoute: '/ready', drainTimeout: 5000 }, { return503OnClosing: false })
+  const app = await build(t, { readinessRoute: '/ready', drainTimeout: 5000 }, noTools, { return503OnClosing: false })
   let release!: () => void
   const held = new Promise<void>(resolve => { release = resolve })
   let entered!: () => void

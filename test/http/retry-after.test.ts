@@ -5,10 +5,10 @@
  * get), token verification unavailable. In one process, on stores and checks that fail on demand.
  */
 import t, { type Test } from 'tap'
-import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
-import mcp, { MemorySessionLock, MemorySessionStore, SessionDataError, type JsonValue, type McpPluginOptions } from '../../lib/index.js'
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import { MemorySessionLock, MemorySessionStore, SessionDataError, type JsonValue, type McpDecorator, type McpPluginOptions } from '../../lib/index.js'
 import type { CreateOptions, SessionRecord } from '../../lib/sessions/session-store.js'
-import { initialize, request } from '../plugin/helper.js'
+import { build as buildApp, initialize, request } from '../helpers/handshake-app.js'
 import { modernHeaders, rpc } from '../helpers/wire.js'
 
 const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } }
@@ -28,14 +28,14 @@ class FailingStore extends MemorySessionStore {
   }
 }
 
-async function build (t: Test, opts: McpPluginOptions): Promise<FastifyInstance> {
-  const app = Fastify({ logger: false })
-  t.teardown(() => app.close())
-  await app.register(mcp, { requestStateSecret: 'retry-after-test-secret', ...opts })
-  app.mcp.tool({ name: 'hold', description: 'Holds its session' }, async () => { await new Promise(resolve => setTimeout(resolve, 300)); return 'held' })
-  app.mcp.tool({ name: 'job', description: 'A task', taskSupport: 'optional' }, async () => 'done')
-  return app
+/** A tool that holds its session a while, and a task. */
+function holdAndJob (m: McpDecorator): void {
+  m.tool({ name: 'hold', description: 'Holds its session' }, async () => { await new Promise(resolve => setTimeout(resolve, 300)); return 'held' })
+  m.tool({ name: 'job', description: 'A task', taskSupport: 'optional' }, async () => 'done')
 }
+
+const build = async (t: Test, opts: McpPluginOptions): Promise<FastifyInstance> =>
+  await buildApp(t, { requestStateSecret: 'retry-after-test-secret', ...opts }, holdAndJob)
 
 function retried (t: Test, res: LightMyRequestResponse, what: string): void {
   t.equal(res.statusCode, 503, `${what}: 503`)

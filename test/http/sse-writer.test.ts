@@ -171,7 +171,9 @@ t.test('a burst written in one turn (across nextTicks and microtasks) leaves in 
   // One chunk of the chunked encoding for the whole turn, not one per frame.
   const chunks: unknown[] = []
   const realResWrite = server.raw.write
-  server.raw.write = function (this: ServerResponse, ...args: unknown[]) { chunks.push(args[0]); return realResWrite.apply(this, args as Parameters<ServerResponse['write']>) } as ServerResponse['write']
+  server.raw.write = function (this: ServerResponse, ...args: unknown[]) {
+    chunks.push(args[0]); return realResWrite.apply(this, args as Parameters<ServerResponse['write']>)
+  } as ServerResponse['write']
   const w = server.writer
   w.event('1', 'progress')
   // Node corks a chunked response only until the next tick: hops past it stay in the burst here.

@@ -1,7 +1,7 @@
 /**
  * `stringifyMessage`, the JSON of a POST's single answer: whatever the message, the same text as
  * `JSON.stringify`, and the message as it was afterwards (its `_meta` is left out and put back
- * when it is a `presetMeta`). The wire's answers themselves: test/modern.
+ * when it is a `presetMeta`). The wire's answers themselves: test/protocol/stateless.
  */
 import t from 'tap'
 import fc from 'fast-check'

@@ -85,7 +85,9 @@ t.test('every task answer parses under the extension\'s published schemas', asyn
   const { probe, gate } = newProbe()
   const url = await instance(t, 'one', probe, gate)
   const send = rawDispatch(url)
-  const meta = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientInfo': CLIENT_INFO, 'io.modelcontextprotocol/clientCapabilities': { elicitation: {}, extensions: { [EXT]: {} } } }
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientInfo': CLIENT_INFO, 'io.modelcontextprotocol/clientCapabilities': { elicitation: {}, extensions: { [EXT]: {} } }
+  }
   const call = async (method: string, params: Record<string, unknown>): Promise<any> => {
     const r = await send({ method, params: { ...params, _meta: meta } } as never)
     if (r.kind === 'error') throw new Error(`${method}: ${r.error.message}`)

@@ -162,7 +162,11 @@ t.test('unknown and malformed session ids are refused alike by every instance', 
     const unknown = await post(many.url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { sid: 'A'.repeat(32), version: LEGACY })
     t.equal(unknown.status, 404, 'unknown session: 404')
     t.equal(unknown.last?.error?.code, -32001)
-    const malformed = await readReply(await fetch(many.url, { method: 'POST', headers: headers(null, { 'mcp-session-id': 'bad id with spaces' }), body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) }))
+    const malformed = await readReply(await fetch(many.url, {
+      method: 'POST',
+      headers: headers(null, { 'mcp-session-id': 'bad id with spaces' }),
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' })
+    }))
     t.equal(malformed.status, 400, 'malformed session id: 400')
     const noSessionGet = await fetch(many.url, { method: 'GET', headers: { accept: 'text/event-stream', 'last-event-id': 'p-AAAAAAAAAAAA_2' } })
     await noSessionGet.arrayBuffer()

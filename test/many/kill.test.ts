@@ -66,7 +66,8 @@ t.test('an instance SIGKILLed mid-call: no acknowledged update lost, its lease e
   await loops
   const firstAfter = acked.find(a => a.at > killedAt)
   const recovered = firstAfter === undefined ? Infinity : firstAfter.at - killedAt
-  t.comment(`acked ${acked.length} (${ackedBeforeKill} before the kill), failed ${failures.length} (${failures.map(f => f.status).join(',')}), errors ${errors.length}; first ack ${Math.round(recovered)} ms after the kill`)
+  t.comment(`acked ${acked.length} (${ackedBeforeKill} before the kill), failed ${failures.length} (${failures.map(f => f.status).join(',')}), errors ${errors.length}; ` +
+    `first ack ${Math.round(recovered)} ms after the kill`)
   // The proxy answers 502 for a request B died under; a connection error would only come from B
   // dying between the response headers and the body (counted as unacknowledged too).
   t.ok(errors.length <= 1, `at most a stray connection error (${errors.join('; ') || 'none'})`)

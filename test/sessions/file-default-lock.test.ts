@@ -9,7 +9,7 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import mcp, { FileSessionLock, FileSessionStore } from '../../lib/index.js'
-import { initialize, request } from '../plugin/helper.js'
+import { initialize, request } from '../helpers/handshake-app.js'
 
 t.test('a file store without sessions.lock holds its sessions with a kernel lock on lockDir', async t => {
   const dir = t.testdir()

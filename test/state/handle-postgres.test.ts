@@ -3,7 +3,7 @@
  * exactly 2 queries (take+read, save+release); the handle is a row of its own; foreign, unknown
  * and garbage handles create no row (garbage never reaches the database); connections cut
  * mid-call: told kept only what was kept, and the basket works again (the restart with the
- * database down: test/plugin/postgres-restart.test.ts).
+ * database down: test/postgres/postgres-restart.test.ts).
  */
 import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'

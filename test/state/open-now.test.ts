@@ -79,7 +79,15 @@ t.test('other backends: undefined, nothing done', async t => {
   t.equal((await setup(t, fileLock)).openNow('s1', { lock: true, owner: {} }), undefined, 'a lock that is not the memory lock')
   t.equal((await setup(t, fileLock)).openNow('s1', { lock: false }), undefined, 'nor without taking it')
   const other: SessionStore = new MemorySessionStore()
-  const wrapped: SessionStore = { ttl: other.ttl, create: other.create.bind(other), load: other.load.bind(other), save: other.save.bind(other), destroy: other.destroy.bind(other), exists: other.exists.bind(other), gc: other.gc.bind(other) }
+  const wrapped: SessionStore = {
+    ttl: other.ttl,
+    create: other.create.bind(other),
+    load: other.load.bind(other),
+    save: other.save.bind(other),
+    destroy: other.destroy.bind(other),
+    exists: other.exists.bind(other),
+    gc: other.gc.bind(other)
+  }
   t.equal((await setup(t, null, wrapped)).openNow('s1', { lock: false }), undefined, 'a store that is not the memory store')
 })
 

@@ -11,7 +11,18 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
-import mcp, { ErrorCode, FileSessionLock, FileSessionStore, injectClient, McpError, MemorySessionStore, RedisSessionLock, RedisSessionStore, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
+import mcp, {
+  ErrorCode,
+  FileSessionLock,
+  FileSessionStore,
+  injectClient,
+  McpError,
+  MemorySessionStore,
+  RedisSessionLock,
+  RedisSessionStore,
+  type InjectClient,
+  type McpPluginOptions
+} from '../../lib/index.js'
 import { tokensAuth } from '../../examples/server.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { failFastRedis } from '../helpers/fail-fast-redis.js'
@@ -318,7 +329,12 @@ t.test('beforeTask: its questions are input_required rounds, then the task is ma
   const { app } = await build(t, 'memory')
   const rounds: string[] = []
   const caps = { ...CAPS, elicitation: {} }
-  const alice = injectClient(app, { protocolVersion: '2026-07-28', headers: { authorization: 'Bearer a' }, capabilities: caps, elicit: (p) => { rounds.push(p.message); return { action: 'accept', content: { name: 'Ada' } } } })
+  const alice = injectClient(app, {
+    protocolVersion: '2026-07-28',
+    headers: { authorization: 'Bearer a' },
+    capabilities: caps,
+    elicit: (p) => { rounds.push(p.message); return { action: 'accept', content: { name: 'Ada' } } }
+  })
   const created = await alice.request('tools/call', { name: 'named', arguments: {} })
   t.same(rounds, ['Name?'], 'one input_required round before the task')
   t.equal(created.resultType, 'task')

@@ -12,7 +12,7 @@ import { SseReader } from '../helpers/sse.js'
 import { holdingTool, otel, type Otel } from '../helpers/otel.js'
 import { until } from '../helpers/time.js'
 import { finalOf, modernHeaders, rpc } from '../helpers/wire.js'
-import { build, call, initialize, listen, request } from '../plugin/helper.js'
+import { build, call, initialize, listen, request } from '../helpers/handshake-app.js'
 
 /** A gauge's value (of the point whose stream or lock kind is `kind`, when given). */
 async function gaugeOf (o: Otel, name: string, kind?: string): Promise<number | undefined> {

@@ -10,7 +10,7 @@ import t from 'tap'
 import type { McpDecorator } from '../../lib/index.js'
 import { hashSessionId, resolveTelemetry, Telemetry, NO_POST, type KnownNames } from '../../lib/telemetry/index.js'
 import { otel } from '../helpers/otel.js'
-import { build, call, initialize } from '../plugin/helper.js'
+import { build, call, initialize } from '../helpers/handshake-app.js'
 
 const known: KnownNames = { method: () => true, tool: () => true, prompt: () => true }
 const fail = (name: string, why: string): never => { throw new Error(`${name} ${why}`) }

@@ -13,7 +13,7 @@ import { MemorySessionLock, type McpDecorator } from '../../lib/index.js'
 import { attrs, holdingTool, otel, useGlobally } from '../helpers/otel.js'
 import { sleep } from '../helpers/time.js'
 import { ACCEPT, modernHeaders, rpc } from '../helpers/wire.js'
-import { build, call, initialize, post, request } from '../plugin/helper.js'
+import { build, call, initialize, post, request } from '../helpers/handshake-app.js'
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736'
 const PARENT = '00f067aa0ba902b7'

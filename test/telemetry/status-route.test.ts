@@ -4,7 +4,7 @@
  * principal, however many sessions there are.
  */
 import t from 'tap'
-import { build, initialize } from '../plugin/helper.js'
+import { build, initialize } from '../helpers/handshake-app.js'
 
 const KEYS = ['draining', 'getStreams', 'inflightRequests', 'listenStreams', 'lockWaiters', 'pendingClientRequests', 'runningTasks', 'sessionsHeld']
 

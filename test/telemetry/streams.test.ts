@@ -14,7 +14,7 @@ import { attrs, otel, useGlobally } from '../helpers/otel.js'
 import { SseReader } from '../helpers/sse.js'
 import { until } from '../helpers/time.js'
 import { finalOf, modernHeaders, newId, rpc } from '../helpers/wire.js'
-import { build, initialize, listen } from '../plugin/helper.js'
+import { build, initialize, listen } from '../helpers/handshake-app.js'
 
 const nameSchema = { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] }
 
@@ -63,7 +63,14 @@ t.test('DELETE: a SERVER span with the session\'s attributes; a DELETE of an unk
   t.equal(await del(), 200)
   const [span] = o.named('DELETE session')
   t.equal(span.kind, SpanKind.SERVER)
-  t.match(attrs(span), { 'mcp.session.id': hashSessionId(s.sid), 'mcp.protocol.version': s.version, 'network.transport': 'tcp', 'fastify_mcp.era': '2025', 'network.protocol.version': '1.1', 'client.address': '127.0.0.1' })
+  t.match(attrs(span), {
+    'mcp.session.id': hashSessionId(s.sid),
+    'mcp.protocol.version': s.version,
+    'network.transport': 'tcp',
+    'fastify_mcp.era': '2025',
+    'network.protocol.version': '1.1',
+    'client.address': '127.0.0.1'
+  })
   t.notOk('error.type' in span.attributes)
 
   t.equal(await del(), 404, 'the session is gone')

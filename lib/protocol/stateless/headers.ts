@@ -10,7 +10,7 @@ import { isPlainObject, type JsonRpcRequest, type ParsedBody } from '../../jsonr
 import { META_CAPS, META_CLIENT, META_VERSION, STATELESS_VERSIONS } from './meta.js'
 import { isHandshakeVersion } from '../versions.js'
 
-/** Whether a POST is served on the stateless 2026-07-28 wire (see DESIGN.md, "How a POST flows"). */
+/** Whether a POST is served on the stateless 2026-07-28 wire (docs/protocol-eras.md: the `_meta` version or the header decides). */
 export function isStatelessPost (request: FastifyRequest, body: ParsedBody & { ok: true }): boolean {
   if (!body.batch) {
     const m = body.messages[0]

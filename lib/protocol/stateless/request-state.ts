@@ -84,7 +84,8 @@ export class StateSealer {
     const body = Buffer.from(JSON.stringify({ ...payload, e: Date.now() + this.ttl })).toString('base64url')
     const sealed = `${body}.${this.#mac(body).toString('base64url')}`
     if (sealed.length > MAX_REQUEST_STATE) {
-      throw new RangeError(`ctx.state is too large to seal into requestState (${sealed.length} characters sealed, at most ${MAX_REQUEST_STATE}); keep large data server-side and put a handle in ctx.state`)
+      throw new RangeError(`ctx.state is too large to seal into requestState (${sealed.length} characters sealed, at most ${MAX_REQUEST_STATE}); ` +
+        'keep large data server-side and put a handle in ctx.state')
     }
     return sealed
   }

@@ -228,7 +228,21 @@ export class StatelessWire {
     let result: Record<string, unknown>
     try {
       if (entry.context) {
-        ctx = new StatelessContext({ request, msg: r.msg, caps: r.caps, logLevel: r.logLevel, principal: r.principal, channel: r.channel, abort: r.abort, sealer: this.#d.sealer, requestId: r.msg.id, meta: params._meta as Record<string, unknown>, handles: this.#d.handles.minter, unit: r.unit, member: r.msg })
+        ctx = new StatelessContext({
+          request,
+          msg: r.msg,
+          caps: r.caps,
+          logLevel: r.logLevel,
+          principal: r.principal,
+          channel: r.channel,
+          abort: r.abort,
+          sealer: this.#d.sealer,
+          requestId: r.msg.id,
+          meta: params._meta as Record<string, unknown>,
+          handles: this.#d.handles.minter,
+          unit: r.unit,
+          member: r.msg
+        })
       }
       try {
         result = await entry.handler({
