@@ -136,7 +136,7 @@ const PUBLIC_API = [
   'FST_ERR_MCP_CLIENT_TIMEOUT', 'FST_ERR_MCP_INVALID_DEFINITION', 'FST_ERR_MCP_INVALID_OPTION', 'FST_ERR_MCP_NO_SESSION',
   'FST_ERR_MCP_SERVER_CLOSING', 'FST_ERR_MCP_SESSION_BUSY', 'FileSessionLock', 'FileSessionLockOptions', 'FileSessionStore',
   'FileSessionStoreOptions', 'FormElicitParams', 'FromJsonSchema', 'GcLogger', 'GcPolicy', 'GcPolicyOptions', 'GetPromptResult', 'HandleAdmin',
-  'HandleKind', 'HandleKindOptions', 'HandleMinter', 'Icon', 'Implementation', 'InjectClient', 'InjectClientOptions', 'InjectNotification',
+  'HandleKind', 'HandleKindOptions', 'HandleMinter', 'Icon', 'IdempotencyOptions', 'Implementation', 'InjectClient', 'InjectClientOptions', 'InjectNotification',
   'InjectRequestOptions', 'InjectToolResult', 'InternalToolError', 'JsonRpcErrorObject', 'JsonValue', 'JwtVerifierOptions', 'LOCK_CLIENT_OPTIONS',
   'LOG_LEVELS', 'LeaseFence', 'LimitBackend', 'LimitDecision', 'LimitKind', 'LimitSpec', 'ListKind', 'LockedSession', 'LockingSessionStore',
   'LogLevel', 'LoggedEvent', 'McpContext', 'McpDecorator', 'McpError', 'McpPluginOptions', 'McpPrincipal', 'McpRegistry', 'McpStatus', 'MemoryBus',
