@@ -24,6 +24,7 @@
 import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { resolvePgPool, type PgPoolLike } from '../postgres/pool.js'
+import { pgText } from '../postgres/text-query.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema } from '../postgres/schema.js'
 import { settleWithin } from '../util/settle.js'
 import { roundTrip } from '../telemetry/index.js'
@@ -87,7 +88,7 @@ class Orphans {
       if (id !== undefined && orphan.id !== id) continue
       if (orphan.until <= now) { this.#rows.delete(token); continue }
       try {
-        await this.pool.query({ ...this.release, values: [orphan.id, token] })
+        await pgText(this.pool, this.release, [orphan.id, token])
         this.#rows.delete(token)
       } catch {
         if (id === undefined) break // still unreachable: the next tick tries again
@@ -141,15 +142,15 @@ export class PgSessionLock extends BackendSessionLock<PgPoolLike> {
       keyOf: id => id,
       newToken: () => randomBytes(16).toString('hex'),
       newLease: (home, id, _key, token, slot, passes, sentAt, read, readBy) => new PgLease(extend, id, home, token, slot, passes, sentAt, read, readBy),
-      release: async (id, token) => await pool.query({ ...release, values: [id, token] }),
+      release: async (id, token) => await pgText(pool, release, [id, token]),
       releaseFailed: (id, token) => { orphans.add(id, token) },
       // A row of ours left by a release that failed: deleted first, or we would wait for it.
       prepare: id => orphans.size > 0 ? orphans.releaseAll(id) : undefined,
       beforeAttempt: () => schemaReady ? undefined : schema()
     }, async (pool, id, token, _id, ttl) => {
       roundTrip()
-      const { rows } = await pool.query({ ...take, values: [id, token, ttl] })
-      return rows[0]?.ok === true ? undefined : LEASE_BUSY
+      const { rows } = await pgText(pool, take, [id, token, ttl])
+      return rows[0]?.[0] === 't' ? undefined : LEASE_BUSY
     })
     this.prefix = p
     this.#pool = pool
