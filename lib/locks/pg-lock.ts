@@ -21,7 +21,6 @@
  * waiting for the WAL flush (`synchronous_commit` off for those transactions only): a lease lost
  * in a database crash is safe, as every save is fenced; saves wait for the flush as usual.
  */
-import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { resolvePgPool, type PgPoolLike } from '../postgres/pool.js'
 import { pgText } from '../postgres/text-query.js'
@@ -31,6 +30,7 @@ import { roundTrip } from '../telemetry/index.js'
 import { BackendSessionLock, leaseEngine } from './backend-lock.js'
 import { LEASE_BUSY, leaseTtl, type BackendLeases } from './backend-leases.js'
 import { SessionLockError } from './errors.js'
+import { newLeaseToken } from './lease-token.js'
 import { PgLease, type LeaseStatement } from './pg-lease.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout } from './wait.js'
 
@@ -140,7 +140,7 @@ export class PgSessionLock extends BackendSessionLock<PgPoolLike> {
       // A pool: a release and the next take may run on different connections, in any order.
       ordered: false,
       keyOf: id => id,
-      newToken: () => randomBytes(16).toString('hex'),
+      newToken: newLeaseToken,
       newLease: (home, id, _key, token, slot, passes, sentAt, read, readBy) => new PgLease(extend, id, home, token, slot, passes, sentAt, read, readBy),
       release: async (id, token) => await pgText(pool, release, [id, token]),
       releaseFailed: (id, token) => { orphans.add(id, token) },

@@ -7,7 +7,9 @@
  * statements need none of it: their columns are known, read by position, as the server's text.
  * The wire is the same otherwise: a named statement parsed once per connection (pg's own
  * bookkeeping of prepared statements is kept, so pg's queries and these share it), then Bind,
- * Execute, Sync in one write. The read timeout, pool checkout and error handling stay pg's.
+ * Execute, Sync, encoded here into one buffer and written to the socket at once (pg writes each
+ * message apart, corked, which Node's stream sends through its writev path). The read timeout,
+ * pool checkout, reading and error handling stay pg's.
  */
 import type { PgPoolLike } from './pool.js'
 
@@ -27,18 +29,60 @@ export type PgTextValue = string | number | boolean | null | undefined | Readonl
 interface PgConnection {
   parsedStatements: Record<string, string>
   submittedNamedStatements?: Record<string, string>
-  stream: { cork?: () => void, uncork?: () => void }
-  parse (query: { text: string, name: string, types: never[] }): void
-  bind (config: { statement: string, values: Array<string | null> }): void
-  execute (config: { portal: string, rows: number }): void
-  sync (): void
+  stream: { writable: boolean, write: (chunk: Buffer) => unknown }
   sendCopyFail (message: string): void
 }
 
 /** A client the plugin checked out: `query` takes a submittable and calls its `callback`. */
 interface SubmittingClient { query: (query: never) => unknown }
 
-const NO_TYPES: never[] = []
+/**
+ * The frontend messages of one execution (the protocol's "extended query"): Parse when the
+ * statement is new on the connection (no parameter types: the server infers them), Bind of the
+ * unnamed portal with every parameter and result as text, Execute of all rows, Sync.
+ */
+function encode (name: string, text: string | null, values: ReadonlyArray<string | null>): Buffer {
+  const nameBytes = Buffer.byteLength(name)
+  const textBytes = text === null ? 0 : Buffer.byteLength(text)
+  let size = text === null ? 0 : 1 + 4 + nameBytes + 1 + textBytes + 1 + 2
+  const bindStart = size
+  let bind = 4 + 1 + nameBytes + 1 + 2 + 2 + 2
+  const lengths: number[] = new Array(values.length)
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i] as string | null
+    const n = v === null ? -1 : Buffer.byteLength(v)
+    lengths[i] = n
+    bind += 4 + (n > 0 ? n : 0)
+  }
+  size += 1 + bind + EXECUTE_SYNC.length
+  const buf = Buffer.allocUnsafe(size)
+  let o = 0
+  if (text !== null) {
+    buf[o++] = 0x50 // 'P'
+    o = buf.writeInt32BE(4 + nameBytes + 1 + textBytes + 1 + 2, o)
+    o += buf.write(name, o, 'utf8'); buf[o++] = 0
+    o += buf.write(text, o, 'utf8'); buf[o++] = 0
+    o = buf.writeInt16BE(0, o)
+  }
+  if (o !== bindStart) throw new Error('Parse message length mismatch')
+  buf[o++] = 0x42 // 'B'
+  o = buf.writeInt32BE(bind, o)
+  buf[o++] = 0 // the unnamed portal
+  o += buf.write(name, o, 'utf8'); buf[o++] = 0
+  o = buf.writeInt16BE(0, o) // every parameter as text
+  o = buf.writeInt16BE(values.length, o)
+  for (let i = 0; i < values.length; i++) {
+    const n = lengths[i] as number
+    o = buf.writeInt32BE(n, o)
+    if (n > 0) o += buf.write(values[i] as string, o, 'utf8')
+  }
+  o = buf.writeInt16BE(0, o) // every result column as text
+  EXECUTE_SYNC.copy(buf, o)
+  return buf
+}
+
+/** Execute (the unnamed portal, every row) and Sync. */
+const EXECUTE_SYNC = Buffer.from([0x45, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0x53, 0, 0, 0, 4])
 
 /** An element of a text array literal, quoted as pg quotes it. */
 function arrayElement (value: string | null): string {
@@ -92,18 +136,10 @@ class TextQuery {
     if (parsed !== undefined && parsed !== this.text) {
       return new Error(`Prepared statements must be unique - '${this.name}' was used for a different statement`)
     }
-    connection.stream.cork?.()
-    try {
-      if (parsed === undefined) {
-        connection.parse({ text: this.text, name: this.name, types: NO_TYPES })
-        if (submitted !== undefined) submitted[this.name] = this.text
-      }
-      connection.bind({ statement: this.name, values: this.#values })
-      connection.execute({ portal: '', rows: 0 })
-      connection.sync()
-    } finally {
-      connection.stream.uncork?.()
-    }
+    const message = encode(this.name, parsed === undefined ? this.text : null, this.#values)
+    if (parsed === undefined && submitted !== undefined) submitted[this.name] = this.text
+    // As pg's own writes: nothing on a socket that is closing (its error or end fails the query).
+    if (connection.stream.writable) connection.stream.write(message)
     return null
   }
 
