@@ -311,10 +311,16 @@ async function main (): Promise<void> {
       await admin.connect()
       targets.push({ backend: 'postgres', url: database.url, admin, db: new URL(database.url).pathname.slice(1) })
     }
-    if (parts.has('backend')) { log('\n== backend CPU per call'); result.backend = await backendPart(targets) }
-    if (parts.has('contention')) { log('\n== contention over 3 instances'); result.contention = await contentionPart(targets) }
-    if (parts.has('size')) { log('\n== record size'); result.size = await sizePart(targets) }
-    if (parts.has('failover')) { log('\n== failover'); result.failover = await runFailover(log) }
+    // A part that fails is reported and left out; the others are still written.
+    const part = async (name: string, run: () => Promise<void>): Promise<void> => {
+      if (!parts.has(name)) return
+      log(`\n== ${name}`)
+      try { await run() } catch (err) { log(`  ${name} failed, left out: ${(err as Error).stack ?? String(err)}`) }
+    }
+    await part('backend', async () => { result.backend = await backendPart(targets) })
+    await part('contention', async () => { result.contention = await contentionPart(targets) })
+    await part('size', async () => { result.size = await sizePart(targets) })
+    await part('failover', async () => { result.failover = await runFailover(log) })
   } finally {
     await admin?.end().catch(() => {})
     await database?.drop()
