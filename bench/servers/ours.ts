@@ -148,6 +148,25 @@ app.mcp.tool({
   description: 'Returns the session counter.'
 }, async (_args, ctx) => ({ content: [{ type: 'text', text: String(ctx.session?.get<number>('counter') ?? 0) }] }))
 
+// Record size (bench/capacity.ts): `blob_fill` gives the session `keys` keys of `bytes` characters
+// each; `blob_touch` then changes one small key, so a save writes that key only.
+app.mcp.tool({
+  name: 'blob_fill',
+  description: 'Sets `keys` session keys of `bytes` characters each.',
+  input: Type.Object({ keys: Type.Integer({ minimum: 1, maximum: 1000 }), bytes: Type.Integer({ minimum: 0, maximum: 1_048_576 }) })
+}, async ({ keys, bytes }, ctx) => {
+  for (let i = 0; i < keys; i++) ctx.session?.set(`b${i}`, 'x'.repeat(bytes))
+  return { content: [{ type: 'text', text: 'filled' }] }
+})
+
+app.mcp.tool({
+  name: 'blob_touch',
+  description: 'Adds 1 to the session key `touch`.'
+}, async (_args, ctx) => {
+  ctx.session?.set('touch', (ctx.session?.get<number>('touch') ?? 0) + 1)
+  return { content: [{ type: 'text', text: 'touched' }] }
+})
+
 // State handles (issue 13's bench block): a basket holds a count, so its state stays the same size
 // over a run of thousands of calls; `basket_count` lets the driver check no update was lost.
 app.mcp.handleKind('basket', { ttl })

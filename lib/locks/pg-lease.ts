@@ -1,5 +1,6 @@
 /** The lease a `PgSessionLock` hands out (see `pg-lock.ts`): a row of `<prefix>leases`. */
 import type { PgPoolLike } from '../postgres/pool.js'
+import { pgText } from '../postgres/text-query.js'
 import { BackendLease, type LeaseHome } from './backend-lease.js'
 import type { FifoRelease } from './keyed-fifo.js'
 
@@ -22,7 +23,7 @@ export class PgLease extends BackendLease<PgPoolLike> {
   }
 
   async extendLease (): Promise<number> {
-    const { rows } = await this.home.handle.query({ ...this.extend, values: [this.id, this.token, this.home.ttl] })
-    return rows[0]?.ok === true ? 1 : 0
+    const { rows } = await pgText(this.home.handle, this.extend, [this.id, this.token, this.home.ttl])
+    return rows[0]?.[0] === 't' ? 1 : 0
   }
 }

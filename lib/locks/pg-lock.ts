@@ -21,15 +21,16 @@
  * waiting for the WAL flush (`synchronous_commit` off for those transactions only): a lease lost
  * in a database crash is safe, as every save is fenced; saves wait for the flush as usual.
  */
-import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { resolvePgPool, type PgPoolLike } from '../postgres/pool.js'
+import { pgText } from '../postgres/text-query.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema } from '../postgres/schema.js'
 import { settleWithin } from '../util/settle.js'
 import { roundTrip } from '../telemetry/index.js'
 import { BackendSessionLock, leaseEngine } from './backend-lock.js'
 import { LEASE_BUSY, leaseTtl, type BackendLeases } from './backend-leases.js'
 import { SessionLockError } from './errors.js'
+import { newLeaseToken } from './lease-token.js'
 import { PgLease, type LeaseStatement } from './pg-lease.js'
 import { DEFAULT_LOCK_TIMEOUT, checkTimeout } from './wait.js'
 
@@ -87,7 +88,7 @@ class Orphans {
       if (id !== undefined && orphan.id !== id) continue
       if (orphan.until <= now) { this.#rows.delete(token); continue }
       try {
-        await this.pool.query({ ...this.release, values: [orphan.id, token] })
+        await pgText(this.pool, this.release, [orphan.id, token])
         this.#rows.delete(token)
       } catch {
         if (id === undefined) break // still unreachable: the next tick tries again
@@ -139,17 +140,17 @@ export class PgSessionLock extends BackendSessionLock<PgPoolLike> {
       // A pool: a release and the next take may run on different connections, in any order.
       ordered: false,
       keyOf: id => id,
-      newToken: () => randomBytes(16).toString('hex'),
+      newToken: newLeaseToken,
       newLease: (home, id, _key, token, slot, passes, sentAt, read, readBy) => new PgLease(extend, id, home, token, slot, passes, sentAt, read, readBy),
-      release: async (id, token) => await pool.query({ ...release, values: [id, token] }),
+      release: async (id, token) => await pgText(pool, release, [id, token]),
       releaseFailed: (id, token) => { orphans.add(id, token) },
       // A row of ours left by a release that failed: deleted first, or we would wait for it.
       prepare: id => orphans.size > 0 ? orphans.releaseAll(id) : undefined,
       beforeAttempt: () => schemaReady ? undefined : schema()
     }, async (pool, id, token, _id, ttl) => {
       roundTrip()
-      const { rows } = await pool.query({ ...take, values: [id, token, ttl] })
-      return rows[0]?.ok === true ? undefined : LEASE_BUSY
+      const { rows } = await pgText(pool, take, [id, token, ttl])
+      return rows[0]?.[0] === 't' ? undefined : LEASE_BUSY
     })
     this.prefix = p
     this.#pool = pool

@@ -18,7 +18,7 @@
  * the lock creates such a client itself, and closes it on `close()`); an injected client is never
  * closed. Its backend errors reject `acquire()` with a `SessionLockError` (cause kept).
  */
-import { randomBytes } from 'node:crypto'
+import { newLeaseToken } from './lease-token.js'
 import { createLockClient, isRedisClient } from '../redis/client.js'
 import { DEFAULT_KEY_PREFIX, assertKeyPrefix, lockKey } from '../redis/keys.js'
 import { confirmed, replicaAckFor, replicaAckOf, requireReplicaAck, sendWait } from '../redis/replica-ack.js'
@@ -62,22 +62,6 @@ export interface RedisSessionLockOptions {
   waitTimeoutMs?: number
 }
 
-/**
- * Fresh 128-bit lease tokens, cut from a pooled random text: a randomBytes() call per acquisition
- * cost more than the rest of the acquire on the request path, and hex-encoding each token's 16
- * bytes (`Buffer#toString`, a call into C++) costs far more than a slice of 256 tokens' worth of
- * hex encoded at once (docs/performance.md).
- */
-const TOKEN_CHARS = 32
-let tokenPool = ''
-let tokenOffset = 0
-function newToken (): string {
-  if (tokenOffset + TOKEN_CHARS > tokenPool.length) { tokenPool = randomBytes(TOKEN_CHARS / 2 * 256).toString('hex'); tokenOffset = 0 }
-  const token = tokenPool.slice(tokenOffset, tokenOffset + TOKEN_CHARS)
-  tokenOffset += TOKEN_CHARS
-  return token
-}
-
 /** How long close() waits for the client's QUIT (ms). */
 const CLOSE_TIMEOUT = 1000
 
@@ -88,7 +72,7 @@ function redisBackend (client: RedisClient, prefix: string): LeaseBackend<RedisC
     // One connection: Redis runs a release and the next holder's take in the order sent.
     ordered: true,
     keyOf: id => lockKey(prefix, id),
-    newToken,
+    newToken: newLeaseToken,
     newLease: (home, id, key, token, slot, passes, sentAt, read, readBy) => new RedisLease(id, home, key, token, slot, passes, sentAt, read, readBy),
     release: (key, token) => client.mcpLockRelease(key, token)
   }

@@ -6,7 +6,8 @@
  * terminated, a read timeout — leaves the outcome unknown (`OutcomeUnknownError`).
  */
 import { OutcomeUnknownError } from '../errors.js'
-import { quietErrors, type PgPoolLike, type PgQuery, type PgResult } from './pool.js'
+import { quietErrors, type PgPoolLike } from './pool.js'
+import { pgTextOn, type PgStatement, type PgTextResult, type PgTextValue } from './text-query.js'
 
 /** Whether the server answered with this error (pg's `DatabaseError`: a 5-character SQLSTATE and a severity). */
 function answeredByServer (err: unknown): boolean {
@@ -14,14 +15,14 @@ function answeredByServer (err: unknown): boolean {
   return typeof e === 'object' && e !== null && typeof e.code === 'string' && e.code.length === 5 && typeof e.severity === 'string'
 }
 
-/** Runs a write statement on a connection of `pool` (see the module doc). */
-export async function pgWrite (pool: PgPoolLike, query: PgQuery): Promise<PgResult> {
+/** Runs a write statement on a connection of `pool` (see the module doc), its rows as text (`text-query.ts`). */
+export async function pgWrite (pool: PgPoolLike, statement: PgStatement, values: readonly PgTextValue[]): Promise<PgTextResult> {
   // Not sent when this fails: the error is the store refusing the write.
   const client = await pool.connect()
   const listening = quietErrors(client)
-  let result: PgResult
+  let result: PgTextResult
   try {
-    result = await client.query(query)
+    result = await pgTextOn(pool, client, statement, values)
   } catch (err) {
     listening()
     if (answeredByServer(err)) {

@@ -14,8 +14,10 @@
  */
 import { resolvePgPool, type PgPoolLike, type PgResult } from '../postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix, ensureSchema, positioned } from '../postgres/schema.js'
+import { pgText, type PgStatement, type PgTextValue } from '../postgres/text-query.js'
 import { pgWrite } from '../postgres/write-outcome.js'
 import { settleWithin } from '../util/settle.js'
+import { DecodedReplies } from './decoded-replies.js'
 import { roundTrip } from '../telemetry/index.js'
 import {
   SessionDataError, encodeSessionValue,
@@ -39,13 +41,14 @@ export interface PgSessionStoreOptions extends SessionStoreOptions {
 const GC_BATCH = 1000
 
 /** A statement: its text, and a name that makes it a prepared statement on each connection. */
-interface Statement { name: string, text: string }
+type Statement = PgStatement
 
 /**
- * What take_and_load answered: `status` 1 with the record read under the lease just taken, 0 when
- * the lease is busy, 2 when the record does not exist (no lease taken).
+ * What take_and_load answered: `status` 1 with the record read under the lease just taken (`data`
+ * the row's jsonb as text, `version`), 0 when the lease is busy, 2 when the record does not exist
+ * (no lease taken).
  */
-export interface TakenRow { status: number, data: unknown, version: unknown }
+export interface TakenRow { status: number, data: string | null, version: string | null }
 
 /** A save's set, encoded: the keys and their JSON texts. */
 export type PgFields = [keys: string[], texts: string[]]
@@ -61,6 +64,8 @@ export class PgSessionStore implements SessionStore {
   readonly #pool: PgPoolLike
   readonly #ownsPool: boolean
   readonly #sql: Record<'create' | 'load' | 'save' | 'saveMany' | 'destroy' | 'exists' | 'gc' | 'takeAndLoad', Statement>
+  /** The records read last, decoded: one read again unchanged is copied, not parsed (`decoded-replies.ts`). */
+  readonly #decoded = new DecodedReplies()
   #schemaReady = false
   #closed = false
 
@@ -89,7 +94,8 @@ export class PgSessionStore implements SessionStore {
       // A read; the idle TTL pushed at most once per least(1 s, ttl/10), unflushed (see schema.ts).
       load: { name: `${p}state_load`, text: `SELECT data, version FROM ${p}load($1, $2) WHERE version IS NOT NULL` },
       save: { name: `${p}state_save`, text: `SELECT ${p}save($1, $2, $3, $4, $5, $6::text[], $7::text[], $8::text[], $9) AS result` },
-      saveMany: { name: `${p}state_save_many`, text: `SELECT ${p}save_many($1::jsonb, $2) AS result` },
+      // The results as a JSON array (read as text: see postgres/text-query.ts).
+      saveMany: { name: `${p}state_save_many`, text: `SELECT to_json(${p}save_many($1::jsonb, $2)) AS result` },
       destroy: { name: `${p}state_destroy`, text: `DELETE FROM ${p}state WHERE id = $1 RETURNING ${live} AS live` },
       exists: { name: `${p}state_exists`, text: `SELECT 1 FROM ${p}state WHERE id = $1 AND ${live}` },
       gc: {
@@ -120,12 +126,22 @@ export class PgSessionStore implements SessionStore {
     return await this.#pool.query({ ...statement, values })
   }
 
-  /** A save: its failure tells a refused write from one whose outcome is unknown (`postgres/write-outcome.ts`). */
-  async #write<T = SaveResult> (statement: Statement, values: unknown[]): Promise<T> {
+  /** A hot statement, its rows as text (`postgres/text-query.ts`). */
+  async #text (statement: Statement, values: PgTextValue[]): Promise<Array<Array<string | null>>> {
     if (!this.#schemaReady) await this.#ensureSchema()
     roundTrip()
-    const { rows } = await pgWrite(this.#pool, { ...statement, values })
-    return rows[0]?.result as T
+    return (await pgText(this.#pool, statement, values)).rows
+  }
+
+  /**
+   * A save, its one result column as text: its failure tells a refused write from one whose
+   * outcome is unknown (`postgres/write-outcome.ts`).
+   */
+  async #write (statement: Statement, values: PgTextValue[]): Promise<string | null | undefined> {
+    if (!this.#schemaReady) await this.#ensureSchema()
+    roundTrip()
+    const { rows } = await pgWrite(this.#pool, statement, values)
+    return rows[0]?.[0]
   }
 
   async #ensureSchema (): Promise<void> {
@@ -146,9 +162,8 @@ export class PgSessionStore implements SessionStore {
   }
 
   async load (id: string): Promise<SessionRecord | null> {
-    const rows = await this.#query(this.#sql.load, [id, this.ttl])
-    const row = rows[0]
-    return row === undefined ? null : decodeRecord(id, row.data, row.version)
+    const row = (await this.#text(this.#sql.load, [id, this.ttl]))[0]
+    return row === undefined ? null : this.decode(id, row[0], row[1])
   }
 
   /**
@@ -159,10 +174,11 @@ export class PgSessionStore implements SessionStore {
   async save (id: string, changes: SessionChanges, guard: SaveGuard = {}): Promise<SaveResult> {
     const fence = guard.fence
     const [keys, values] = pgFields(changes.set)
-    return await this.#write(this.#sql.save, [id, fence?.key ?? id, fence?.token ?? null, guard.version ?? null, this.ttl, keys, values, changes.delete, false])
+    return await this.#write(this.#sql.save, [id, fence?.key ?? id, fence?.token ?? null, guard.version ?? null, this.ttl, keys, values, changes.delete, false]) as SaveResult
   }
 
   async destroy (id: string): Promise<boolean> {
+    this.#decoded.forget(id)
     const rows = await this.#query(this.#sql.destroy, [id])
     return rows[0]?.live === true
   }
@@ -182,8 +198,10 @@ export class PgSessionStore implements SessionStore {
    * @internal For the store + lock fast path (`state/pairings/pg-pairing.ts`).
    */
   async takeAndLoad (key: string, id: string, token: string, lockTtl: number): Promise<TakenRow> {
-    const rows = await this.#query(this.#sql.takeAndLoad, [key, id, token, lockTtl, this.ttl])
-    return rows[0] as unknown as TakenRow
+    const row = (await this.#text(this.#sql.takeAndLoad, [key, id, token, lockTtl, this.ttl]))[0]
+    // The function has OUT parameters: always one row.
+    if (row === undefined) throw new Error('take_and_load answered no row')
+    return { status: Number(row[0]), data: row[1], version: row[2] }
   }
 
   /**
@@ -191,8 +209,9 @@ export class PgSessionStore implements SessionStore {
    * @throws {SessionDataError} when the data cannot be decoded.
    * @internal For the store + lock fast path (`state/pairings/pg-pairing.ts`).
    */
-  decode (id: string, data: unknown, version: unknown): SessionRecord {
-    return decodeRecord(id, data, version)
+  decode (id: string, data: string | null, version: string | null): SessionRecord {
+    if (data === null) throw notJson(id)
+    return { data: this.#decoded.data(id, data, decodeData), version: Number(version) }
   }
 
   /**
@@ -201,7 +220,7 @@ export class PgSessionStore implements SessionStore {
    * @internal For the store + lock fast path (`state/pairings/pg-pairing.ts`).
    */
   async saveReleasing (id: string, key: string, token: string, set: PgFields, deleted: string[], version: number | undefined): Promise<SaveResult> {
-    return await this.#write(this.#sql.save, [id, key, token, version ?? null, this.ttl, set[0], set[1], deleted, true])
+    return await this.#write(this.#sql.save, [id, key, token, version ?? null, this.ttl, set[0], set[1], deleted, true]) as SaveResult
   }
 
   /**
@@ -210,7 +229,8 @@ export class PgSessionStore implements SessionStore {
    * @internal For the store + lock fast path (`state/pairings/pg-pairing.ts`).
    */
   async saveManyReleasing (items: readonly PgManyItem[]): Promise<Array<SaveResult | 'skipped'>> {
-    return await this.#write<Array<SaveResult | 'skipped'>>(this.#sql.saveMany, [JSON.stringify(items), this.ttl])
+    const result = await this.#write(this.#sql.saveMany, [JSON.stringify(items), this.ttl])
+    return JSON.parse(result as string) as Array<SaveResult | 'skipped'>
   }
 
   /** Ends the pool if the store made it. Bounded; twice is fine. */
@@ -228,10 +248,16 @@ export function pgFields (data: Record<string, JsonValue>): PgFields {
 }
 
 /**
- * A row's data (each key's `[position, JSON text]`) and version → the record, its keys in the order
- * of their positions; a value that is not JSON text fails.
+ * A row's data (as text: a jsonb object of each key's `[position, JSON text]`) → the record's
+ * data, its keys in the order of their positions; a value that is not JSON text fails.
  */
-function decodeRecord (id: string, fields: unknown, version: unknown): SessionRecord {
+function decodeData (id: string, text: string): Record<string, JsonValue> {
+  let fields: unknown
+  try {
+    fields = JSON.parse(text)
+  } catch (err) {
+    throw notJson(id, err)
+  }
   if (typeof fields !== 'object' || fields === null || Array.isArray(fields)) throw notJson(id)
   const entries: Array<[key: string, position: number, text: string]> = []
   for (const key of Object.keys(fields)) {
@@ -252,7 +278,7 @@ function decodeRecord (id: string, fields: unknown, version: unknown): SessionRe
     if (key === '__proto__') Object.defineProperty(data, key, { value, enumerable: true, writable: true, configurable: true })
     else data[key] = value
   }
-  return { data, version: Number(version) }
+  return data
 }
 
 function notJson (id: string, cause?: unknown): SessionDataError {
