@@ -35,8 +35,13 @@ export const REASONS: Readonly<Record<string, string>> = {
   'Session lock was lost; the changes of this request were not saved.': 'lock_lost',
   'The request was abandoned by its client; its changes were not saved.': 'abandoned',
   'The call was abandoned by its client; its changes were not saved.': 'abandoned',
-  'Session store did not confirm the save; whether the changes of this request were saved is unknown.': 'save_unknown',
-  'State store did not confirm the save; whether the changes of this call were saved is unknown.': 'save_unknown',
+  ['Session store did not confirm the save; whether the changes of this request were saved is unknown. ' +
+    'A retry of a tool call with the same idempotency key says which: it answers the recorded result if they were, and runs the call if not.']: 'save_unknown',
+  ['State store did not confirm the save; whether the changes of this call were saved is unknown. ' +
+    'A retry with the same idempotency key says which: it answers the recorded result if they were, and runs the call if not.']: 'save_unknown',
+  'Another call with this idempotency key is still being processed.': 'call_busy',
+  'The idempotency record cannot be read.': 'call_unreadable',
+  'The idempotency record\'s lock was lost; the call was stopped and not recorded.': 'lock_lost',
   'Tasks cannot be created right now; retry later': 'tasks_unavailable',
   'Tasks are unavailable right now; retry later': 'tasks_unavailable',
   'The change could not be confirmed by enough replicas: it may or may not have been kept; retry later.': 'unconfirmed',
