@@ -11,6 +11,7 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import mcp, { injectClient, McpError, PgSessionLock, PgSessionStore, RedisSessionLock, RedisSessionStore, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
 import { registerDemoTools } from '../../examples/demo-tools.js'
 import { failFastRedis } from '../helpers/fail-fast-redis.js'
+import { mcpErrorOf } from '../helpers/mcp-error.js'
 import { createTestDatabase } from '../helpers/postgres.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js'
@@ -57,16 +58,6 @@ async function newBasket (c: InjectClient): Promise<string> {
   return (await c.callTool('basket_create')).structuredContent?.basket as string
 }
 
-async function failure (p: Promise<unknown>): Promise<McpError> {
-  try {
-    await p
-  } catch (err) {
-    if (err instanceof McpError) return err
-    throw err
-  }
-  throw new Error('expected the call to fail')
-}
-
 /** A retry, as a client does it: again while the backend is still being reconnected to (503 "unavailable"). */
 async function retried<T> (call: () => Promise<T>): Promise<T> {
   for (let i = 0; ; i++) {
@@ -87,7 +78,7 @@ for (const [name, backend] of Object.entries(BACKENDS)) {
     const basket = await newBasket(c)
     await c.callTool('basket_add', { basket, item: 'warm-up' })
     const cut = proxy.arm('lost-reply-item')
-    const err = await failure(c.callTool('basket_add', { basket, item: 'lost-reply-item' }, { idempotencyKey: 'retry-me' }))
+    const err = await mcpErrorOf(c.callTool('basket_add', { basket, item: 'lost-reply-item' }, { idempotencyKey: 'retry-me' }))
     await cut
     t.equal(err.status, 503)
     t.match(err.message, /whether the changes of this call were saved is unknown/, 'unknown, never "not saved"')
@@ -99,7 +90,7 @@ for (const [name, backend] of Object.entries(BACKENDS)) {
     t.same(items, ['warm-up', 'lost-reply-item'], 'stored exactly once')
 
     const again = proxy.arm('unkeyed-item')
-    const unkeyed = await failure(retried(async () => await c.callTool('basket_add', { basket, item: 'unkeyed-item' })))
+    const unkeyed = await mcpErrorOf(retried(async () => await c.callTool('basket_add', { basket, item: 'unkeyed-item' })))
     await again
     t.match(unkeyed.message, /unknown/, 'without a key: unknown as well')
     const after = (await retried(async () => await c.callTool('basket_get', { basket }))).structuredContent?.items

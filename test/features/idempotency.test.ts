@@ -11,10 +11,11 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Type } from '@sinclair/typebox'
-import mcp, { injectClient, McpError, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
+import mcp, { injectClient, type InjectClient, type McpPluginOptions } from '../../lib/index.js'
 import { registerDemoTools } from '../../examples/demo-tools.js'
 import { tokensAuth } from '../../examples/server.js'
 import { otel } from '../helpers/otel.js'
+import { mcpErrorOf } from '../helpers/mcp-error.js'
 import { sleep } from '../helpers/time.js'
 
 const REPLAY = 'fastify-mcp-http/idempotentReplay'
@@ -53,16 +54,6 @@ const stripReplay = (r: Record<string, any>): Record<string, any> => {
 
 async function newBasket (c: InjectClient): Promise<string> {
   return (await c.callTool('basket_create')).structuredContent?.basket as string
-}
-
-async function errorOf (p: Promise<unknown>): Promise<McpError> {
-  try {
-    await p
-  } catch (err) {
-    if (err instanceof McpError) return err
-    throw err
-  }
-  throw new Error('expected an McpError')
 }
 
 t.test('a keyed call on a state handle (2026-07-28) runs once; its copy replays the result, marked', async t => {
@@ -108,7 +99,7 @@ t.test('the same key with other arguments is refused (-32602) and runs nothing',
   const c = injectClient(app, { protocolVersion: '2026-07-28' })
   const basket = await newBasket(c)
   await c.callTool('basket_add', { basket, item: 'pear' }, { idempotencyKey: 'k' })
-  const err = await errorOf(c.callTool('basket_add', { basket, item: 'plum' }, { idempotencyKey: 'k' }))
+  const err = await mcpErrorOf(c.callTool('basket_add', { basket, item: 'plum' }, { idempotencyKey: 'k' }))
   t.equal(err.code, -32602)
   t.match(err.data, { reason: 'idempotency_key_reused' })
   t.same((await c.callTool('basket_get', { basket })).structuredContent, { items: ['pear'] }, 'nothing ran')
@@ -129,7 +120,7 @@ t.test('a keyed call on no state: a record of its own; a copy replays; a copy in
 
   const slow = c.callTool('send_mail', { to: 'bob', delayMs: 600 }, { idempotencyKey: 'mail-2' })
   await sleep(100)
-  const refused = await errorOf(c.callTool('send_mail', { to: 'bob', delayMs: 600 }, { idempotencyKey: 'mail-2' }))
+  const refused = await mcpErrorOf(c.callTool('send_mail', { to: 'bob', delayMs: 600 }, { idempotencyKey: 'mail-2' }))
   t.equal(refused.status, 409, 'in flight: refused at once, not queued')
   t.match(refused.data, { reason: 'idempotency_key_in_flight' })
   const raw = await app.inject({
@@ -175,11 +166,11 @@ t.test('the key travels in params, in _meta or in the Idempotency-Key header; ba
   t.equal((viaMeta as Answer)._meta?.[REPLAY], true, 'the header\'s key and the _meta key are one key')
   t.equal(runs.get('m'), 1)
   for (const bad of ['', 'x'.repeat(256), 'tab\there', 'é', 'x'.repeat(1024 * 1024)]) {
-    const err = await errorOf(c.callTool('send_mail', { to: 'm' }, { idempotencyKey: bad }))
+    const err = await mcpErrorOf(c.callTool('send_mail', { to: 'm' }, { idempotencyKey: bad }))
     t.equal(err.code, -32602, `refused: ${JSON.stringify(bad.slice(0, 12))} (${bad.length} characters)`)
     t.match(err.data, { reason: 'idempotency_key_invalid' })
   }
-  const differ = await errorOf(c.callTool('send_mail', { to: 'm' }, { idempotencyKey: 'a', headers: { 'idempotency-key': 'b' } }))
+  const differ = await mcpErrorOf(c.callTool('send_mail', { to: 'm' }, { idempotencyKey: 'a', headers: { 'idempotency-key': 'b' } }))
   t.match(differ.data, { reason: 'idempotency_key_invalid' }, 'keys that differ are refused')
   t.equal(runs.get('m'), 1, 'nothing refused ran')
   t.equal(JSON.stringify(await c.callTool('send_mail', { to: 'm', big: 0 }, { idempotencyKey: 'k'.repeat(255) })).includes('sent'), true, 'a 255-character key is fine')
@@ -258,7 +249,7 @@ t.test('keys are secrets: no key in the log', async t => {
   const key = 'secret-key-0123456789abcdef'
   await c.callTool('send_mail', { to: 'q' }, { idempotencyKey: key })
   await c.callTool('send_mail', { to: 'q' }, { idempotencyKey: key })
-  await errorOf(c.callTool('send_mail', { to: 'other' }, { idempotencyKey: key }))
+  await mcpErrorOf(c.callTool('send_mail', { to: 'other' }, { idempotencyKey: key }))
   t.ok(logs.length > 0, 'the app logged')
   t.notOk(logs.some(l => l.includes(key)), 'the key appears in no log line')
 })
@@ -307,7 +298,7 @@ t.test('seen from outside: fastify_mcp.idempotency.calls by outcome, and the out
   const c = injectClient(app, { protocolVersion: '2026-07-28' })
   await c.callTool('send_mail', { to: 'o' }, { idempotencyKey: 'seen' })
   await c.callTool('send_mail', { to: 'o' }, { idempotencyKey: 'seen' })
-  await errorOf(c.callTool('send_mail', { to: 'p' }, { idempotencyKey: 'seen' }))
+  await mcpErrorOf(c.callTool('send_mail', { to: 'p' }, { idempotencyKey: 'seen' }))
   const points = await o.points('fastify_mcp.idempotency.calls')
   const by = Object.fromEntries(points.map(p => [String(p.attributes['fastify_mcp.idempotency.outcome']), p.value]))
   t.same(by, { recorded: 1, replay: 1, conflict: 1 })
