@@ -133,9 +133,10 @@ t.test('fencing across a promotion: a lease lost in the failover cannot write ov
 
   // B takes the lease on the promoted primary (nobody holds it there) and saves.
   const leaseB = await until(async () => await b.lock.acquire('s', { timeout: 0 }))
-  const readB = await b.store.load('s')
+  // B's store client may reach the new primary a moment after its lock client: retried like the lease.
+  const readB = await until(async () => await b.store.load('s'))
   t.same(readB?.data, { n: 0 })
-  t.equal(await b.store.save('s', { set: { n: 1 }, delete: [] }, { fence: leaseB.fence, version: readB?.version }), 'ok', 'the new holder saves')
+  t.equal(await until(async () => await b.store.save('s', { set: { n: 1 }, delete: [] }, { fence: leaseB.fence, version: readB?.version })), 'ok', 'the new holder saves')
   // The old holder wakes up and saves under its lost lease: refused while B holds it ...
   t.equal(await until(async () => await a.store.save('s', { set: { n: 99 }, delete: [] }, { fence: leaseA.fence, version: readA?.version })),
     'fenced', 'the stale holder is refused while the new holder holds the lease')
