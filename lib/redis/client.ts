@@ -51,10 +51,12 @@ const REVIVE_DELAY = 1000
 /**
  * Keeps a Sentinel client following the primary until its owner closes it. ioredis ends a
  * Sentinel client for good when one connection attempt fails as a whole (every sentinel
- * unreachable, or none naming a reachable primary, as in the seconds of a failover): it is
- * connected again after a second, unless its owner called `quit()` or `disconnect()`. When it
- * does end, the failover detector's connections to the sentinels go with it (ioredis' QUIT leaves
- * them reconnecting forever, keeping the process alive).
+ * unreachable, none naming a reachable primary, or the attempt cut by ioredis' own
+ * `disconnect(true)`, as in the seconds of a failover): it is connected again after a second,
+ * unless its owner called `quit()` or `disconnect()`. ioredis itself calls `disconnect(true)` to
+ * reconnect (a READONLY reply, a node whose role is not the primary's, a fatal reply error): that
+ * is not a close. When it does end, the failover detector's connections to the sentinels go with
+ * it (ioredis' QUIT leaves them reconnecting forever, keeping the process alive).
  */
 function followForever (client: RedisClientLike): void {
   let closed = false
@@ -62,7 +64,10 @@ function followForever (client: RedisClientLike): void {
   const quit = client.quit.bind(client)
   const disconnect = client.disconnect.bind(client)
   target.quit = async () => { closed = true; return await quit() }
-  target.disconnect = () => { closed = true; disconnect() }
+  target.disconnect = (reconnect?: boolean) => {
+    if (reconnect !== true) closed = true
+    disconnect(reconnect)
+  }
   client.on('end', () => {
     if (closed || typeof target.connect !== 'function') {
       target.connector?.disconnect?.()

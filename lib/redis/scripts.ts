@@ -49,7 +49,7 @@ export interface RedisClientLike {
   once (event: string, listener: (...args: any[]) => void): unknown
   off (event: string, listener: (...args: any[]) => void): unknown
   quit (): Promise<unknown>
-  disconnect (): void
+  disconnect (reconnect?: boolean): void
 }
 
 /**

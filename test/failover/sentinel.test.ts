@@ -15,6 +15,9 @@
  * Fencing across a promotion: a lease taken while the replica got nothing is missing on the
  * promoted replica; a second holder takes it there, and the first holder's fenced save is
  * refused (while the second holds the lease, and after it released: the version moved on).
+ *
+ * A client the plugin made is connected again after ioredis' own `disconnect(true)` cut one of its
+ * connection attempts (only its owner's `quit()` or `disconnect()` closes it for good).
  */
 import t from 'tap'
 import type { AddressInfo } from 'node:net'
@@ -147,6 +150,22 @@ t.test('fencing across a promotion: a lease lost in the failover cannot write ov
   t.same((await b.store.load('s'))?.data, { n: 1 }, 'what the new holder saved stands')
   await leaseA.release().catch(() => {})
   await primary.start()
+})
+
+t.test('a Sentinel client is connected again after ioredis cut its own connection attempt with disconnect(true): a reconnect, not a close', async t => {
+  const client = createRedisClient({ sentinels: deployment.sentinels, name: deployment.masterName })
+  let ownerClosed = false
+  t.teardown(async () => { ownerClosed = true; await client.quit().catch(() => client.disconnect()) })
+  await until(async () => await client.exists('revive:none'))
+  // ioredis calls disconnect(true) itself on a READONLY reply or a node that is not the primary;
+  // one that cuts the next attempt while it asks the sentinels ends the client.
+  const ended = new Promise(resolve => client.once('end', resolve))
+  client.once('connecting', () => { client.disconnect(true) })
+  client.disconnect(true)
+  await ended
+  t.equal(client.status, 'end', 'the cut attempt ended the client')
+  t.equal(await until(async () => await client.exists('revive:none')), 0, 'the client was connected again')
+  t.notOk(ownerClosed)
 })
 
 /** Retries `fn` (a client reconnecting after a promotion fails fast meanwhile) for up to 30 s. */
