@@ -20,6 +20,9 @@ import * as lib from '../../lib/index.js'
 
 import { ROOT, docFiles } from './markdown-files.js'
 
+// CPU-bound (tsc over every block): on a busy 2-core machine it runs past tap's 60 s.
+t.setTimeout(240_000)
+
 /** What the snippets take from the reader's app rather than from the plugin. */
 const READER_GLOBALS = `
 declare var app: import('fastify').FastifyInstance

@@ -9,6 +9,9 @@ import { Type } from '@sinclair/typebox'
 import { Registry } from '../../lib/features/registry.js'
 import { fullGc } from '../helpers/gc.js'
 
+// CPU-bound (thousands of schema compilations, full GCs): on a busy 2-core machine it runs past tap's 60 s.
+t.setTimeout(240_000)
+
 /** A schema of its own per round, as an app generating tools at run time would have. */
 function schema (i: number): ReturnType<typeof Type.Object> {
   return Type.Object({ name: Type.String({ minLength: 1, maxLength: 100 + (i % 7) }), count: Type.Integer({ minimum: 0 }), tags: Type.Array(Type.String()) })
