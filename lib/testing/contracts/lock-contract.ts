@@ -16,7 +16,7 @@ import assert from 'node:assert/strict'
 import { SessionLockError, SessionLockTimeoutError } from '../../locks/errors.js'
 import type { SessionLease, SessionLock } from '../../locks/session-lock.js'
 import { generateSessionId } from '../../sessions/session-id.js'
-import { abortedWithin, freeze, registerCases, settlesWithin, sleep, type CaseScope, type ContractCase, type TestFunction } from './runner.js'
+import { abortedWithin, freeze, registerCases, rejection, settlesWithin, sleep, type CaseScope, type ContractCase, type TestFunction } from './runner.js'
 
 /** What {@link LockContractOptions.make} is asked for. */
 export interface MakeLockOptions {
@@ -85,7 +85,7 @@ it('a busy lock times out with SessionLockTimeoutError, then is granted once rel
   const id = generateSessionId()
   const first = await lock.acquire(id)
   const started = performance.now()
-  const err = await lock.acquire(id, { timeout: 50 }).then(() => null, (e: unknown) => e)
+  const err = await rejection(lock.acquire(id, { timeout: 50 }))
   const elapsed = performance.now() - started
   assert.ok(err instanceof SessionLockTimeoutError)
   assert.ok(err instanceof SessionLockError, 'a timeout is a SessionLockError too')
@@ -144,7 +144,7 @@ it('releasing twice is an error: "not held"', async ({ make, idle }) => {
   const lock = await make({})
   const lease = await lock.acquire(generateSessionId())
   await lease.release()
-  const err = await lease.release().then(() => null, (e: unknown) => e)
+  const err = await rejection(lease.release())
   assert.ok(err instanceof SessionLockError)
   assertNot(err instanceof SessionLockTimeoutError)
   assert.match((err as Error).message, /not held/)
@@ -158,7 +158,7 @@ it('acquiring a lock its owner already holds is an error ("already held"), not a
   const owner = {}
   const lease = await lock.acquire(id, { owner })
   const started = performance.now()
-  const err = await lock.acquire(id, { owner, timeout: 5000 }).then(() => null, (e: unknown) => e)
+  const err = await rejection(lock.acquire(id, { owner, timeout: 5000 }))
   assert.ok(performance.now() - started < 5000 / 2, 'at once, not after the 5 s timeout')
   assert.ok(err instanceof SessionLockError)
   assert.match((err as Error).message, /already held/)
@@ -283,7 +283,7 @@ shared('a second instance (another worker) waits for the first, then gets the lo
   const id = generateSessionId()
   const lease = await one.acquire(id)
   // The id is a secret: the message shows its first characters; the error still knows it (not enumerable: never logged).
-  const timedOut = await two.acquire(id, { timeout: 50 }).then(() => null, (err: SessionLockTimeoutError) => err)
+  const timedOut = await rejection(two.acquire(id, { timeout: 50 })) as SessionLockTimeoutError | null
   assert.equal(timedOut?.message, `Timed out after 0.050s waiting for the lock of session ${id.slice(0, 8)}…`)
   assert.equal(timedOut?.sessionId, id)
   assertNot(JSON.stringify({ ...timedOut }).includes(id), 'no enumerable field carries the whole id')

@@ -92,5 +92,10 @@ export async function abortedWithin (signal: AbortSignal, ms: number, message: s
 
 /** The error `promise` rejects with, or `null` when it resolves. */
 export async function rejection (promise: Promise<unknown>): Promise<unknown> {
-  return await promise.then(() => null, (err: unknown) => err)
+  try {
+    await promise
+    return null
+  } catch (err) {
+    return err
+  }
 }
