@@ -163,8 +163,8 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstanc
     authenticate: tokensAuth(env.MCP_DEMO_TOKENS),
     // The plugin makes its own client from the URL and closes it on app.close().
     redis: sessions.postgres === undefined ? redisFromEnv(env) : undefined,
-    drainTimeout: env.MCP_DRAIN_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_DRAIN_TIMEOUT_MS),
-    tasks: env.MCP_TASK_TTL_MS === undefined ? undefined : { ttl: Number(env.MCP_TASK_TTL_MS), pollInterval: 200 }
+    drainTimeoutMs: env.MCP_DRAIN_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_DRAIN_TIMEOUT_MS),
+    tasks: env.MCP_TASK_TTL_MS === undefined ? undefined : { ttlMs: Number(env.MCP_TASK_TTL_MS), pollIntervalMs: 200 }
   })
 
   registerDemoTools(app.mcp, { admin: env.MCP_DEMO_ADMIN === '1' })

@@ -93,9 +93,9 @@ function fastifyAnswersWhileClosing (fastify: FastifyInstance): boolean {
 }
 
 /** The drain's warning (see {@link fastifyAnswersWhileClosing}), when requests or streams are running as the app closes. */
-function warnIfDrainMatters (fastify: FastifyInstance, engine: McpEngine, drainTimeout: number): void {
+function warnIfDrainMatters (fastify: FastifyInstance, engine: McpEngine, drainTimeoutMs: number): void {
   const s = engine.status()
-  if (drainTimeout === 0 || s.inflightRequests + s.getStreams + s.listenStreams + s.runningTasks === 0) return
+  if (drainTimeoutMs === 0 || s.inflightRequests + s.getStreams + s.listenStreams + s.runningTasks === 0) return
   fastify.log.warn('fastify-mcp-http: the app closes with MCP requests running; set Fastify({ return503OnClosing: false }) so that ' +
     'requests arriving meanwhile get the plugin\'s 503 with Retry-After and a JSON-RPC error (Fastify\'s own 503 has neither)')
 }
@@ -125,7 +125,7 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   if (opts.statusRoute !== null) serveStatus(fastify, opts.statusRoute, registry)
   if (opts.readinessRoute !== null) {
     serveReadiness(fastify, opts.readinessRoute, { store: backends.store, draining: () => registry.status().draining },
-      Math.max(1, Math.ceil(opts.retryInterval / 1000)))
+      Math.max(1, Math.ceil(opts.retryIntervalMs / 1000)))
   }
   let endpoint: string | undefined
   // The plugin is not encapsulated (fastify-plugin: `app.mcp` must reach the app), so Fastify
@@ -168,9 +168,9 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   const fastify503 = fastifyAnswersWhileClosing(fastify)
   // Drain first (running requests finish, new ones get 503), then end what is left.
   fastify.addHook('preClose', async () => {
-    if (fastify503) warnIfDrainMatters(fastify, engine, opts.drainTimeout)
-    await engine.drain(opts.drainTimeout, opts.retryInterval)
-    await engine.close(opts.retryInterval)
+    if (fastify503) warnIfDrainMatters(fastify, engine, opts.drainTimeoutMs)
+    await engine.drain(opts.drainTimeoutMs, opts.retryIntervalMs)
+    await engine.close(opts.retryIntervalMs)
   })
   fastify.addHook('onClose', async () => { await backends.close() })
 }

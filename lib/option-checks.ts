@@ -55,13 +55,13 @@ export function checkNestedKeys (o: object, known: readonly string[], label: str
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(`${label}.${k.slice(0, 64)}`, `unknown option (misspelt?); known: ${known.join(', ')}`)
 }
 
-export function checkTasks (t: unknown): { ttl: number, pollInterval: number, maxPerPrincipal: number } {
+export function checkTasks (t: unknown): { ttlMs: number, pollIntervalMs: number, maxPerPrincipal: number } {
   if (t !== undefined && (typeof t !== 'object' || t === null)) fail('tasks', 'must be an object')
   const o = (t ?? {}) as Record<string, unknown>
-  checkNestedKeys(o, ['ttl', 'pollInterval', 'maxPerPrincipal'], 'tasks')
+  checkNestedKeys(o, ['ttlMs', 'pollIntervalMs', 'maxPerPrincipal'], 'tasks')
   return Object.freeze({
-    ttl: boundedInt(o, 'ttl', 3_600_000, 1000, 86_400_000, 'tasks.ttl'),
-    pollInterval: boundedInt(o, 'pollInterval', 1000, 100, 60_000, 'tasks.pollInterval'),
+    ttlMs: boundedInt(o, 'ttlMs', 3_600_000, 1000, 86_400_000, 'tasks.ttlMs'),
+    pollIntervalMs: boundedInt(o, 'pollIntervalMs', 1000, 100, 60_000, 'tasks.pollIntervalMs'),
     maxPerPrincipal: nonNegativeInt(o, 'maxPerPrincipal', 100, 1, 'tasks.maxPerPrincipal')
   })
 }
@@ -133,12 +133,12 @@ export function checkStatusRoute (route: unknown, name = 'statusRoute'): string 
 /** The keys of `register(mcp, opts)` (Fastify's own register options included: they reach the plugin too). */
 const KNOWN_OPTIONS = new Set([
   'path', 'prefix', 'serverInfo', 'instructions', 'sessions', 'allowedOrigins', 'allowedHosts', 'authenticate', 'auth', 'requireAuth',
-  'wwwAuthenticate', 'bodyLimit', 'clientRequestTimeout', 'keepAliveInterval', 'retryInterval', 'drainTimeout', 'pageSize',
+  'wwwAuthenticate', 'bodyLimit', 'clientRequestTimeoutMs', 'keepAliveIntervalMs', 'retryIntervalMs', 'drainTimeoutMs', 'pageSize',
   'maxPendingClientRequests', 'maxBatchSize', 'maxStreamsPerSession', 'requestStateSecret', 'requestStateTtl', 'cache', 'idempotency', 'maxListenStreams',
   'maxListenStreamsPerClient', 'redis', 'eventLogOptions', 'redisPrefix', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute', 'readinessRoute',
   'logLevel', 'logSerializers', 'postgres', 'postgresPrefix'
 ])
-const KNOWN_SESSION_OPTIONS = new Set(['store', 'lock', 'gcProbability', 'gcDivisor', 'requireSessionId', 'unusedTtl', 'cancelGrace'])
+const KNOWN_SESSION_OPTIONS = new Set(['store', 'lock', 'gcProbability', 'gcDivisor', 'requireSessionId', 'unusedTtlMs', 'cancelGraceMs'])
 
 /**
  * Fails on a key the plugin does not know (a misspelt option would otherwise be ignored in

@@ -51,9 +51,9 @@ export interface ResolvedOptions {
   /** Refuse a handshake-era request without `Mcp-Session-Id` with 400 (else: served without a session). */
   requireSessionId: boolean
   /** Idle TTL of a session until its first use after `initialize` (ms). */
-  unusedTtl: number
-  /** See {@link SessionOptions.cancelGrace}. */
-  cancelGrace: number
+  unusedTtlMs: number
+  /** See {@link SessionOptions.cancelGraceMs}. */
+  cancelGraceMs: number
   backends: ResolvedBackends
   allowedOrigins: (origin: string) => boolean
   allowedHosts: (host: string) => boolean
@@ -65,10 +65,10 @@ export interface ResolvedOptions {
   requireAuth: boolean
   wwwAuthenticate: string
   bodyLimit: number
-  clientRequestTimeout: number
-  keepAliveInterval: number
-  retryInterval: number
-  drainTimeout: number
+  clientRequestTimeoutMs: number
+  keepAliveIntervalMs: number
+  retryIntervalMs: number
+  drainTimeoutMs: number
   pageSize: number
   maxPendingClientRequests: number
   maxBatchSize: number
@@ -81,7 +81,7 @@ export interface ResolvedOptions {
   idempotency: ResolvedIdempotency | null
   maxListenStreams: number
   maxListenStreamsPerClient: number
-  tasks: { ttl: number, pollInterval: number, maxPerPrincipal: number }
+  tasks: { ttlMs: number, pollIntervalMs: number, maxPerPrincipal: number }
   telemetry: ResolvedTelemetry
   /** The path of the status route, or null when off. */
   statusRoute: string | null
@@ -145,7 +145,7 @@ function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<Re
   return { path, prefix: prefix === '' ? undefined : prefix, serverInfo: { ...serverInfo }, instructions: opts.instructions }
 }
 
-function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number, requireSessionId: boolean, unusedTtl: number, cancelGrace: number } {
+function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number, requireSessionId: boolean, unusedTtlMs: number, cancelGraceMs: number } {
   if (typeof s !== 'object' || s === null) fail('sessions', 'must be an object')
   const gcProbability = s.gcProbability ?? 1
   const gcDivisor = s.gcDivisor ?? 100
@@ -153,9 +153,9 @@ function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: 
   if (typeof gcDivisor !== 'number' || !(gcDivisor >= 1)) fail('sessions.gcDivisor', 'gcDivisor must be greater than or equal to 1.')
   const requireSessionId = s.requireSessionId ?? false
   if (typeof requireSessionId !== 'boolean') fail('sessions.requireSessionId', 'must be a boolean')
-  const unusedTtl = nonNegativeInt(s as Record<string, unknown>, 'unusedTtl', 120_000, 1, 'sessions.unusedTtl')
-  const cancelGrace = boundedInt(s as Record<string, unknown>, 'cancelGrace', 5000, 0, 3_600_000, 'sessions.cancelGrace')
-  return { gcProbability, gcDivisor, requireSessionId, unusedTtl, cancelGrace }
+  const unusedTtlMs = nonNegativeInt(s as Record<string, unknown>, 'unusedTtlMs', 120_000, 1, 'sessions.unusedTtlMs')
+  const cancelGraceMs = boundedInt(s as Record<string, unknown>, 'cancelGraceMs', 5000, 0, 3_600_000, 'sessions.cancelGraceMs')
+  return { gcProbability, gcDivisor, requireSessionId, unusedTtlMs, cancelGraceMs }
 }
 
 /**
@@ -201,10 +201,10 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     forwardedHosts: opts.allowedHosts === undefined ? null : checkHosts(opts.allowedHosts),
     ...checkAuth(opts),
     bodyLimit: nonNegativeInt(o, 'bodyLimit', 4 * 1024 * 1024, 1),
-    clientRequestTimeout: nonNegativeInt(o, 'clientRequestTimeout', 60_000, 1),
-    keepAliveInterval: nonNegativeInt(o, 'keepAliveInterval', 15_000),
-    retryInterval: nonNegativeInt(o, 'retryInterval', 1000),
-    drainTimeout: boundedInt(o, 'drainTimeout', 10_000, 0, 3_600_000, 'drainTimeout'),
+    clientRequestTimeoutMs: nonNegativeInt(o, 'clientRequestTimeoutMs', 60_000, 1),
+    keepAliveIntervalMs: nonNegativeInt(o, 'keepAliveIntervalMs', 15_000),
+    retryIntervalMs: nonNegativeInt(o, 'retryIntervalMs', 1000),
+    drainTimeoutMs: boundedInt(o, 'drainTimeoutMs', 10_000, 0, 3_600_000, 'drainTimeoutMs'),
     pageSize: nonNegativeInt(o, 'pageSize', 100, 1),
     maxPendingClientRequests: nonNegativeInt(o, 'maxPendingClientRequests', 32, 1),
     maxBatchSize: nonNegativeInt(o, 'maxBatchSize', 64, 1),

@@ -51,10 +51,10 @@ export interface SessionOptions {
    * cancelled or its client left, when its handler ignores `ctx.signal`: then the lease is
    * released (no longer renewed), the next request on that session or handle runs, and whatever
    * the handler saves later is dropped (logged at warn). Checked a few times a second: released
-   * within `cancelGrace` plus a quarter of it (at most 1 s more). Default 5,000; 0 releases at the
+   * within `cancelGraceMs` plus a quarter of it (at most 1 s more). Default 5,000; 0 releases at the
    * first check. At most 1 hour.
    */
-  cancelGrace?: number
+  cancelGraceMs?: number
   /** Probability numerator of running `store.gc()` on a request. Default 1; 0 disables. */
   gcProbability?: number
   /** Probability denominator. Default 100; must be ≥ 1. */
@@ -72,7 +72,7 @@ export interface SessionOptions {
    * and the memory store evicts them first. After its first request the store's TTL applies.
    * Default 120,000 (2 minutes), capped at the store's TTL.
    */
-  unusedTtl?: number
+  unusedTtlMs?: number
 }
 
 /** Options of `fastify.register(mcp, opts)`. */
@@ -147,16 +147,16 @@ export interface McpPluginOptions {
   /** Largest accepted body in bytes (413 beyond). Default 4 MiB. */
   bodyLimit?: number
   /** Milliseconds a request to the client (elicitation, sampling, roots) may wait. Default 60,000. */
-  clientRequestTimeout?: number
+  clientRequestTimeoutMs?: number
   /** Milliseconds between SSE keep-alive comments on GET streams. Default 15,000; 0 disables. */
-  keepAliveInterval?: number
+  keepAliveIntervalMs?: number
   /** `retry` (ms) sent before the server closes an SSE connection deliberately. Default 1,000. */
-  retryInterval?: number
+  retryIntervalMs?: number
   /**
    * Milliseconds `app.close()` lets requests already running finish before it stops them with an
    * error (new requests get 503 meanwhile). Default 10,000; 0 stops them at once. At most 1 hour.
    */
-  drainTimeout?: number
+  drainTimeoutMs?: number
   /** Items per page of the list methods. Default 100. */
   pageSize?: number
   /** Pending requests to the client allowed per session. Default 32. */
@@ -232,13 +232,13 @@ export interface McpPluginOptions {
    */
   limits?: ToolLimitsOptions
   /**
-   * Tool calls as tasks (2026-07-28 Tasks extension; a tool opts in with `taskSupport`). `ttl`: how
-   * long a finished task stays readable, ms (default 3,600,000; 1,000 to 86,400,000), the `ttlMs`
-   * clients see; `pollInterval`: the `pollIntervalMs` suggested (default 1,000; 100 to 60,000);
+   * Tool calls as tasks (2026-07-28 Tasks extension; a tool opts in with `taskSupport`). `ttlMs`:
+   * how long a finished task stays readable (default 3,600,000; 1,000 to 86,400,000), the `ttlMs`
+   * clients see; `pollIntervalMs`: the `pollIntervalMs` suggested (default 1,000; 100 to 60,000);
    * `maxPerPrincipal`: tasks running at once per principal (per address when anonymous), past it
    * 429 (default 100).
    */
-  tasks?: { ttl?: number, pollInterval?: number, maxPerPrincipal?: number }
+  tasks?: { ttlMs?: number, pollIntervalMs?: number, maxPerPrincipal?: number }
   /**
    * OpenTelemetry spans and metrics (docs/observability.md): `true` (default) uses the providers
    * the app registered globally (no-op without an SDK), an object names its own, `false` turns

@@ -198,7 +198,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine, access,
   child.setErrorHandler((err: unknown, request, reply) => { answerError(err, null, request, reply, opts) })
   // Every 503 the plugin sends says when to come back (store, lock, bus, JWKS down; busy): an
   // error that names its own Retry-After (a limit, the drain) keeps it.
-  const retryAfter = String(Math.max(1, Math.ceil(opts.retryInterval / 1000)))
+  const retryAfter = String(Math.max(1, Math.ceil(opts.retryIntervalMs / 1000)))
   child.addHook('onSend', (_request, reply, payload, done) => {
     if (reply.statusCode === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', retryAfter)
     done(null, payload)

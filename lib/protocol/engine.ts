@@ -111,10 +111,10 @@ export class McpEngine {
     const { opts, registry, logger } = d
     this.#bus = d.bus
     this.#logger = logger
-    this.#drain = new Drain(opts.retryInterval)
+    this.#drain = new Drain(opts.retryIntervalMs)
     this.#telemetry = d.telemetry
     this.#state = d.state
-    this.hub = new Hub(d.bus, logger, { clientRequestTimeout: opts.clientRequestTimeout })
+    this.hub = new Hub(d.bus, logger, { clientRequestTimeoutMs: opts.clientRequestTimeoutMs })
     const state = d.state
     this.handles = state.handles
     const keyed = opts.idempotency === null ? undefined : new KeyedCalls(state, opts.idempotency, ctx => d.limiter.clientKey(ctx.principal, ctx.request.ip), o => { d.telemetry.keyed(o) })

@@ -34,9 +34,9 @@ t.test('invalid options fail at register time, naming the option', async (t) => 
     ['sessions.lock', { sessions: { lock: { acquire () {} } } }],
     ['sessions.lock', { sessions: { lock: true } }],
     ['sessions.lock', { sessions: { lock: null } }],
-    ['sessions.cancelGrace', { sessions: { cancelGrace: -1 } }],
-    ['sessions.cancelGrace', { sessions: { cancelGrace: 1.5 } }],
-    ['sessions.cancelGrace', { sessions: { cancelGrace: 3_600_001 } }],
+    ['sessions.cancelGraceMs', { sessions: { cancelGraceMs: -1 } }],
+    ['sessions.cancelGraceMs', { sessions: { cancelGraceMs: 1.5 } }],
+    ['sessions.cancelGraceMs', { sessions: { cancelGraceMs: 3_600_001 } }],
     ['bodyLimit', { bodyLimit: 0 }],
     ['bodyLimit', { bodyLimit: 1.5 }],
     ['bodyLimit', { bodyLimit: '1mb' }],
@@ -46,9 +46,9 @@ t.test('invalid options fail at register time, naming the option', async (t) => 
     ['authenticate', { authenticate: 'yes' }],
     ['requireAuth', { requireAuth: 'yes' }],
     ['wwwAuthenticate', { wwwAuthenticate: 1 }],
-    ['clientRequestTimeout', { clientRequestTimeout: 0 }],
-    ['keepAliveInterval', { keepAliveInterval: -1 }],
-    ['retryInterval', { retryInterval: -5 }],
+    ['clientRequestTimeoutMs', { clientRequestTimeoutMs: 0 }],
+    ['keepAliveIntervalMs', { keepAliveIntervalMs: -1 }],
+    ['retryIntervalMs', { retryIntervalMs: -5 }],
     ['pageSize', { pageSize: 0 }],
     ['maxPendingClientRequests', { maxPendingClientRequests: 0 }],
     ['bus', { bus: {} }],
@@ -60,8 +60,8 @@ t.test('invalid options fail at register time, naming the option', async (t) => 
     t.match(err?.message, `"${name}"`, `the error names ${name}`)
   }
   // Valid edge values are accepted.
-  t.equal(await registerWith({ sessions: { gcProbability: 0, gcDivisor: 1 }, keepAliveInterval: 0, retryInterval: 0 }), null)
-  t.equal(await registerWith({ sessions: { lock: false, cancelGrace: 0 } }), null)
+  t.equal(await registerWith({ sessions: { gcProbability: 0, gcDivisor: 1 }, keepAliveIntervalMs: 0, retryIntervalMs: 0 }), null)
+  t.equal(await registerWith({ sessions: { lock: false, cancelGraceMs: 0 } }), null)
   t.equal(await registerWith({ allowedOrigins: () => true, allowedHosts: ['example.com'] }), null)
 })
 
@@ -81,7 +81,7 @@ t.test('a misspelt key inside tasks, eventLogOptions, telemetry or auth.jwt fail
   const auth = { resource: 'https://mcp.example.com/mcp', authorizationServers: ['https://auth.example.com'] }
   const cases: Array<[string, Record<string, unknown>]> = [
     ['tasks.tll', { tasks: { tll: 5000 } }],
-    ['tasks.maxPerPrinciple', { tasks: { ttl: 5000, maxPerPrinciple: 3 } }],
+    ['tasks.maxPerPrinciple', { tasks: { ttlMs: 5000, maxPerPrinciple: 3 } }],
     ['eventLogOptions.maxEvent', { eventLogOptions: { maxEvent: 10 } }],
     ['telemetry.sessionID', { telemetry: { sessionID: 'raw' } }],
     ['auth.jwt.jwksURI', { auth: { ...auth, jwt: { jwksURI: 'https://auth.example.com/jwks' } } }],
@@ -92,7 +92,7 @@ t.test('a misspelt key inside tasks, eventLogOptions, telemetry or auth.jwt fail
     t.equal(err?.code, 'FST_ERR_MCP_INVALID_OPTION', `${key}: refused`)
     t.match(err?.message, `"${key}"`, `${key}: named`)
   }
-  const known = { tasks: { ttl: 5000, pollInterval: 500, maxPerPrincipal: 3 }, eventLogOptions: { maxEvents: 10, ttl: 1000 }, telemetry: { sessionId: 'raw' } }
+  const known = { tasks: { ttlMs: 5000, pollIntervalMs: 500, maxPerPrincipal: 3 }, eventLogOptions: { maxEvents: 10, ttl: 1000 }, telemetry: { sessionId: 'raw' } }
   t.equal(await registerWith(known), null, 'the known keys pass')
   t.equal(await registerWith({ auth: { ...auth, jwt: { jwksUri: 'https://auth.example.com/jwks', issuer: 'https://auth.example.com', clockToleranceSec: 5 } } }), null, 'auth.jwt\'s known keys pass')
 })

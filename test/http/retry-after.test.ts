@@ -1,6 +1,6 @@
 /**
  * Every 503 the plugin answers carries Retry-After (lib/http/routes.ts adds
- * `ceil(retryInterval / 1000)` s to a 503 that names none; a refusal with its own keeps it):
+ * `ceil(retryIntervalMs / 1000)` s to a 503 that names none; a refusal with its own keeps it):
  * a lock wait that timed out, session data that cannot be read, tasks unavailable (create and
  * get), token verification unavailable. In one process, on stores and checks that fail on demand.
  */

@@ -110,7 +110,7 @@ export class StatelessWire {
     this.listeners = new ListenStreams({
       max: deps.opts.maxListenStreams,
       maxPerClient: deps.opts.maxListenStreamsPerClient,
-      keepAlive: deps.opts.keepAliveInterval,
+      keepAlive: deps.opts.keepAliveIntervalMs,
       clientKey: (principal, ip) => deps.limiter.clientKey(principal, ip)
     })
   }
@@ -162,7 +162,7 @@ export class StatelessWire {
       // A call stopped by the loss of its handle's lease is answered (with that error); a
       // cancelled one is not.
       if (abort.aborted && !(abort.reason instanceof LeaseLostError)) {
-        if (stoppedByDrain(abort.reason)) channel.finish([stoppedResponse(msg.id)], true, 503, closingHeaders(this.#d.opts.retryInterval))
+        if (stoppedByDrain(abort.reason)) channel.finish([stoppedResponse(msg.id)], true, 503, closingHeaders(this.#d.opts.retryIntervalMs))
         return
       }
       channel.finish([response.body], true, response.status, response.headers)

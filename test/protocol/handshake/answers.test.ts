@@ -29,7 +29,7 @@ async function app (t: Test, opts: McpPluginOptions): Promise<FastifyInstance> {
   const a = Fastify({ logger: false })
   t.teardown(() => a.close())
   // maxBatchSize raised so that a 10,000-answer batch reaches the answers path (the default refuses it outright).
-  await a.register(mcp, { clientRequestTimeout: 10_000, keepAliveInterval: 0, maxBatchSize: 10_000, ...opts })
+  await a.register(mcp, { clientRequestTimeoutMs: 10_000, keepAliveIntervalMs: 0, maxBatchSize: 10_000, ...opts })
   askTool(a.mcp)
   return a
 }

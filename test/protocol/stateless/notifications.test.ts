@@ -146,7 +146,7 @@ async function openListen (t: Test, live: Awaited<ReturnType<typeof listen>>, id
 }
 
 t.test('subscriptions/listen: acknowledgement, tagging, filtering, list changes, resource updates, keep-alive, shutdown', async (t) => {
-  const a = await build(t, { plugin: { requestStateSecret: SECRET, keepAliveInterval: 40 } }, fixture({}))
+  const a = await build(t, { plugin: { requestStateSecret: SECRET, keepAliveIntervalMs: 40 } }, fixture({}))
   const live = await listen(t, a)
   const tp = await openListen(t, live, 'tp', { toolsListChanged: true, promptsListChanged: true })
   const p = await openListen(t, live, 'p', { promptsListChanged: true })
