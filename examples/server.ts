@@ -159,7 +159,7 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstanc
     serverInfo: { name: 'fastify-mcp-http-demo', version: '1.0.0' },
     sessions: { store: sessions.store, lock: sessions.lock, requireSessionId: env.MCP_REQUIRE_SESSION_ID === '1' },
     postgres: sessions.postgres,
-    requestStateSecret: env.MCP_STATE_SECRET,
+    requestState: { secret: env.MCP_STATE_SECRET },
     authenticate: tokensAuth(env.MCP_DEMO_TOKENS),
     // The plugin makes its own client from the URL and closes it on app.close().
     redis: sessions.postgres === undefined ? redisFromEnv(env) : undefined,

@@ -40,7 +40,7 @@ function sharedDeployment (b: ResolvedBackends): boolean {
     (b.store !== undefined && !(b.store instanceof MemorySessionStore)) ||
     (b.lock !== undefined && b.lock !== false && !(b.lock instanceof MemorySessionLock)) ||
     (b.bus !== undefined && !(b.bus instanceof MemoryBus)) ||
-    (b.eventLog !== undefined && !(b.eventLog instanceof MemoryEventLog))
+    (b.eventLog.store !== undefined && !(b.eventLog.store instanceof MemoryEventLog))
 }
 
 /**
@@ -103,14 +103,14 @@ function warnIfDrainMatters (fastify: FastifyInstance, engine: McpEngine, drainT
 async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): Promise<void> {
   const opts = resolveOptions(options ?? {}, VERSION)
   const backends = buildBackends(opts.backends, fastify.log)
-  if (opts.requestStateSecret === undefined) {
+  if (opts.requestState.secret === undefined) {
     // A random secret is right for one process; it breaks 2026-07-28 multi-round requests only
     // when another instance serves the retry, which is what a shared backend suggests.
     if (sharedDeployment(opts.backends)) {
-      fastify.log.warn('fastify-mcp-http: no requestStateSecret configured; using a random one. ' +
+      fastify.log.warn('fastify-mcp-http: no requestState.secret configured; using a random one. ' +
         'Deployments with more than one instance must configure the same secret on every instance.')
     } else {
-      fastify.log.info('fastify-mcp-http: no requestStateSecret configured; using a random one (fine for a single process; ' +
+      fastify.log.info('fastify-mcp-http: no requestState.secret configured; using a random one (fine for a single process; ' +
         'instances behind one load balancer need the same secret).')
     }
   }

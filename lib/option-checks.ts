@@ -66,19 +66,35 @@ export function checkTasks (t: unknown): { ttlMs: number, pollIntervalMs: number
   })
 }
 
-/** Secrets a `requestStateSecret` list may hold: each is tried on a state that fails the first. */
+/** Secrets a `requestState.secret` list may hold: each is tried on a state that fails the first. */
 const MAX_SECRETS = 3
 
-/** `requestStateSecret`: one secret, or a list whose first seals and every one opens (a rotation). */
-export function checkSecret (secret: unknown): string | readonly string[] | undefined {
+/** `requestState.secret`: one secret, or a list whose first seals and every one opens (a rotation). */
+function checkSecret (secret: unknown): string | readonly string[] | undefined {
   if (secret === undefined) return undefined
   const why = `must be a string of at least 16 characters, or a list of 1 to ${MAX_SECRETS} of them (the first seals)`
   if (Array.isArray(secret)) {
-    if (secret.length < 1 || secret.length > MAX_SECRETS || !secret.every(s => typeof s === 'string' && s.length >= 16)) fail('requestStateSecret', why)
+    if (secret.length < 1 || secret.length > MAX_SECRETS || !secret.every(s => typeof s === 'string' && s.length >= 16)) fail('requestState.secret', why)
     return Object.freeze([...secret as string[]])
   }
-  if (typeof secret !== 'string' || secret.length < 16) fail('requestStateSecret', why)
+  if (typeof secret !== 'string' || secret.length < 16) fail('requestState.secret', why)
   return secret
+}
+
+/** `requestState`: its secret (`undefined`: a random one per process) and how long a sealed state is valid. */
+export function checkRequestState (r: unknown): { secret: string | readonly string[] | undefined, ttlMs: number } {
+  if (r !== undefined && (typeof r !== 'object' || r === null)) fail('requestState', 'must be { secret?, ttlMs? }')
+  const o = (r ?? {}) as Record<string, unknown>
+  checkNestedKeys(o, ['secret', 'ttlMs'], 'requestState')
+  return Object.freeze({ secret: checkSecret(o.secret), ttlMs: nonNegativeInt(o, 'ttlMs', 600_000, 1, 'requestState.ttlMs') })
+}
+
+/** `listen`: open `subscriptions/listen` streams per process and per client. */
+export function checkListen (l: unknown): { max: number, maxPerClient: number } {
+  if (l !== undefined && (typeof l !== 'object' || l === null)) fail('listen', 'must be { max?, maxPerClient? }')
+  const o = (l ?? {}) as Record<string, unknown>
+  checkNestedKeys(o, ['max', 'maxPerClient'], 'listen')
+  return Object.freeze({ max: nonNegativeInt(o, 'max', 1000, 1, 'listen.max'), maxPerClient: nonNegativeInt(o, 'maxPerClient', 10, 1, 'listen.maxPerClient') })
 }
 
 export function checkCache (cache: unknown): CacheOptions {
@@ -134,9 +150,9 @@ export function checkStatusRoute (route: unknown, name = 'statusRoute'): string 
 const KNOWN_OPTIONS = new Set([
   'path', 'prefix', 'serverInfo', 'instructions', 'sessions', 'allowedOrigins', 'allowedHosts', 'authenticate', 'auth', 'requireAuth',
   'wwwAuthenticate', 'bodyLimit', 'clientRequestTimeoutMs', 'keepAliveIntervalMs', 'retryIntervalMs', 'drainTimeoutMs', 'pageSize',
-  'maxPendingClientRequests', 'maxBatchSize', 'maxStreamsPerSession', 'requestStateSecret', 'requestStateTtl', 'cache', 'idempotency', 'maxListenStreams',
-  'maxListenStreamsPerClient', 'redis', 'eventLogOptions', 'redisPrefix', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute', 'readinessRoute',
-  'logLevel', 'logSerializers', 'postgres', 'postgresPrefix'
+  'maxPendingClientRequests', 'maxBatchSize', 'maxStreamsPerSession', 'requestState', 'cache', 'idempotency', 'listen',
+  'redis', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute', 'readinessRoute',
+  'logLevel', 'logSerializers', 'postgres'
 ])
 const KNOWN_SESSION_OPTIONS = new Set(['store', 'lock', 'gcProbability', 'gcDivisor', 'requireSessionId', 'unusedTtlMs', 'cancelGraceMs'])
 
@@ -152,15 +168,15 @@ export function checkKnownKeys (opts: Record<string, unknown>): void {
 }
 
 /** A `redis` URL: `redis://` or `rediss://` with a host (`util/url-shape.ts`). */
-export function checkRedisUrl (url: string): void {
+export function checkRedisUrl (url: string, name = 'redis'): void {
   const problem = redisUrlProblem(url)
-  if (problem !== null) fail('redis', problem)
+  if (problem !== null) fail(name, problem)
 }
 
 /** A `postgres` connection string of the shape pg takes (`util/url-shape.ts`). */
-export function checkPostgresUrl (url: string): void {
+export function checkPostgresUrl (url: string, name = 'postgres'): void {
   const problem = postgresUrlProblem(url)
-  if (problem !== null) fail('postgres', problem)
+  if (problem !== null) fail(name, problem)
 }
 
 /**

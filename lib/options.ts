@@ -15,7 +15,7 @@ import type { CacheOptions } from './features/cache-hints.js'
 import type { ResolvedIdempotency } from './state/idempotency.js'
 import {
   appIdentity, boundedInt, checkCache, checkIdempotency, checkKnownKeys, checkNestedKeys, checkPostgresUrl,
-  checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt
+  checkListen, checkRedisUrl, checkHosts, checkOrigins, checkRequestState, checkStatusRoute, checkTasks, fail, nonNegativeInt
 } from './option-checks.js'
 import { resolveAuth, type ResolvedAuth } from './auth/resource-server.js'
 import { resolveToolLimits, type ResolvedToolLimits } from './limits/policy.js'
@@ -29,13 +29,13 @@ export interface ResolvedBackends {
   store: SessionStore | undefined
   /** `undefined`: the lock matching the store (`state/pairings/matching-lock.ts`); `false`: none. */
   lock: SessionLock | false | undefined
-  redis: RedisClientLike | string | RedisSentinelConnection | undefined
-  postgres: PgPoolLike | string | undefined
-  postgresPrefix: string
-  redisPrefix: string
+  /** `redis` in its object form (a short form is its `client`), or `undefined` without it. */
+  redis: { client: RedisClientLike | string | RedisSentinelConnection, prefix: string } | undefined
+  /** `postgres` in its object form (a short form is its `pool`), or `undefined` without it. */
+  postgres: { pool: PgPoolLike | string, prefix: string } | undefined
   bus: Bus | undefined
-  eventLog: EventLog | undefined
-  eventLogOptions: { maxEvents: number, ttl: number }
+  /** `eventLog`: the app's own `store`, or the bounds of the one the plugin makes. */
+  eventLog: { store: EventLog | undefined, maxEvents: number, ttlMs: number }
   /** The validated `limits` option, or null without one. */
   limits: ResolvedToolLimits | null
 }
@@ -73,14 +73,12 @@ export interface ResolvedOptions {
   maxPendingClientRequests: number
   maxBatchSize: number
   maxStreamsPerSession: number
-  /** One secret, or a list whose first seals and every one opens. */
-  requestStateSecret: string | readonly string[] | undefined
-  requestStateTtl: number
+  /** `secret`: one, or a list whose first seals and every one opens; `undefined`: a random one. */
+  requestState: { secret: string | readonly string[] | undefined, ttlMs: number }
   cache: CacheOptions
   /** How keyed tool calls are recorded, or `null` (`idempotency: false`): keys are ignored. */
   idempotency: ResolvedIdempotency | null
-  maxListenStreams: number
-  maxListenStreamsPerClient: number
+  listen: { max: number, maxPerClient: number }
   tasks: { ttlMs: number, pollIntervalMs: number, maxPerPrincipal: number }
   telemetry: ResolvedTelemetry
   /** The path of the status route, or null when off. */
@@ -89,7 +87,60 @@ export interface ResolvedOptions {
   readinessRoute: string | null
 }
 
-/** `redis`, `bus`, `eventLog` and their options, and the session store and lock. */
+/** A short form of `redis`: an ioredis client or Cluster, a URL, or Sentinel options. */
+function isRedisConnection (v: unknown): v is RedisClientLike | string | RedisSentinelConnection {
+  return typeof v === 'string' || isSentinelConnection(v) || (typeof v === 'object' && v !== null && typeof (v as { publish?: unknown }).publish === 'function')
+}
+
+/** `redis` in its object form: a short form is its `client`. */
+function checkRedis (r: unknown): ResolvedBackends['redis'] {
+  if (r === undefined) return undefined
+  const short = isRedisConnection(r)
+  if (!short && (typeof r !== 'object' || r === null || !('client' in r))) {
+    fail('redis', 'must be an ioredis client, Cluster, URL or { sentinels, name }, or { client, prefix? } with one of them as client')
+  }
+  const o = (short ? { client: r } : r) as Record<string, unknown>
+  if (!short) checkNestedKeys(o, ['client', 'prefix'], 'redis')
+  const client = o.client
+  if (!isRedisConnection(client)) fail('redis.client', 'must be an ioredis client, Cluster, URL or { sentinels, name }')
+  if (typeof client === 'string') checkRedisUrl(client, short ? 'redis' : 'redis.client')
+  const prefix = o.prefix ?? 'mcp:'
+  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) fail('redis.prefix', 'must be a string without braces')
+  return { client, prefix }
+}
+
+/** `postgres` in its object form: a short form (a pool, a connection string) is its `pool`. */
+function checkPostgres (p: unknown): ResolvedBackends['postgres'] {
+  if (p === undefined) return undefined
+  const short = typeof p === 'string' || isPgPool(p)
+  if (!short && (typeof p !== 'object' || p === null || !('pool' in p))) {
+    fail('postgres', 'must be a pg Pool or a connection string, or { pool, prefix? } with one of them as pool')
+  }
+  const o = (short ? { pool: p } : p) as Record<string, unknown>
+  if (!short) checkNestedKeys(o, ['pool', 'prefix'], 'postgres')
+  const pool = o.pool
+  if (typeof pool !== 'string' && !isPgPool(pool)) fail('postgres.pool', 'must be a pg Pool or a connection string')
+  if (typeof pool === 'string') checkPostgresUrl(pool, short ? 'postgres' : 'postgres.pool')
+  const prefix = o.prefix ?? DEFAULT_PG_PREFIX
+  try { checkPgPrefix(prefix as string) } catch { fail('postgres.prefix', 'must be lower-case letters, digits and underscores (at most 40), not starting with a digit') }
+  return { pool, prefix: prefix as string }
+}
+
+/** `eventLog`: the app's own `store`, and the bounds of the one the plugin makes. */
+function checkEventLog (e: unknown): ResolvedBackends['eventLog'] {
+  if (e !== undefined && (typeof e !== 'object' || e === null)) fail('eventLog', 'must be { store?, maxEvents?, ttlMs? }')
+  const o = (e ?? {}) as Record<string, unknown>
+  checkNestedKeys(o, ['store', 'maxEvents', 'ttlMs'], 'eventLog')
+  const store = o.store as EventLog | undefined
+  if (store !== undefined && (typeof store !== 'object' || store === null || typeof store.append !== 'function')) fail('eventLog.store', 'must implement the EventLog contract')
+  return {
+    store,
+    maxEvents: nonNegativeInt(o, 'maxEvents', 1000, 1, 'eventLog.maxEvents'),
+    ttlMs: nonNegativeInt(o, 'ttlMs', 300_000, 1, 'eventLog.ttlMs')
+  }
+}
+
+/** `redis`, `postgres`, `bus`, `eventLog`, and the session store and lock. */
 function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBackends {
   if (s.store !== undefined && (typeof s.store !== 'object' || typeof s.store.load !== 'function' || typeof s.store.save !== 'function')) {
     fail('sessions.store', 'must implement the SessionStore contract')
@@ -98,36 +149,16 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
     fail('sessions.lock', 'must implement the SessionLock contract, or be false')
   }
   if (opts.bus !== undefined && (typeof opts.bus !== 'object' || typeof opts.bus.publish !== 'function')) fail('bus', 'must implement the Bus contract')
-  if (opts.redis !== undefined && typeof opts.redis !== 'string' && !isSentinelConnection(opts.redis) &&
-    (typeof opts.redis !== 'object' || opts.redis === null || typeof (opts.redis as { publish?: unknown }).publish !== 'function')) {
-    fail('redis', 'must be an ioredis client, Cluster, URL or { sentinels, name }')
-  }
-  if (typeof opts.redis === 'string') checkRedisUrl(opts.redis)
-  if (opts.postgres !== undefined && typeof opts.postgres !== 'string' && !isPgPool(opts.postgres)) fail('postgres', 'must be a pg Pool or a connection string')
-  if (typeof opts.postgres === 'string') checkPostgresUrl(opts.postgres)
-  if (opts.postgres !== undefined && opts.redis !== undefined) fail('postgres', 'cannot be combined with redis: pick one engine')
-  if (opts.postgresPrefix !== undefined) {
-    try { checkPgPrefix(opts.postgresPrefix) } catch { fail('postgresPrefix', 'must be lower-case letters, digits and underscores (at most 40), not starting with a digit') }
-  }
-  if (opts.redisPrefix !== undefined && (typeof opts.redisPrefix !== 'string' || /[{}]/.test(opts.redisPrefix))) fail('redisPrefix', 'must be a string without braces')
-  if (opts.eventLog !== undefined && (typeof opts.eventLog !== 'object' || typeof opts.eventLog.append !== 'function')) fail('eventLog', 'must implement the EventLog contract')
-  const el = opts.eventLogOptions ?? {}
-  if (typeof el !== 'object' || el === null) fail('eventLogOptions', 'must be { maxEvents?, ttl? }')
-  const elo = el as Record<string, unknown>
-  checkNestedKeys(elo, ['maxEvents', 'ttl'], 'eventLogOptions')
+  const redis = checkRedis(opts.redis)
+  const postgres = checkPostgres(opts.postgres)
+  if (postgres !== undefined && redis !== undefined) fail('postgres', 'cannot be combined with redis: pick one engine')
   return {
     store: s.store,
     lock: s.lock,
-    redis: opts.redis,
-    postgres: opts.postgres,
-    postgresPrefix: opts.postgresPrefix ?? DEFAULT_PG_PREFIX,
-    redisPrefix: opts.redisPrefix ?? 'mcp:',
+    redis,
+    postgres,
     bus: opts.bus,
-    eventLog: opts.eventLog,
-    eventLogOptions: {
-      maxEvents: nonNegativeInt(elo, 'maxEvents', 1000, 1, 'eventLogOptions.maxEvents'),
-      ttl: nonNegativeInt(elo, 'ttl', 300_000, 1, 'eventLogOptions.ttl')
-    },
+    eventLog: checkEventLog(opts.eventLog),
     limits: opts.limits === undefined ? null : resolveToolLimits(opts.limits, fail)
   }
 }
@@ -209,12 +240,10 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     maxPendingClientRequests: nonNegativeInt(o, 'maxPendingClientRequests', 32, 1),
     maxBatchSize: nonNegativeInt(o, 'maxBatchSize', 64, 1),
     maxStreamsPerSession: nonNegativeInt(o, 'maxStreamsPerSession', 64, 1),
-    requestStateSecret: checkSecret(opts.requestStateSecret),
-    requestStateTtl: nonNegativeInt(o, 'requestStateTtl', 600_000, 1),
+    requestState: checkRequestState(opts.requestState),
     cache: checkCache(opts.cache),
     idempotency: checkIdempotency(opts.idempotency),
-    maxListenStreams: nonNegativeInt(o, 'maxListenStreams', 1000, 1),
-    maxListenStreamsPerClient: nonNegativeInt(o, 'maxListenStreamsPerClient', 10, 1),
+    listen: checkListen(opts.listen),
     tasks: checkTasks(opts.tasks),
     telemetry: resolveTelemetry(opts.telemetry, fail),
     statusRoute: checkStatusRoute(opts.statusRoute),

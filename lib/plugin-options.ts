@@ -169,14 +169,14 @@ export interface McpPluginOptions {
    */
   maxStreamsPerSession?: number
   /**
-   * Secret that seals `requestState` of multi-round-trip requests (2026-07-28); every instance
-   * behind one load balancer needs the same. Default: a random secret per process (logged once).
-   * To rotate it without failing requests in flight, give a list (at most 3): the first seals,
-   * every one opens (docs/production.md#rotating-requeststatesecret).
+   * The sealed `requestState` of multi-round-trip requests (2026-07-28). `secret` seals it (at
+   * least 16 characters); every instance behind one load balancer needs the same. Default: a
+   * random secret per process (logged once). To rotate it without failing requests in flight,
+   * give a list (at most 3): the first seals, every one opens
+   * (docs/production.md#rotating-requeststatesecret). `ttlMs`: how long a sealed state stays
+   * valid. Default 600,000 (10 min).
    */
-  requestStateSecret?: string | readonly string[]
-  /** Milliseconds a sealed `requestState` stays valid. Default 600,000 (10 min). */
-  requestStateTtl?: number
+  requestState?: { secret?: string | readonly string[], ttlMs?: number }
   /**
    * Cache hints (`ttlMs`, `cacheScope`) of `server/discover`, the lists and `resources/read`
    * (2026-07-28). Per resource: `cache` in its definition. Defaults: discover and lists 60 s,
@@ -190,42 +190,41 @@ export interface McpPluginOptions {
    * that result, marked as a replay. On by default; `false` ignores keys.
    */
   idempotency?: IdempotencyOptions | false
-  /** Open `subscriptions/listen` streams allowed per process. Default 1,000. */
-  maxListenStreams?: number
   /**
-   * Open `subscriptions/listen` streams allowed per client and process: per authenticated
-   * principal (`authenticate`), else per remote address (`request.ip`, which follows the app's
-   * `trustProxy`). Past it → 429. Default 10.
+   * Open `subscriptions/listen` streams. `max`: allowed per process (default 1,000).
+   * `maxPerClient`: allowed per client and process, per authenticated principal (`auth`), else per
+   * remote address (`request.ip`, which follows the app's `trustProxy`); past it → 429 (default 10).
    */
-  maxListenStreamsPerClient?: number
+  listen?: { max?: number, maxPerClient?: number }
   /**
    * Redis for many instances: an ioredis (5 or 6) client, Cluster, a URL, or a Sentinel deployment
    * (`{ sentinels: [{ host, port }, …], name, …ioredis options }`: the client follows the primary
    * the sentinels name through every failover). From a URL or Sentinel the plugin creates the
    * client and closes it on `app.close()`; a client you pass is never closed. Turns on the Redis
    * bus (pub/sub on a dedicated subscriber connection; sharded on Cluster) and the Redis Streams
-   * event log, unless `bus` / `eventLog` are given.
+   * event log, unless `bus` / `eventLog.store` are given. `{ client, prefix }` gives any of these
+   * with the key and channel prefix of what the plugin keeps in Redis (default `mcp:`).
    */
-  redis?: RedisClientLike | string | RedisSentinelConnection
+  redis?: RedisClientLike | string | RedisSentinelConnection | { client: RedisClientLike | string | RedisSentinelConnection, prefix?: string }
   /**
    * PostgreSQL for many instances: a pg Pool, or a connection string (then the plugin makes a pool
    * of the app's `pg` with bounded waits, see docs/postgresql.md, and ends it on `app.close()`; a
    * pool you pass is never ended). Builds on it the session store, the session lock (lease rows),
    * the bus (LISTEN/NOTIFY on one connection of the pool), the event log and the tool limits,
-   * unless `sessions.store`, `sessions.lock`, `bus`, `eventLog` or `limits.backend` name others.
-   * Not together with `redis`.
+   * unless `sessions.store`, `sessions.lock`, `bus`, `eventLog.store` or `limits.backend` name
+   * others. Not together with `redis`. `{ pool, prefix }` gives either with the table-name prefix
+   * of what the plugin keeps in PostgreSQL (default `mcp_`).
    */
-  postgres?: PgPoolLike | string
-  /** Table-name prefix of what the plugin keeps in PostgreSQL. Default `mcp_`. */
-  postgresPrefix?: string
-  /** Event log bounds: events per stream and age in ms. Defaults 1,000 and 300,000. */
-  eventLogOptions?: { maxEvents?: number, ttl?: number }
-  /** Key and channel prefix for what the plugin keeps in Redis. Default `mcp:`. */
-  redisPrefix?: string
+  postgres?: PgPoolLike | string | { pool: PgPoolLike | string, prefix?: string }
   /** The bus (default: in-process). */
   bus?: Bus
-  /** The event log for resumable streams (default: in-process, bounded). */
-  eventLog?: EventLog
+  /**
+   * The event log of resumable streams. `store`: where it lives (default: in-process, Redis with
+   * `redis`, PostgreSQL with `postgres`); `maxEvents`: events kept per stream (default 1,000);
+   * `ttlMs`: how long a stream is kept after its last event (default 300,000). The bounds apply
+   * to the event log the plugin makes, not to a `store` of yours.
+   */
+  eventLog?: { store?: EventLog, maxEvents?: number, ttlMs?: number }
   /**
    * Rate and concurrency limits of tool calls per tool and caller (the principal, or the address
    * when anonymous); shared by every instance through `redis` when given. Default: none.

@@ -38,7 +38,7 @@ function clientTools (m: McpDecorator): void {
 }
 
 const build = async (t: TestLike, opts: McpPluginOptions = {}): Promise<FastifyInstance> =>
-  await buildApp(t, { requestStateSecret: 'inject-client-test-secret', ...opts }, clientTools)
+  await buildApp(t, { requestState: { secret: 'inject-client-test-secret' }, ...opts }, clientTools)
 
 const answers: InjectClientOptions = {
   elicit: async (p) => {

@@ -52,7 +52,7 @@ t.test('invalid options fail at register time, naming the option', async (t) => 
     ['pageSize', { pageSize: 0 }],
     ['maxPendingClientRequests', { maxPendingClientRequests: 0 }],
     ['bus', { bus: {} }],
-    ['eventLog', { eventLog: {} }]
+    ['eventLog.store', { eventLog: { store: {} } }]
   ]
   for (const [name, opts] of cases) {
     const err = await registerWith(opts) as { code?: string, message?: string } | null
@@ -77,12 +77,12 @@ t.test('unknown option keys and malformed Redis URLs fail app.ready(), naming th
   t.equal(await registerWith({ logLevel: 'warn', prefix: '/api' }), null, 'Fastify\'s own register options are known')
 })
 
-t.test('a misspelt key inside tasks, eventLogOptions, telemetry or auth.jwt fails app.ready(), naming it', async (t) => {
+t.test('a misspelt key inside tasks, eventLog, telemetry or auth.jwt fails app.ready(), naming it', async (t) => {
   const auth = { resource: 'https://mcp.example.com/mcp', authorizationServers: ['https://auth.example.com'] }
   const cases: Array<[string, Record<string, unknown>]> = [
     ['tasks.tll', { tasks: { tll: 5000 } }],
     ['tasks.maxPerPrinciple', { tasks: { ttlMs: 5000, maxPerPrinciple: 3 } }],
-    ['eventLogOptions.maxEvent', { eventLogOptions: { maxEvent: 10 } }],
+    ['eventLog.maxEvent', { eventLog: { maxEvent: 10 } }],
     ['telemetry.sessionID', { telemetry: { sessionID: 'raw' } }],
     ['auth.jwt.jwksURI', { auth: { ...auth, jwt: { jwksURI: 'https://auth.example.com/jwks' } } }],
     ['auth.jwt.clockTolerance', { auth: { ...auth, jwt: { jwksUri: 'https://auth.example.com/jwks', clockTolerance: 5 } } }]
@@ -92,7 +92,7 @@ t.test('a misspelt key inside tasks, eventLogOptions, telemetry or auth.jwt fail
     t.equal(err?.code, 'FST_ERR_MCP_INVALID_OPTION', `${key}: refused`)
     t.match(err?.message, `"${key}"`, `${key}: named`)
   }
-  const known = { tasks: { ttlMs: 5000, pollIntervalMs: 500, maxPerPrincipal: 3 }, eventLogOptions: { maxEvents: 10, ttl: 1000 }, telemetry: { sessionId: 'raw' } }
+  const known = { tasks: { ttlMs: 5000, pollIntervalMs: 500, maxPerPrincipal: 3 }, eventLog: { maxEvents: 10, ttlMs: 1000 }, telemetry: { sessionId: 'raw' } }
   t.equal(await registerWith(known), null, 'the known keys pass')
   t.equal(await registerWith({ auth: { ...auth, jwt: { jwksUri: 'https://auth.example.com/jwks', issuer: 'https://auth.example.com', clockToleranceSec: 5 } } }), null, 'auth.jwt\'s known keys pass')
 })

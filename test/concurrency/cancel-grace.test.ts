@@ -27,7 +27,7 @@ async function start (t: Test, store?: SessionStore): Promise<Stubborn> {
   const logs = new LogCapture()
   const app = Fastify({ logger: { level: 'warn', stream: logs.stream }, forceCloseConnections: true })
   t.teardown(async () => { await app.close() })
-  await app.register(mcp, { sessions: { store, cancelGraceMs: GRACE, gcProbability: 0 }, requestStateSecret: 'cancel-grace-test-secret-0123456789', drainTimeoutMs: 0 })
+  await app.register(mcp, { sessions: { store, cancelGraceMs: GRACE, gcProbability: 0 }, requestState: { secret: 'cancel-grace-test-secret-0123456789' }, drainTimeoutMs: 0 })
   registerDemoTools(app.mcp)
   let done = 0
   app.mcp.tool({ name: 'stubborn_add', description: 'counter + 100 after a long wait, ignoring the signal.' }, async (_args, ctx) => {

@@ -35,7 +35,7 @@ function holdAndJob (m: McpDecorator): void {
 }
 
 const build = async (t: Test, opts: McpPluginOptions): Promise<FastifyInstance> =>
-  await buildApp(t, { requestStateSecret: 'retry-after-test-secret', ...opts }, holdAndJob)
+  await buildApp(t, { requestState: { secret: 'retry-after-test-secret' }, ...opts }, holdAndJob)
 
 function retried (t: Test, res: LightMyRequestResponse, what: string): void {
   t.equal(res.statusCode, 503, `${what}: 503`)

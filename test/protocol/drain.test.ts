@@ -247,7 +247,7 @@ t.test('drainTimeoutMs is validated; Fastify\'s own return503OnClosing is warned
     const lines: string[] = []
     const stream = new Writable({ write (chunk, _enc, done) { lines.push(String(chunk)); done() } })
     const app = Fastify({ logger: { level: 'warn', stream }, ...fastifyOpts })
-    await app.register(mcp, { requestStateSecret: 'a-secret-of-sixteen-chars', drainTimeoutMs: 2000 })
+    await app.register(mcp, { requestState: { secret: 'a-secret-of-sixteen-chars' }, drainTimeoutMs: 2000 })
     let started = (): void => {}
     const inside = new Promise<void>(resolve => { started = resolve })
     app.mcp.tool({ name: 'wait', description: 'Waits a little' }, async () => { started(); await new Promise(resolve => setTimeout(resolve, 200)); return 'done' })

@@ -23,7 +23,7 @@ async function build (t: Test, prefix: string, sessions: McpPluginOptions['sessi
   const app = Fastify({ logger: false })
   const lock = new RedisSessionLock({ redis: server.url, prefix })
   t.teardown(async () => { await app.close(); await lock.close(); await client.quit() })
-  await app.register(mcp, { redis: client, redisPrefix: prefix, sessions: { store: new RedisSessionStore({ redis: client, prefix }), lock, ...sessions } })
+  await app.register(mcp, { redis: { client, prefix }, sessions: { store: new RedisSessionStore({ redis: client, prefix }), lock, ...sessions } })
   app.mcp.tool({ name: 'hello', description: 'Says hello' }, async () => 'hello')
   return app
 }

@@ -33,7 +33,7 @@ async function build (): Promise<FastifyInstance> {
   t.teardown(() => own.close())
   await own.ready()
   await app.register(mcp, {
-    requestStateSecret: 'handle-redis-secret',
+    requestState: { secret: 'handle-redis-secret' },
     authenticate: tokensAuth('a:alice,b:bob'),
     sessions: { store: new RedisSessionStore({ redis: client }), lock: own }
   })

@@ -38,7 +38,7 @@ class FlakyStore extends MemorySessionStore {
 async function build (t: Test, opts: McpPluginOptions = {}, more?: (app: FastifyInstance) => void): Promise<FastifyInstance> {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
-  await app.register(mcp, { requestStateSecret: 'handle-tools-secret', authenticate: AUTH, ...opts })
+  await app.register(mcp, { requestState: { secret: 'handle-tools-secret' }, authenticate: AUTH, ...opts })
   registerBasketTools(app.mcp)
   app.mcp.tool({
     name: 'basket_note',

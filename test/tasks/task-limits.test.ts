@@ -21,7 +21,7 @@ interface Gate { open: () => void, started: number, stubborn: () => void, late: 
 async function build (t: Test, extra: Partial<McpPluginOptions> = {}, lines?: Array<Record<string, any>>): Promise<{ app: FastifyInstance, gate: Gate }> {
   const app = Fastify({ logger: lines === undefined ? false : { level: 'info', stream: { write: (l: string) => { lines.push(JSON.parse(l)) } } } })
   t.teardown(() => app.close())
-  await app.register(mcp, { requestStateSecret: 'task-limits-secret-0123456789', tasks: { ttlMs: 5_000, pollIntervalMs: 100 }, ...extra })
+  await app.register(mcp, { requestState: { secret: 'task-limits-secret-0123456789' }, tasks: { ttlMs: 5_000, pollIntervalMs: 100 }, ...extra })
   let release!: () => void
   let opened = new Promise<void>(resolve => { release = resolve })
   let letGo!: () => void

@@ -108,8 +108,8 @@ export class StatelessWire {
     // Its JSON is made once: the POST's answer copies it in (`stringifyMessage`).
     this.#serverMeta = presetMeta({ [META_SERVER]: deps.opts.serverInfo })
     this.listeners = new ListenStreams({
-      max: deps.opts.maxListenStreams,
-      maxPerClient: deps.opts.maxListenStreamsPerClient,
+      max: deps.opts.listen.max,
+      maxPerClient: deps.opts.listen.maxPerClient,
       keepAlive: deps.opts.keepAliveIntervalMs,
       clientKey: (principal, ip) => deps.limiter.clientKey(principal, ip)
     })
