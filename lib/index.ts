@@ -147,7 +147,7 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   fastify.addHook('onReady', async () => {
     registry.start()
     if (opts.authenticate === undefined && registry.declaredScopes().length > 0) {
-      fastify.log.warn('fastify-mcp-http: definitions declare scopes but neither auth nor authenticate is set; calls to them get a 401 no client can satisfy')
+      fastify.log.warn('fastify-mcp-http: definitions declare scopes but auth is not set; calls to them get a 401 no client can satisfy')
     }
     // A fail-fast lock client refuses commands until connected: wait for it, but do not keep the
     // app from starting when the backend is down (requests then get a 503 until it is back). The
@@ -198,7 +198,7 @@ export type { GcLogger } from './sessions/gc.js'
 export type { BackendSessionLock } from './locks/backend-lock.js'
 /** The MCP log levels, least severe first (`LogLevel`). */
 export { LOG_LEVELS } from './context.js'
-export type { McpPluginOptions, SessionOptions, Implementation, IdempotencyOptions } from './options.js'
+export type { McpPluginOptions, SessionOptions, Implementation, IdempotencyOptions, AuthOptions, AuthenticateOptions } from './options.js'
 export type { TelemetryOption, TelemetryOptions, SessionIdAttribute } from './telemetry/index.js'
 /** How spans show a session id by default (`telemetry.sessionId: 'hashed'`): find a session's spans from its id. */
 export { hashSessionId } from './telemetry/index.js'
@@ -215,7 +215,7 @@ export type {
 } from './features/definitions.js'
 export { McpError, ErrorCode } from './jsonrpc/errors.js'
 export { AuthError, hasScopes, principalScopes, DEFAULT_ALGORITHMS } from './auth/index.js'
-export type { AuthOptions, AuthPrincipal, AccessFields, AccessRule, ProtectedResourceMetadata, VerifyToken, JwtVerifierOptions } from './auth/index.js'
+export type { ResourceServerOptions, AuthPrincipal, AccessFields, AccessRule, ProtectedResourceMetadata, VerifyToken, JwtVerifierOptions } from './auth/index.js'
 export type { ToolLimitsOptions, ToolLimit, RateLimit, BackendFailurePolicy } from './limits/policy.js'
 export type { LimitBackend, LimitSpec, LimitDecision, LimitKind } from './limits/backend.js'
 export { ToolLimitError, type ToolLimitErrorData, type RefusalKind } from './limits/errors.js'

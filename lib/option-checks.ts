@@ -148,10 +148,9 @@ export function checkStatusRoute (route: unknown, name = 'statusRoute'): string 
 
 /** The keys of `register(mcp, opts)` (Fastify's own register options included: they reach the plugin too). */
 const KNOWN_OPTIONS = new Set([
-  'path', 'prefix', 'serverInfo', 'instructions', 'sessions', 'allowedOrigins', 'allowedHosts', 'authenticate', 'auth', 'requireAuth',
-  'wwwAuthenticate', 'bodyLimit', 'clientRequestTimeoutMs', 'keepAliveIntervalMs', 'retryIntervalMs', 'drainTimeoutMs', 'pageSize',
-  'maxPendingClientRequests', 'maxBatchSize', 'maxStreamsPerSession', 'requestState', 'cache', 'idempotency', 'listen',
-  'redis', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute', 'readinessRoute',
+  'path', 'prefix', 'serverInfo', 'instructions', 'sessions', 'allowedOrigins', 'allowedHosts', 'auth', 'bodyLimit', 'clientRequestTimeoutMs',
+  'keepAliveIntervalMs', 'retryIntervalMs', 'drainTimeoutMs', 'pageSize', 'maxPendingClientRequests', 'maxBatchSize', 'maxStreamsPerSession',
+  'requestState', 'cache', 'idempotency', 'listen', 'redis', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute', 'readinessRoute',
   'logLevel', 'logSerializers', 'postgres'
 ])
 const KNOWN_SESSION_OPTIONS = new Set(['store', 'lock', 'gcProbability', 'gcDivisor', 'requireSessionId', 'unusedTtlMs', 'cancelGraceMs'])

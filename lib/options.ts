@@ -17,12 +17,12 @@ import {
   appIdentity, boundedInt, checkCache, checkIdempotency, checkKnownKeys, checkNestedKeys, checkPostgresUrl,
   checkListen, checkRedisUrl, checkHosts, checkOrigins, checkRequestState, checkStatusRoute, checkTasks, fail, nonNegativeInt
 } from './option-checks.js'
-import { resolveAuth, type ResolvedAuth } from './auth/resource-server.js'
+import { RESOURCE_SERVER_KEYS, resolveAuth, type ResolvedAuth, type ResourceServerOptions } from './auth/resource-server.js'
 import { resolveToolLimits, type ResolvedToolLimits } from './limits/policy.js'
 import { resolveTelemetry, type ResolvedTelemetry } from './telemetry/index.js'
-import type { IdempotencyOptions, Implementation, McpPluginOptions, SessionOptions } from './plugin-options.js'
+import type { AuthenticateOptions, AuthOptions, IdempotencyOptions, Implementation, McpPluginOptions, SessionOptions } from './plugin-options.js'
 
-export type { IdempotencyOptions, Implementation, McpPluginOptions, SessionOptions }
+export type { AuthenticateOptions, AuthOptions, IdempotencyOptions, Implementation, McpPluginOptions, SessionOptions }
 
 /** The backends the options name (validated; `undefined` where the plugin makes its own). */
 export interface ResolvedBackends {
@@ -59,10 +59,13 @@ export interface ResolvedOptions {
   allowedHosts: (host: string) => boolean
   /** The check of a request a trusted proxy forwarded (its `request.host`); `null` when `allowedHosts` is not set. */
   forwardedHosts: ((host: string) => boolean) | null
-  authenticate: McpPluginOptions['authenticate']
-  /** The resolved `auth` option, or `null`. */
+  /** `auth.authenticate`, or the resource server's token check; `undefined` without `auth`. */
+  authenticate: AuthenticateOptions['authenticate'] | undefined
+  /** The resolved resource-server form of `auth`, or `null`. */
   auth: ResolvedAuth | null
-  requireAuth: boolean
+  /** `auth.required`: an anonymous request gets 401. */
+  authRequired: boolean
+  /** The 401's challenge: `auth.wwwAuthenticate`, or the resource server's. */
   wwwAuthenticate: string
   bodyLimit: number
   clientRequestTimeoutMs: number
@@ -190,28 +193,39 @@ function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: 
 }
 
 /**
- * `authenticate` or `auth`, never both: with both it would be unclear which one a 401 came from
- * and which principal a session is bound to (a custom token check is `auth.verify`; other
- * schemes, cookies, mTLS, stay `authenticate`). `auth` builds the challenge (with
- * `resource_metadata`), so `wwwAuthenticate` goes with `authenticate` only. The resolved
- * `authenticate` and `wwwAuthenticate` are `auth`'s, so the routes run either the same way.
+ * `auth` in one of its two forms, never both: `{ authenticate, required?, wwwAuthenticate? }` or
+ * the resource-server form `{ resource, authorizationServers, jwt | verify, …, required? }`. With
+ * both it would be unclear which one a 401 came from and which principal a session is bound to
+ * (a custom token check is `auth.verify`; other schemes, cookies, mTLS, are `auth.authenticate`).
+ * The resource server builds the challenge (with `resource_metadata`), so `wwwAuthenticate` goes
+ * with `authenticate` only. The resolved `authenticate` and `wwwAuthenticate` are the resource
+ * server's in its form, so the routes run either the same way.
  */
-function checkAuth (opts: McpPluginOptions): Pick<ResolvedOptions, 'authenticate' | 'auth' | 'requireAuth' | 'wwwAuthenticate'> {
-  if (opts.authenticate !== undefined && typeof opts.authenticate !== 'function') fail('authenticate', 'must be a function')
-  if (opts.requireAuth !== undefined && typeof opts.requireAuth !== 'boolean') fail('requireAuth', 'must be a boolean')
-  if (opts.wwwAuthenticate !== undefined && typeof opts.wwwAuthenticate !== 'string') fail('wwwAuthenticate', 'must be a string')
-  if (opts.auth !== undefined) {
-    if (opts.authenticate !== undefined) fail('auth', 'cannot be combined with authenticate (use auth.verify for your own token check)')
-    if (opts.wwwAuthenticate !== undefined) fail('wwwAuthenticate', 'is built by auth (with resource_metadata); remove it')
-    const auth = resolveAuth(opts.auth, fail)
-    return { auth, authenticate: auth.authenticate, requireAuth: opts.requireAuth ?? true, wwwAuthenticate: auth.challenge }
+function checkAuth (raw: unknown): Pick<ResolvedOptions, 'authenticate' | 'auth' | 'authRequired' | 'wwwAuthenticate'> {
+  if (raw === undefined) return { auth: null, authenticate: undefined, authRequired: false, wwwAuthenticate: 'Bearer' }
+  if (typeof raw !== 'object' || raw === null) fail('auth', 'must be { authenticate, required?, wwwAuthenticate? } or { resource, authorizationServers, jwt | verify, … }')
+  const a = raw as Record<string, unknown>
+  if (a.required !== undefined && typeof a.required !== 'boolean') fail('auth.required', 'must be a boolean')
+  const authRequired = (a.required as boolean | undefined) ?? true
+  if (a.authenticate !== undefined) {
+    const mixed = Object.keys(a).filter(k => k !== 'required' && RESOURCE_SERVER_KEYS.includes(k))
+    if (mixed.length > 0) {
+      fail('auth', `takes authenticate or the resource-server form (resource, authorizationServers, jwt | verify, …), not both: ${mixed.join(', ')} ` +
+        'with authenticate (auth.verify is the resource server\'s own token check)')
+    }
+    checkNestedKeys(a, ['authenticate', 'required', 'wwwAuthenticate'], 'auth')
+    if (typeof a.authenticate !== 'function') fail('auth.authenticate', 'must be a function')
+    if (a.wwwAuthenticate !== undefined && typeof a.wwwAuthenticate !== 'string') fail('auth.wwwAuthenticate', 'must be a string')
+    return {
+      auth: null,
+      authenticate: a.authenticate as AuthenticateOptions['authenticate'],
+      authRequired,
+      wwwAuthenticate: (a.wwwAuthenticate as string | undefined) ?? 'Bearer'
+    }
   }
-  return {
-    auth: null,
-    authenticate: opts.authenticate,
-    requireAuth: opts.requireAuth ?? opts.authenticate !== undefined,
-    wwwAuthenticate: opts.wwwAuthenticate ?? 'Bearer'
-  }
+  if (a.wwwAuthenticate !== undefined) fail('auth.wwwAuthenticate', 'is built by the resource server (with resource_metadata); remove it, or give auth.authenticate')
+  const auth = resolveAuth(raw as ResourceServerOptions, fail)
+  return { auth, authenticate: auth.authenticate, authRequired, wwwAuthenticate: auth.challenge }
 }
 
 /**
@@ -230,7 +244,7 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     allowedOrigins: checkOrigins(opts.allowedOrigins),
     allowedHosts: checkHosts(opts.allowedHosts),
     forwardedHosts: opts.allowedHosts === undefined ? null : checkHosts(opts.allowedHosts),
-    ...checkAuth(opts),
+    ...checkAuth(opts.auth),
     bodyLimit: nonNegativeInt(o, 'bodyLimit', 4 * 1024 * 1024, 1),
     clientRequestTimeoutMs: nonNegativeInt(o, 'clientRequestTimeoutMs', 60_000, 1),
     keepAliveIntervalMs: nonNegativeInt(o, 'keepAliveIntervalMs', 15_000),

@@ -13,7 +13,7 @@ import type { RedisClientLike } from './redis/scripts.js'
 import type { PgPoolLike } from './postgres/pool.js'
 import type { RedisSentinelConnection } from './redis/sentinel.js'
 import type { CacheOptions } from './features/cache-hints.js'
-import type { AuthOptions } from './auth/resource-server.js'
+import type { ResourceServerOptions } from './auth/resource-server.js'
 import type { ToolLimitsOptions } from './limits/policy.js'
 import type { TelemetryOption } from './telemetry/index.js'
 
@@ -75,7 +75,33 @@ export interface SessionOptions {
   unusedTtlMs?: number
 }
 
-/** Options of `fastify.register(mcp, opts)`. */
+/**
+ * The `auth` option with a check of the app's own (a session cookie, mTLS, an API key, a token
+ * scheme other than the resource server's).
+ */
+export interface AuthenticateOptions {
+  /** Authenticates a request: a principal, or `null` when anonymous. */
+  authenticate: (request: FastifyRequest) => McpPrincipal | null | Promise<McpPrincipal | null>
+  /**
+   * Reject anonymous requests (`authenticate` returned null) with 401. Default true. A request
+   * `authenticate` refuses by throwing is refused either way.
+   */
+  required?: boolean
+  /** `WWW-Authenticate` value sent with 401. Default `Bearer`. */
+  wwwAuthenticate?: string
+  /** Not with `authenticate`: the resource-server form is the other form of `auth`. */
+  resource?: never
+}
+
+/**
+ * The `auth` option: a check of the app's own ({@link AuthenticateOptions}), or the endpoint as
+ * an OAuth 2.0 protected resource ({@link ResourceServerOptions}: bearer tokens verified against
+ * the authorization server's JWKS or by `verify`, Protected Resource Metadata served at the RFC
+ * 9728 well-known URIs, `resource_metadata` in every challenge). One or the other: with both it
+ * would be unclear which one a 401 came from and which principal a session is bound to.
+ */
+export type AuthOptions = AuthenticateOptions | ResourceServerOptions
+
 /** The `idempotency` option (see docs/retries-and-idempotency.md). */
 export interface IdempotencyOptions {
   /** Records one session or handle keeps, the newest (default 16; 1–1,000). An older key then runs again. */
@@ -96,6 +122,7 @@ export interface IdempotencyOptions {
   dedupe?: { windowMs: number, tools?: string[] } | false
 }
 
+/** Options of `fastify.register(mcp, opts)`. */
 export interface McpPluginOptions {
   /** Endpoint path. Default `/mcp`. */
   path?: string
@@ -127,23 +154,13 @@ export interface McpPluginOptions {
    * when this option is set.
    */
   allowedHosts?: string[]
-  /** Authenticates a request: a principal, or `null` when anonymous. */
-  authenticate?: (request: FastifyRequest) => McpPrincipal | null | Promise<McpPrincipal | null>
   /**
-   * The endpoint as an OAuth 2.0 protected resource (MCP authorization): bearer tokens verified
-   * against the authorization server's JWKS (`jwt`) or by `verify`, Protected Resource Metadata
-   * served at the RFC 9728 well-known URIs, `resource_metadata` in every challenge. Exclusive with
-   * `authenticate` and `wwwAuthenticate`.
+   * Who makes a request, in one of two forms (see {@link AuthOptions}): your own check
+   * (`{ authenticate, required?, wwwAuthenticate? }`), or the endpoint as an OAuth 2.0 protected
+   * resource (`{ resource, authorizationServers, jwt | verify, …, required? }`). Default: none,
+   * every request anonymous.
    */
   auth?: AuthOptions
-  /**
-   * Reject anonymous requests with 401 when `authenticate` returns null (with `auth`: a request
-   * without a token). Default true when `authenticate` or `auth` is set. A request with an invalid
-   * token is refused either way.
-   */
-  requireAuth?: boolean
-  /** `WWW-Authenticate` value sent with 401 (not with `auth`, which builds its own). Default `Bearer`. */
-  wwwAuthenticate?: string
   /** Largest accepted body in bytes (413 beyond). Default 4 MiB. */
   bodyLimit?: number
   /** Milliseconds a request to the client (elicitation, sampling, roots) may wait. Default 60,000. */
@@ -180,7 +197,7 @@ export interface McpPluginOptions {
   /**
    * Cache hints (`ttlMs`, `cacheScope`) of `server/discover`, the lists and `resources/read`
    * (2026-07-28). Per resource: `cache` in its definition. Defaults: discover and lists 60 s,
-   * reads 0; scope `private` when `authenticate` is set (results may depend on the caller), else `public`.
+   * reads 0; scope `private` when `auth` is set (results may depend on the caller), else `public`.
    */
   cache?: CacheOptions
   /**
@@ -192,7 +209,7 @@ export interface McpPluginOptions {
   idempotency?: IdempotencyOptions | false
   /**
    * Open `subscriptions/listen` streams. `max`: allowed per process (default 1,000).
-   * `maxPerClient`: allowed per client and process, per authenticated principal (`auth`), else per
+   * `maxPerClient`: allowed per client and process, per principal (`auth`), else per
    * remote address (`request.ip`, which follows the app's `trustProxy`); past it → 429 (default 10).
    */
   listen?: { max?: number, maxPerClient?: number }

@@ -38,7 +38,7 @@ async function build (t: { teardown (fn: () => unknown): void }, opts: McpPlugin
 const completed = (lines: Line[]): Line[] => lines.filter(l => l.msg === 'request completed')
 
 t.test('"request completed" carries method, tool, session prefix and principal', async (t) => {
-  const { app, lines } = await build(t, { authenticate: () => ({ id: 'alice' }) })
+  const { app, lines } = await build(t, { auth: { authenticate: () => ({ id: 'alice' }) } })
   const s = await initialize(app)
   const init = completed(lines)[0]
   t.equal(init.mcpMethod, 'initialize')

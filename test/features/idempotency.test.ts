@@ -149,7 +149,7 @@ t.test('a tool error (isError) is recorded and replayed like a success', async t
 })
 
 t.test('two principals with one key are independent', async t => {
-  const { app, runs } = await build(t, { authenticate: tokensAuth('a:alice,b:bob') })
+  const { app, runs } = await build(t, { auth: tokensAuth('a:alice,b:bob') })
   const alice = injectClient(app, { protocolVersion: '2026-07-28', headers: { authorization: 'Bearer a' } })
   const bob = injectClient(app, { protocolVersion: '2026-07-28', headers: { authorization: 'Bearer b' } })
   await alice.callTool('send_mail', { to: 'x' }, { idempotencyKey: 'shared' })

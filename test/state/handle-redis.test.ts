@@ -34,7 +34,7 @@ async function build (): Promise<FastifyInstance> {
   await own.ready()
   await app.register(mcp, {
     requestState: { secret: 'handle-redis-secret' },
-    authenticate: tokensAuth('a:alice,b:bob'),
+    auth: tokensAuth('a:alice,b:bob'),
     sessions: { store: new RedisSessionStore({ redis: client }), lock: own }
   })
   registerBasketTools(app.mcp)

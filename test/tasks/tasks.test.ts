@@ -54,7 +54,7 @@ interface Probe {
 async function build (t: Test, backend: 'memory' | 'redis' | 'file', extra: Partial<McpPluginOptions> = {}): Promise<{ app: FastifyInstance, probe: Probe }> {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
-  const opts: McpPluginOptions = { requestState: { secret: 'tasks-test-secret-0123456789' }, authenticate: tokensAuth('a:alice,b:bob'), tasks: { ttlMs: TTL, pollIntervalMs: 100 }, ...extra }
+  const opts: McpPluginOptions = { requestState: { secret: 'tasks-test-secret-0123456789' }, auth: tokensAuth('a:alice,b:bob'), tasks: { ttlMs: TTL, pollIntervalMs: 100 }, ...extra }
   if (backend === 'redis') {
     const lock = new RedisSessionLock({ redis: redisServer.url, timeout: 500, ttl: 1000 })
     // Fail fast while Redis is down: a 503 at once rather than commands queued for minutes.

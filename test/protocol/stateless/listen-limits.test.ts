@@ -55,7 +55,7 @@ async function refused429 (t: Test, res: Response, id: string, what: string): Pr
   t.match(body.error?.message, /Too many listen streams for this client/)
 }
 
-t.test('listen.maxPerClient: per remote address without authenticate (request.ip, following trustProxy)', async (t) => {
+t.test('listen.maxPerClient: per remote address without auth (request.ip, following trustProxy)', async (t) => {
   const app = await build(t, { plugin: { requestState: { secret: SECRET }, listen: { maxPerClient: 3 }, keepAliveIntervalMs: 0 }, fastify: { trustProxy: true } }, fixture)
   const live = await listen(t, app)
   await openMany(t, live, 3, 'a', { 'x-forwarded-for': '10.0.0.1' })
@@ -87,14 +87,16 @@ t.test('listen.maxPerClient: an IPv6 client is its /64, as for tool limits and t
   await openMany(t, live, 1, 'v6-other', { 'x-forwarded-for': '2001:db8:0:2::a' })
 })
 
-t.test('listen.maxPerClient: per principal with authenticate; one principal cannot take every slot', async (t) => {
+t.test('listen.maxPerClient: per principal with auth.authenticate; one principal cannot take every slot', async (t) => {
   const plugin: McpPluginOptions = {
     requestState: { secret: SECRET },
     listen: { max: 5, maxPerClient: 2 },
     keepAliveIntervalMs: 0,
-    authenticate: (req) => {
-      const token = req.headers.authorization?.replace(/^Bearer /, '')
-      return token === undefined ? null : { id: token }
+    auth: {
+      authenticate: (req) => {
+        const token = req.headers.authorization?.replace(/^Bearer /, '')
+        return token === undefined ? null : { id: token }
+      }
     }
   }
   const app = await build(t, { plugin }, fixture)

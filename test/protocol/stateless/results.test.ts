@@ -53,7 +53,7 @@ t.test('server/discover and resultType + serverInfo on every result', async (t) 
   t.same(l1.result.tools.map((x: { name: string }) => x.name), ['echo', 'headers', 'ask', 'ask_url', 'multi', 'stateful', 'hoard', 'needs_sampling', 'needs_roots', 'chatty', 'streaming_ask'])
 })
 
-t.test('cache hints: defaults, the cache option, per-resource cache, private with authenticate', async (t) => {
+t.test('cache hints: defaults, the cache option, per-resource cache, private with auth', async (t) => {
   const hintsOf = async (a: FastifyInstance, headers?: Record<string, string>): Promise<Record<string, [unknown, unknown]>> => {
     const out: Record<string, [unknown, unknown]> = {}
     const reqs: Array<[string, string, Record<string, unknown>]> = [
@@ -108,7 +108,7 @@ t.test('cache hints: defaults, the cache option, per-resource cache, private wit
     readTemplate: [1000, 'public'],
     readOwn: [42, 'private']
   })
-  const authed = await app(t, {}, { plugin: { requestState: { secret: SECRET }, authenticate: async (req) => ({ id: String(req.headers['x-user'] ?? 'anon') }) } })
+  const authed = await app(t, {}, { plugin: { requestState: { secret: SECRET }, auth: { authenticate: async (req) => ({ id: String(req.headers['x-user'] ?? 'anon') }) } } })
   t.same(await hintsOf(authed, { 'x-user': 'alice' }), {
     discover: [60_000, 'private'],
     tools: [60_000, 'private'],
@@ -119,7 +119,7 @@ t.test('cache hints: defaults, the cache option, per-resource cache, private wit
     readTemplate: [0, 'private'],
     readOwn: [42, 'private']
   })
-  const explicitPublic = await app(t, {}, { plugin: { requestState: { secret: SECRET }, authenticate: async () => ({ id: 'u' }), cache: { tools: { cacheScope: 'public' } } } })
+  const explicitPublic = await app(t, {}, { plugin: { requestState: { secret: SECRET }, auth: { authenticate: async () => ({ id: 'u' }) }, cache: { tools: { cacheScope: 'public' } } } })
   t.equal((await call(explicitPublic, 'tools/list')).result.cacheScope, 'public', 'the option overrides the private default')
   // Every page of a list has the same scope.
   const paged = await build(t, { plugin: { requestState: { secret: SECRET }, pageSize: 2 } }, fixture({}))

@@ -107,7 +107,7 @@ t.test('refused requestState: tampered, expired, other method, other params, oth
     const u = req.headers['x-user']
     return typeof u === 'string' ? { id: u } : null
   }
-  const a = await app(t, runs, { plugin: { requestState: { secret: SECRET }, authenticate: principal } })
+  const a = await app(t, runs, { plugin: { requestState: { secret: SECRET }, auth: { authenticate: principal } } })
   const alice = { 'x-user': 'alice' }
   const bob = { 'x-user': 'bob' }
   const body = rpc('tools/call', { name: 'ask', arguments: { greeting: 'Hi' } }, { caps: ELICIT })
