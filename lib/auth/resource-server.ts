@@ -96,7 +96,7 @@ export const RESOURCE_SERVER_KEYS: readonly string[] = ['resource', 'authorizati
   'metadata', 'metadataAtRoot', 'required']
 const KNOWN = new Set(RESOURCE_SERVER_KEYS)
 /** The keys of `auth.jwt` (`JwtVerifierOptions` without the two `auth` fills in, which it may override). */
-const JWT_KEYS: readonly string[] = ['jwksUri', 'issuer', 'audience', 'algorithms', 'clockToleranceSec', 'typ', 'jwksCooldownMs',
+const JWT_KEYS: readonly string[] = ['jwksUri', 'issuer', 'audience', 'algorithms', 'clockToleranceMs', 'typ', 'jwksCooldownMs',
   'jwksCacheMaxAgeMs', 'jwksTimeoutMs', 'jwksRetryMs']
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/
 /** Path characters that are literal in a Fastify route (no `:` parameters, no `*`). */

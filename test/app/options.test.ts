@@ -97,7 +97,7 @@ t.test('a misspelt key inside tasks, eventLog, telemetry or auth.jwt fails app.r
   }
   const known = { tasks: { ttlMs: 5000, pollIntervalMs: 500, maxPerPrincipal: 3 }, eventLog: { maxEvents: 10, ttlMs: 1000 }, telemetry: { sessionId: 'raw' } }
   t.equal(await registerWith(known), null, 'the known keys pass')
-  t.equal(await registerWith({ auth: { ...auth, jwt: { jwksUri: 'https://auth.example.com/jwks', issuer: 'https://auth.example.com', clockToleranceSec: 5 } } }), null, 'auth.jwt\'s known keys pass')
+  t.equal(await registerWith({ auth: { ...auth, jwt: { jwksUri: 'https://auth.example.com/jwks', issuer: 'https://auth.example.com', clockToleranceMs: 5000 } } }), null, 'auth.jwt\'s known keys pass')
 })
 
 t.test('serverInfo defaults to the app\'s package.json name and version', async (t) => {
