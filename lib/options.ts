@@ -19,6 +19,7 @@ import {
 } from './option-checks.js'
 import { RESOURCE_SERVER_KEYS, resolveAuth, type ResolvedAuth, type ResourceServerOptions } from './auth/resource-server.js'
 import { resolveToolLimits, type ResolvedToolLimits } from './limits/policy.js'
+import { refuseRenamed } from './renamed-options.js'
 import { resolveTelemetry, type ResolvedTelemetry } from './telemetry/index.js'
 import type { AuthenticateOptions, AuthOptions, IdempotencyOptions, Implementation, McpPluginOptions, SessionOptions } from './plugin-options.js'
 
@@ -235,6 +236,7 @@ function checkAuth (raw: unknown): Pick<ResolvedOptions, 'authenticate' | 'auth'
 export function resolveOptions (opts: McpPluginOptions, defaultVersion: string): ResolvedOptions {
   if (typeof opts !== 'object' || opts === null) fail('options', 'must be an object')
   const o = opts as Record<string, unknown>
+  refuseRenamed(o)
   checkKnownKeys(o)
   const sessions = (opts.sessions ?? {}) as SessionOptions
   return Object.freeze({
