@@ -2,9 +2,10 @@
  * The register options renamed by issue 46 (item 6) are refused at register time, each error
  * naming the new name (`lib/renamed-options.ts`): table-driven over the plugin's own table, and
  * written out by hand (the migration list below and literal cases), so that an empty or shrunken
- * table fails rather than passes.
+ * table fails rather than passes. The CHANGELOG's "Breaking" lists every one of them.
  */
 import t from 'tap'
+import { readFileSync } from 'node:fs'
 import Fastify from 'fastify'
 import mcp, { MemoryEventLog, type McpPluginOptions } from '../../lib/index.js'
 import { RENAMED_OPTIONS } from '../../lib/renamed-options.js'
@@ -99,4 +100,11 @@ t.test('the new names pass', async t => {
     eventLog: { store: new MemoryEventLog(), maxEvents: 10, ttlMs: 1000 },
     auth: { authenticate: () => null, required: false, wwwAuthenticate: 'Bearer realm="x"' }
   }), null)
+})
+
+t.test('the CHANGELOG\'s "Breaking" lists every rename', async t => {
+  const changelog = readFileSync(new URL('../../CHANGELOG.md', import.meta.url), 'utf8')
+  const unreleased = changelog.slice(changelog.indexOf('## Unreleased'), changelog.indexOf('\n## ', changelog.indexOf('## Unreleased') + 1))
+  const breaking = unreleased.slice(unreleased.indexOf('### Breaking'))
+  for (const r of RENAMED_OPTIONS) t.match(breaking, `\`${r.old}\` → \`${r.now}\``, `${r.old} → ${r.now}`)
 })
