@@ -82,10 +82,7 @@ export interface SessionOptions {
 export interface AuthenticateOptions {
   /** Authenticates a request: a principal, or `null` when anonymous. */
   authenticate: (request: FastifyRequest) => McpPrincipal | null | Promise<McpPrincipal | null>
-  /**
-   * Reject anonymous requests (`authenticate` returned null) with 401. Default true. A request
-   * `authenticate` refuses by throwing is refused either way.
-   */
+  /** Reject anonymous requests (`authenticate` returned null) with 401. Default true. */
   required?: boolean
   /** `WWW-Authenticate` value sent with 401. Default `Bearer`. */
   wwwAuthenticate?: string
@@ -122,7 +119,11 @@ export interface IdempotencyOptions {
   dedupe?: { windowMs: number, tools?: string[] } | false
 }
 
-/** Options of `fastify.register(mcp, opts)`. */
+/**
+ * Options of `fastify.register(mcp, opts)`. Their names follow one rule: every duration ends in
+ * `Ms` (milliseconds), and the options of one subject are grouped under that subject's name. An
+ * option renamed to follow it is refused by its old name (`renamed-options.ts`).
+ */
 export interface McpPluginOptions {
   /** Endpoint path. Default `/mcp`. */
   path?: string
