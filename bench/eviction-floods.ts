@@ -48,7 +48,7 @@ interface Row { flood: string, from: string, records: number, victimSession: boo
 async function run (flood: 'empty' | 'state', addresses: number, perAddress: number, sameAddress: boolean): Promise<Row> {
   const app = Fastify({ logger: false })
   const store = new MemorySessionStore({ max: MAX, sweepInterval: 0 })
-  await app.register(mcp, { sessions: { store, gcProbability: 0 }, requestStateSecret: 'eviction-floods-secret-0123456789' })
+  await app.register(mcp, { sessions: { store, gcProbability: 0 }, requestState: { secret: 'eviction-floods-secret-0123456789' } })
   registerDemoTools(app.mcp)
   await app.ready()
   try {

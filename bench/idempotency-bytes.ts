@@ -22,7 +22,7 @@ const t = { teardown: (fn: () => unknown) => { teardowns.push(fn) } }
 
 async function measure (name: string, store: SessionStore, size: (key: string) => Promise<number>): Promise<void> {
   const app = Fastify()
-  await app.register(mcp, { requestStateSecret: 'bytes-bench-secret', sessions: { store }, idempotency: { maxPerState: 1000 } })
+  await app.register(mcp, { requestState: { secret: 'bytes-bench-secret' }, sessions: { store }, idempotency: { maxPerState: 1000 } })
   registerBasketTools(app.mcp)
   await app.ready()
   const c = injectClient(app, { protocolVersion: '2026-07-28' })

@@ -27,7 +27,7 @@ export async function buildConformanceServer (): Promise<ReturnType<typeof Fasti
   await app.register(mcp, {
     path: '/mcp',
     serverInfo: { name: 'fastify-mcp-http-conformance', version: '1.0.0' },
-    requestStateSecret: process.env.MCP_STATE_SECRET ?? 'conformance-fixture-secret-0123456789'
+    requestState: { secret: process.env.MCP_STATE_SECRET ?? 'conformance-fixture-secret-0123456789' }
   })
   const m = app.mcp
 

@@ -33,7 +33,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequ
 import mcp, {
   createPgPool, createRedisClient, parseSentinels, FileSessionLock, FileSessionStore, MemorySessionLock, MemorySessionStore, PgSessionLock, PgSessionStore,
   RedisSessionLock, RedisSessionStore,
-  type McpPrincipal, type PgPoolLike, type RedisClientLike, type RedisSentinelConnection, type ReplicaAckOptions, type SessionLock, type SessionStore
+  type AuthenticateOptions, type McpPrincipal, type PgPoolLike, type RedisClientLike, type RedisSentinelConnection, type ReplicaAckOptions, type SessionLock, type SessionStore
 } from '../lib/index.js'
 import { registerDemoTools } from './demo-tools.js'
 
@@ -128,10 +128,10 @@ function sessionsFromEnv (env: Record<string, string | undefined>, log: FastifyB
 }
 
 /**
- * `authenticate` from `MCP_DEMO_TOKENS` (`token:principal,…`), or `undefined` when it is unset. A
- * demo's bearer tokens, compared as they are: a real app verifies signed tokens (JWT) instead.
+ * The `auth` option from `MCP_DEMO_TOKENS` (`token:principal,…`), or `undefined` when it is unset.
+ * A demo's bearer tokens, compared as they are: a real app verifies signed tokens (JWT) instead.
  */
-export function tokensAuth (spec: string | undefined): ((request: FastifyRequest) => McpPrincipal | null) | undefined {
+export function tokensAuth (spec: string | undefined): AuthenticateOptions | undefined {
   if (spec === undefined || spec.trim() === '') return undefined
   const principals = new Map<string, string>()
   for (const pair of spec.split(',')) {
@@ -139,12 +139,13 @@ export function tokensAuth (spec: string | undefined): ((request: FastifyRequest
     if (at <= 0 || at === pair.length - 1) throw new Error(`MCP_DEMO_TOKENS: expected token:principal, got ${JSON.stringify(pair)}`)
     principals.set(pair.slice(0, at).trim(), pair.slice(at + 1).trim())
   }
-  return (request) => {
+  const authenticate = (request: FastifyRequest): McpPrincipal | null => {
     const header = request.headers.authorization
     const token = header?.startsWith('Bearer ') === true ? header.slice(7).trim() : undefined
     const id = token === undefined ? undefined : principals.get(token)
     return id === undefined ? null : { id }
   }
+  return { authenticate }
 }
 
 export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstance> {
@@ -159,12 +160,12 @@ export async function buildDemo (opts: DemoOptions = {}): Promise<FastifyInstanc
     serverInfo: { name: 'fastify-mcp-http-demo', version: '1.0.0' },
     sessions: { store: sessions.store, lock: sessions.lock, requireSessionId: env.MCP_REQUIRE_SESSION_ID === '1' },
     postgres: sessions.postgres,
-    requestStateSecret: env.MCP_STATE_SECRET,
-    authenticate: tokensAuth(env.MCP_DEMO_TOKENS),
+    requestState: { secret: env.MCP_STATE_SECRET },
+    auth: tokensAuth(env.MCP_DEMO_TOKENS),
     // The plugin makes its own client from the URL and closes it on app.close().
     redis: sessions.postgres === undefined ? redisFromEnv(env) : undefined,
-    drainTimeout: env.MCP_DRAIN_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_DRAIN_TIMEOUT_MS),
-    tasks: env.MCP_TASK_TTL_MS === undefined ? undefined : { ttl: Number(env.MCP_TASK_TTL_MS), pollInterval: 200 }
+    drainTimeoutMs: env.MCP_DRAIN_TIMEOUT_MS === undefined ? undefined : Number(env.MCP_DRAIN_TIMEOUT_MS),
+    tasks: env.MCP_TASK_TTL_MS === undefined ? undefined : { ttlMs: Number(env.MCP_TASK_TTL_MS), pollIntervalMs: 200 }
   })
 
   registerDemoTools(app.mcp, { admin: env.MCP_DEMO_ADMIN === '1' })

@@ -62,7 +62,7 @@ export interface Backends {
 
 /** Makes the backends the options do not name. */
 export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Backends {
-  if (b.postgres !== undefined) return buildPgBackends(b, b.postgres, log)
+  if (b.postgres !== undefined) return buildPgBackends(b, b.postgres.pool, b.postgres.prefix, log)
   // The store and its lock first: a lock that cannot be made fails the registration before
   // anything needing a close exists.
   const store = b.store ?? new MemorySessionStore()
@@ -76,22 +76,24 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
   // once) rather than queueing commands. It is a client of the app's ioredis (an optional peer
   // dependency, loaded only when the plugin makes a client).
   // Sentinel options make one too, which follows the promoted primary (`redis/sentinel.ts`).
-  const ownRedis = typeof b.redis === 'string' || isSentinelConnection(b.redis) ? createRedisClient(b.redis, { log }) : undefined
-  const redis: RedisClientLike | undefined = ownRedis ?? (typeof b.redis === 'object' ? b.redis as RedisClientLike : undefined)
-  const prefix = b.redisPrefix
+  const connection = b.redis?.client
+  const ownRedis = typeof connection === 'string' || isSentinelConnection(connection) ? createRedisClient(connection, { log }) : undefined
+  const redis: RedisClientLike | undefined = ownRedis ?? (typeof connection === 'object' ? connection as RedisClientLike : undefined)
+  const prefix = b.redis?.prefix ?? 'mcp:'
   const bus = b.bus ?? (redis !== undefined ? new RedisBus({ redis, prefix, log }) : new MemoryBus())
   // With the sessions in Redis under the same prefix, a write to the log checks the session's hash
   // (same hash tag, same slot): an ended session's streams are never created again, and no mark of
   // the end is kept. (The store and `redis` must then be the same Redis, as for the bus.)
   const sessionKeys = store instanceof RedisSessionStore && store.prefix === prefix ? (sid: string) => sessionKey(prefix, sid) : undefined
-  const eventLog = b.eventLog ??
-    (redis !== undefined ? new RedisEventLog({ redis, prefix, sessionKey: sessionKeys, ...b.eventLogOptions }) : new MemoryEventLog(b.eventLogOptions))
-  // Limits on Redis share the plugin's client (keys under `<redisPrefix>rl:`), so every instance
+  const bounds = { maxEvents: b.eventLog.maxEvents, ttl: b.eventLog.ttlMs }
+  const eventLog = b.eventLog.store ??
+    (redis !== undefined ? new RedisEventLog({ redis, prefix, sessionKey: sessionKeys, ...bounds }) : new MemoryEventLog(bounds))
+  // Limits on Redis share the plugin's client (keys under `<redis.prefix>rl:`), so every instance
   // counts the same calls; without Redis, in this process's memory. A `limits.backend` of the
   // app's own is never closed here. Built without the option too: a tool definition's own
   // `limits` must not be ignored silently (the backend is only used by limited tools).
   const limiter = buildToolLimiter(b.limits ?? NO_LIMITS, { redis, prefix, log })
-  const engine = redis === undefined ? null : redisProbe(b.redis, redis)
+  const engine = redis === undefined || connection === undefined ? null : redisProbe(connection, redis)
   return assembled(b, { store, lock, ownLock, bus, eventLog, limiter, engine }, async () => {
     if (ownRedis === undefined) return
     await settleWithin(ownRedis.quit(), QUIT_TIMEOUT, { keepAlive: false })
@@ -100,10 +102,9 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
 }
 
 /** The backends on PostgreSQL (see the module doc). */
-function buildPgBackends (b: ResolvedBackends, postgres: PgPoolLike | string, log: FastifyBaseLogger): Backends {
+function buildPgBackends (b: ResolvedBackends, postgres: PgPoolLike | string, prefix: string, log: FastifyBaseLogger): Backends {
   const ownPool = typeof postgres === 'string' ? createPgPool(postgres) : undefined
   const pool = ownPool ?? (postgres as PgPoolLike)
-  const prefix = b.postgresPrefix
   const store = b.store ?? new PgSessionStore({ pool, prefix })
   checkReplicaAcks(store, b.lock)
   // The store's lock unless one is named: a PgSessionStore's is a lease row on its pool.
@@ -113,7 +114,7 @@ function buildPgBackends (b: ResolvedBackends, postgres: PgPoolLike | string, lo
   // With the sessions in this database under the same prefix, a write to the log checks the
   // session's row: an ended session's streams are never created again, and no mark is kept.
   const guardByStore = store instanceof PgSessionStore && store.pool === pool && store.prefix === prefix
-  const eventLog = b.eventLog ?? new PgEventLog({ pool, prefix, guardByStore, ...b.eventLogOptions })
+  const eventLog = b.eventLog.store ?? new PgEventLog({ pool, prefix, guardByStore, maxEvents: b.eventLog.maxEvents, ttl: b.eventLog.ttlMs })
   const limiter = buildToolLimiter(b.limits ?? NO_LIMITS, { postgres: { pool, prefix }, log })
   return assembled(b, { store, lock, ownLock, bus, eventLog, limiter, engine: postgresProbe(postgres, pool) }, async () => {
     if (ownPool !== undefined) await settleWithin(ownPool.end(), QUIT_TIMEOUT, { keepAlive: false })

@@ -39,7 +39,7 @@ function knownNames (registry: Registry): KnownNames {
 
 /** Builds the parts (see the module doc). */
 export function composeEngineParts (opts: ResolvedOptions, registry: Registry, backends: Backends, logger: FastifyBaseLogger): EngineParts {
-  const state = createStateEngine({ store: backends.store, lock: backends.lock, cancelGrace: opts.cancelGrace, handleKinds: registry.handleKinds })
+  const state = createStateEngine({ store: backends.store, lock: backends.lock, cancelGraceMs: opts.cancelGraceMs, handleKinds: registry.handleKinds })
   const tasks = new TaskService({
     // A task's runner holds a lease of the sessions' lock (see the pairing's holds()).
     holds: state.holds(),

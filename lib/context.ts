@@ -10,7 +10,7 @@ import type { SessionHandle } from './sessions/session-handle.js'
 export const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'] as const
 export type LogLevel = typeof LOG_LEVELS[number]
 
-/** Who made the request, as returned by the `authenticate` option. */
+/** Who made the request, as returned by `auth.authenticate` (or the resource server's token check). */
 export interface McpPrincipal {
   /** Stable identifier; sessions are bound to it. */
   id: string

@@ -170,7 +170,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The MCP session of this request (handshake-era requests), or `null`. */
     mcpSession: SessionHandle | null
-    /** The principal `authenticate` returned, or `null`. */
+    /** The principal `auth` gave, or `null`. */
     mcpPrincipal: McpPrincipal | null
   }
 }

@@ -37,7 +37,7 @@ export const FST_ERR_MCP_SESSION_BUSY = createError<[string]>(
 
 /**
  * The server is shutting down (`app.close()`) and the request was still running at the drain
- * deadline (`drainTimeout`): what a handler's `ctx.signal` aborts with, and what a handler waiting
+ * deadline (`drainTimeoutMs`): what a handler's `ctx.signal` aborts with, and what a handler waiting
  * for the client's answer (`elicit`, `sample`, `roots`) gets. Its client gets a JSON-RPC `-32000`.
  */
 export const FST_ERR_MCP_SERVER_CLOSING = createError<[number]>(

@@ -40,7 +40,7 @@ function sharedDeployment (b: ResolvedBackends): boolean {
     (b.store !== undefined && !(b.store instanceof MemorySessionStore)) ||
     (b.lock !== undefined && b.lock !== false && !(b.lock instanceof MemorySessionLock)) ||
     (b.bus !== undefined && !(b.bus instanceof MemoryBus)) ||
-    (b.eventLog !== undefined && !(b.eventLog instanceof MemoryEventLog))
+    (b.eventLog.store !== undefined && !(b.eventLog.store instanceof MemoryEventLog))
 }
 
 /**
@@ -93,9 +93,9 @@ function fastifyAnswersWhileClosing (fastify: FastifyInstance): boolean {
 }
 
 /** The drain's warning (see {@link fastifyAnswersWhileClosing}), when requests or streams are running as the app closes. */
-function warnIfDrainMatters (fastify: FastifyInstance, engine: McpEngine, drainTimeout: number): void {
+function warnIfDrainMatters (fastify: FastifyInstance, engine: McpEngine, drainTimeoutMs: number): void {
   const s = engine.status()
-  if (drainTimeout === 0 || s.inflightRequests + s.getStreams + s.listenStreams + s.runningTasks === 0) return
+  if (drainTimeoutMs === 0 || s.inflightRequests + s.getStreams + s.listenStreams + s.runningTasks === 0) return
   fastify.log.warn('fastify-mcp-http: the app closes with MCP requests running; set Fastify({ return503OnClosing: false }) so that ' +
     'requests arriving meanwhile get the plugin\'s 503 with Retry-After and a JSON-RPC error (Fastify\'s own 503 has neither)')
 }
@@ -103,14 +103,14 @@ function warnIfDrainMatters (fastify: FastifyInstance, engine: McpEngine, drainT
 async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): Promise<void> {
   const opts = resolveOptions(options ?? {}, VERSION)
   const backends = buildBackends(opts.backends, fastify.log)
-  if (opts.requestStateSecret === undefined) {
+  if (opts.requestState.secret === undefined) {
     // A random secret is right for one process; it breaks 2026-07-28 multi-round requests only
     // when another instance serves the retry, which is what a shared backend suggests.
     if (sharedDeployment(opts.backends)) {
-      fastify.log.warn('fastify-mcp-http: no requestStateSecret configured; using a random one. ' +
+      fastify.log.warn('fastify-mcp-http: no requestState.secret configured; using a random one. ' +
         'Deployments with more than one instance must configure the same secret on every instance.')
     } else {
-      fastify.log.info('fastify-mcp-http: no requestStateSecret configured; using a random one (fine for a single process; ' +
+      fastify.log.info('fastify-mcp-http: no requestState.secret configured; using a random one (fine for a single process; ' +
         'instances behind one load balancer need the same secret).')
     }
   }
@@ -125,7 +125,7 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   if (opts.statusRoute !== null) serveStatus(fastify, opts.statusRoute, registry)
   if (opts.readinessRoute !== null) {
     serveReadiness(fastify, opts.readinessRoute, { store: backends.store, draining: () => registry.status().draining },
-      Math.max(1, Math.ceil(opts.retryInterval / 1000)))
+      Math.max(1, Math.ceil(opts.retryIntervalMs / 1000)))
   }
   let endpoint: string | undefined
   // The plugin is not encapsulated (fastify-plugin: `app.mcp` must reach the app), so Fastify
@@ -147,7 +147,7 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   fastify.addHook('onReady', async () => {
     registry.start()
     if (opts.authenticate === undefined && registry.declaredScopes().length > 0) {
-      fastify.log.warn('fastify-mcp-http: definitions declare scopes but neither auth nor authenticate is set; calls to them get a 401 no client can satisfy')
+      fastify.log.warn('fastify-mcp-http: definitions declare scopes but auth is not set; calls to them get a 401 no client can satisfy')
     }
     // A fail-fast lock client refuses commands until connected: wait for it, but do not keep the
     // app from starting when the backend is down (requests then get a 503 until it is back). The
@@ -168,9 +168,9 @@ async function mcpPlugin (fastify: FastifyInstance, options: McpPluginOptions): 
   const fastify503 = fastifyAnswersWhileClosing(fastify)
   // Drain first (running requests finish, new ones get 503), then end what is left.
   fastify.addHook('preClose', async () => {
-    if (fastify503) warnIfDrainMatters(fastify, engine, opts.drainTimeout)
-    await engine.drain(opts.drainTimeout, opts.retryInterval)
-    await engine.close(opts.retryInterval)
+    if (fastify503) warnIfDrainMatters(fastify, engine, opts.drainTimeoutMs)
+    await engine.drain(opts.drainTimeoutMs, opts.retryIntervalMs)
+    await engine.close(opts.retryIntervalMs)
   })
   fastify.addHook('onClose', async () => { await backends.close() })
 }
@@ -198,7 +198,7 @@ export type { GcLogger } from './sessions/gc.js'
 export type { BackendSessionLock } from './locks/backend-lock.js'
 /** The MCP log levels, least severe first (`LogLevel`). */
 export { LOG_LEVELS } from './context.js'
-export type { McpPluginOptions, SessionOptions, Implementation, IdempotencyOptions } from './options.js'
+export type { McpPluginOptions, SessionOptions, Implementation, IdempotencyOptions, AuthOptions, AuthenticateOptions } from './options.js'
 export type { TelemetryOption, TelemetryOptions, SessionIdAttribute } from './telemetry/index.js'
 /** How spans show a session id by default (`telemetry.sessionId: 'hashed'`): find a session's spans from its id. */
 export { hashSessionId } from './telemetry/index.js'
@@ -215,7 +215,7 @@ export type {
 } from './features/definitions.js'
 export { McpError, ErrorCode } from './jsonrpc/errors.js'
 export { AuthError, hasScopes, principalScopes, DEFAULT_ALGORITHMS } from './auth/index.js'
-export type { AuthOptions, AuthPrincipal, AccessFields, AccessRule, ProtectedResourceMetadata, VerifyToken, JwtVerifierOptions } from './auth/index.js'
+export type { ResourceServerOptions, AuthPrincipal, AccessFields, AccessRule, ProtectedResourceMetadata, VerifyToken, JwtVerifierOptions } from './auth/index.js'
 export type { ToolLimitsOptions, ToolLimit, RateLimit, BackendFailurePolicy } from './limits/policy.js'
 export type { LimitBackend, LimitSpec, LimitDecision, LimitKind } from './limits/backend.js'
 export { ToolLimitError, type ToolLimitErrorData, type RefusalKind } from './limits/errors.js'

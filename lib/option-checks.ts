@@ -55,30 +55,46 @@ export function checkNestedKeys (o: object, known: readonly string[], label: str
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(`${label}.${k.slice(0, 64)}`, `unknown option (misspelt?); known: ${known.join(', ')}`)
 }
 
-export function checkTasks (t: unknown): { ttl: number, pollInterval: number, maxPerPrincipal: number } {
+export function checkTasks (t: unknown): { ttlMs: number, pollIntervalMs: number, maxPerPrincipal: number } {
   if (t !== undefined && (typeof t !== 'object' || t === null)) fail('tasks', 'must be an object')
   const o = (t ?? {}) as Record<string, unknown>
-  checkNestedKeys(o, ['ttl', 'pollInterval', 'maxPerPrincipal'], 'tasks')
+  checkNestedKeys(o, ['ttlMs', 'pollIntervalMs', 'maxPerPrincipal'], 'tasks')
   return Object.freeze({
-    ttl: boundedInt(o, 'ttl', 3_600_000, 1000, 86_400_000, 'tasks.ttl'),
-    pollInterval: boundedInt(o, 'pollInterval', 1000, 100, 60_000, 'tasks.pollInterval'),
+    ttlMs: boundedInt(o, 'ttlMs', 3_600_000, 1000, 86_400_000, 'tasks.ttlMs'),
+    pollIntervalMs: boundedInt(o, 'pollIntervalMs', 1000, 100, 60_000, 'tasks.pollIntervalMs'),
     maxPerPrincipal: nonNegativeInt(o, 'maxPerPrincipal', 100, 1, 'tasks.maxPerPrincipal')
   })
 }
 
-/** Secrets a `requestStateSecret` list may hold: each is tried on a state that fails the first. */
+/** Secrets a `requestState.secret` list may hold: each is tried on a state that fails the first. */
 const MAX_SECRETS = 3
 
-/** `requestStateSecret`: one secret, or a list whose first seals and every one opens (a rotation). */
-export function checkSecret (secret: unknown): string | readonly string[] | undefined {
+/** `requestState.secret`: one secret, or a list whose first seals and every one opens (a rotation). */
+function checkSecret (secret: unknown): string | readonly string[] | undefined {
   if (secret === undefined) return undefined
   const why = `must be a string of at least 16 characters, or a list of 1 to ${MAX_SECRETS} of them (the first seals)`
   if (Array.isArray(secret)) {
-    if (secret.length < 1 || secret.length > MAX_SECRETS || !secret.every(s => typeof s === 'string' && s.length >= 16)) fail('requestStateSecret', why)
+    if (secret.length < 1 || secret.length > MAX_SECRETS || !secret.every(s => typeof s === 'string' && s.length >= 16)) fail('requestState.secret', why)
     return Object.freeze([...secret as string[]])
   }
-  if (typeof secret !== 'string' || secret.length < 16) fail('requestStateSecret', why)
+  if (typeof secret !== 'string' || secret.length < 16) fail('requestState.secret', why)
   return secret
+}
+
+/** `requestState`: its secret (`undefined`: a random one per process) and how long a sealed state is valid. */
+export function checkRequestState (r: unknown): { secret: string | readonly string[] | undefined, ttlMs: number } {
+  if (r !== undefined && (typeof r !== 'object' || r === null)) fail('requestState', 'must be { secret?, ttlMs? }')
+  const o = (r ?? {}) as Record<string, unknown>
+  checkNestedKeys(o, ['secret', 'ttlMs'], 'requestState')
+  return Object.freeze({ secret: checkSecret(o.secret), ttlMs: nonNegativeInt(o, 'ttlMs', 600_000, 1, 'requestState.ttlMs') })
+}
+
+/** `listen`: open `subscriptions/listen` streams per process and per client. */
+export function checkListen (l: unknown): { max: number, maxPerClient: number } {
+  if (l !== undefined && (typeof l !== 'object' || l === null)) fail('listen', 'must be { max?, maxPerClient? }')
+  const o = (l ?? {}) as Record<string, unknown>
+  checkNestedKeys(o, ['max', 'maxPerClient'], 'listen')
+  return Object.freeze({ max: nonNegativeInt(o, 'max', 1000, 1, 'listen.max'), maxPerClient: nonNegativeInt(o, 'maxPerClient', 10, 1, 'listen.maxPerClient') })
 }
 
 export function checkCache (cache: unknown): CacheOptions {
@@ -132,13 +148,12 @@ export function checkStatusRoute (route: unknown, name = 'statusRoute'): string 
 
 /** The keys of `register(mcp, opts)` (Fastify's own register options included: they reach the plugin too). */
 const KNOWN_OPTIONS = new Set([
-  'path', 'prefix', 'serverInfo', 'instructions', 'sessions', 'allowedOrigins', 'allowedHosts', 'authenticate', 'auth', 'requireAuth',
-  'wwwAuthenticate', 'bodyLimit', 'clientRequestTimeout', 'keepAliveInterval', 'retryInterval', 'drainTimeout', 'pageSize',
-  'maxPendingClientRequests', 'maxBatchSize', 'maxStreamsPerSession', 'requestStateSecret', 'requestStateTtl', 'cache', 'idempotency', 'maxListenStreams',
-  'maxListenStreamsPerClient', 'redis', 'eventLogOptions', 'redisPrefix', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute', 'readinessRoute',
-  'logLevel', 'logSerializers', 'postgres', 'postgresPrefix'
+  'path', 'prefix', 'serverInfo', 'instructions', 'sessions', 'allowedOrigins', 'allowedHosts', 'auth', 'bodyLimit', 'clientRequestTimeoutMs',
+  'keepAliveIntervalMs', 'retryIntervalMs', 'drainTimeoutMs', 'pageSize', 'maxPendingClientRequests', 'maxBatchSize', 'maxStreamsPerSession',
+  'requestState', 'cache', 'idempotency', 'listen', 'redis', 'bus', 'eventLog', 'limits', 'tasks', 'telemetry', 'statusRoute', 'readinessRoute',
+  'logLevel', 'logSerializers', 'postgres'
 ])
-const KNOWN_SESSION_OPTIONS = new Set(['store', 'lock', 'gcProbability', 'gcDivisor', 'requireSessionId', 'unusedTtl', 'cancelGrace'])
+const KNOWN_SESSION_OPTIONS = new Set(['store', 'lock', 'gcProbability', 'gcDivisor', 'requireSessionId', 'unusedTtlMs', 'cancelGraceMs'])
 
 /**
  * Fails on a key the plugin does not know (a misspelt option would otherwise be ignored in
@@ -152,15 +167,15 @@ export function checkKnownKeys (opts: Record<string, unknown>): void {
 }
 
 /** A `redis` URL: `redis://` or `rediss://` with a host (`util/url-shape.ts`). */
-export function checkRedisUrl (url: string): void {
+export function checkRedisUrl (url: string, name = 'redis'): void {
   const problem = redisUrlProblem(url)
-  if (problem !== null) fail('redis', problem)
+  if (problem !== null) fail(name, problem)
 }
 
 /** A `postgres` connection string of the shape pg takes (`util/url-shape.ts`). */
-export function checkPostgresUrl (url: string): void {
+export function checkPostgresUrl (url: string, name = 'postgres'): void {
   const problem = postgresUrlProblem(url)
-  if (problem !== null) fail('postgres', problem)
+  if (problem !== null) fail(name, problem)
 }
 
 /**

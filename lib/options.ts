@@ -15,27 +15,28 @@ import type { CacheOptions } from './features/cache-hints.js'
 import type { ResolvedIdempotency } from './state/idempotency.js'
 import {
   appIdentity, boundedInt, checkCache, checkIdempotency, checkKnownKeys, checkNestedKeys, checkPostgresUrl,
-  checkRedisUrl, checkHosts, checkOrigins, checkSecret, checkStatusRoute, checkTasks, fail, nonNegativeInt
+  checkListen, checkRedisUrl, checkHosts, checkOrigins, checkRequestState, checkStatusRoute, checkTasks, fail, nonNegativeInt
 } from './option-checks.js'
-import { resolveAuth, type ResolvedAuth } from './auth/resource-server.js'
+import { RESOURCE_SERVER_KEYS, resolveAuth, type ResolvedAuth, type ResourceServerOptions } from './auth/resource-server.js'
 import { resolveToolLimits, type ResolvedToolLimits } from './limits/policy.js'
+import { refuseRenamed } from './renamed-options.js'
 import { resolveTelemetry, type ResolvedTelemetry } from './telemetry/index.js'
-import type { IdempotencyOptions, Implementation, McpPluginOptions, SessionOptions } from './plugin-options.js'
+import type { AuthenticateOptions, AuthOptions, IdempotencyOptions, Implementation, McpPluginOptions, SessionOptions } from './plugin-options.js'
 
-export type { IdempotencyOptions, Implementation, McpPluginOptions, SessionOptions }
+export type { AuthenticateOptions, AuthOptions, IdempotencyOptions, Implementation, McpPluginOptions, SessionOptions }
 
 /** The backends the options name (validated; `undefined` where the plugin makes its own). */
 export interface ResolvedBackends {
   store: SessionStore | undefined
   /** `undefined`: the lock matching the store (`state/pairings/matching-lock.ts`); `false`: none. */
   lock: SessionLock | false | undefined
-  redis: RedisClientLike | string | RedisSentinelConnection | undefined
-  postgres: PgPoolLike | string | undefined
-  postgresPrefix: string
-  redisPrefix: string
+  /** `redis` in its object form (a short form is its `client`), or `undefined` without it. */
+  redis: { client: RedisClientLike | string | RedisSentinelConnection, prefix: string } | undefined
+  /** `postgres` in its object form (a short form is its `pool`), or `undefined` without it. */
+  postgres: { pool: PgPoolLike | string, prefix: string } | undefined
   bus: Bus | undefined
-  eventLog: EventLog | undefined
-  eventLogOptions: { maxEvents: number, ttl: number }
+  /** `eventLog`: the app's own `store`, or the bounds of the one the plugin makes. */
+  eventLog: { store: EventLog | undefined, maxEvents: number, ttlMs: number }
   /** The validated `limits` option, or null without one. */
   limits: ResolvedToolLimits | null
 }
@@ -51,37 +52,38 @@ export interface ResolvedOptions {
   /** Refuse a handshake-era request without `Mcp-Session-Id` with 400 (else: served without a session). */
   requireSessionId: boolean
   /** Idle TTL of a session until its first use after `initialize` (ms). */
-  unusedTtl: number
-  /** See {@link SessionOptions.cancelGrace}. */
-  cancelGrace: number
+  unusedTtlMs: number
+  /** See {@link SessionOptions.cancelGraceMs}. */
+  cancelGraceMs: number
   backends: ResolvedBackends
   allowedOrigins: (origin: string) => boolean
   allowedHosts: (host: string) => boolean
   /** The check of a request a trusted proxy forwarded (its `request.host`); `null` when `allowedHosts` is not set. */
   forwardedHosts: ((host: string) => boolean) | null
-  authenticate: McpPluginOptions['authenticate']
-  /** The resolved `auth` option, or `null`. */
+  /** `auth.authenticate`, or the resource server's token check; `undefined` without `auth`. */
+  authenticate: AuthenticateOptions['authenticate'] | undefined
+  /** The resolved resource-server form of `auth`, or `null`. */
   auth: ResolvedAuth | null
-  requireAuth: boolean
+  /** `auth.required`: an anonymous request gets 401. */
+  authRequired: boolean
+  /** The 401's challenge: `auth.wwwAuthenticate`, or the resource server's. */
   wwwAuthenticate: string
   bodyLimit: number
-  clientRequestTimeout: number
-  keepAliveInterval: number
-  retryInterval: number
-  drainTimeout: number
+  clientRequestTimeoutMs: number
+  keepAliveIntervalMs: number
+  retryIntervalMs: number
+  drainTimeoutMs: number
   pageSize: number
   maxPendingClientRequests: number
   maxBatchSize: number
   maxStreamsPerSession: number
-  /** One secret, or a list whose first seals and every one opens. */
-  requestStateSecret: string | readonly string[] | undefined
-  requestStateTtl: number
+  /** `secret`: one, or a list whose first seals and every one opens; `undefined`: a random one. */
+  requestState: { secret: string | readonly string[] | undefined, ttlMs: number }
   cache: CacheOptions
   /** How keyed tool calls are recorded, or `null` (`idempotency: false`): keys are ignored. */
   idempotency: ResolvedIdempotency | null
-  maxListenStreams: number
-  maxListenStreamsPerClient: number
-  tasks: { ttl: number, pollInterval: number, maxPerPrincipal: number }
+  listen: { max: number, maxPerClient: number }
+  tasks: { ttlMs: number, pollIntervalMs: number, maxPerPrincipal: number }
   telemetry: ResolvedTelemetry
   /** The path of the status route, or null when off. */
   statusRoute: string | null
@@ -89,7 +91,60 @@ export interface ResolvedOptions {
   readinessRoute: string | null
 }
 
-/** `redis`, `bus`, `eventLog` and their options, and the session store and lock. */
+/** A short form of `redis`: an ioredis client or Cluster, a URL, or Sentinel options. */
+function isRedisConnection (v: unknown): v is RedisClientLike | string | RedisSentinelConnection {
+  return typeof v === 'string' || isSentinelConnection(v) || (typeof v === 'object' && v !== null && typeof (v as { publish?: unknown }).publish === 'function')
+}
+
+/** `redis` in its object form: a short form is its `client`. */
+function checkRedis (r: unknown): ResolvedBackends['redis'] {
+  if (r === undefined) return undefined
+  const short = isRedisConnection(r)
+  if (!short && (typeof r !== 'object' || r === null || !('client' in r))) {
+    fail('redis', 'must be an ioredis client, Cluster, URL or { sentinels, name }, or { client, prefix? } with one of them as client')
+  }
+  const o = (short ? { client: r } : r) as Record<string, unknown>
+  if (!short) checkNestedKeys(o, ['client', 'prefix'], 'redis')
+  const client = o.client
+  if (!isRedisConnection(client)) fail('redis.client', 'must be an ioredis client, Cluster, URL or { sentinels, name }')
+  if (typeof client === 'string') checkRedisUrl(client, short ? 'redis' : 'redis.client')
+  const prefix = o.prefix ?? 'mcp:'
+  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) fail('redis.prefix', 'must be a string without braces')
+  return { client, prefix }
+}
+
+/** `postgres` in its object form: a short form (a pool, a connection string) is its `pool`. */
+function checkPostgres (p: unknown): ResolvedBackends['postgres'] {
+  if (p === undefined) return undefined
+  const short = typeof p === 'string' || isPgPool(p)
+  if (!short && (typeof p !== 'object' || p === null || !('pool' in p))) {
+    fail('postgres', 'must be a pg Pool or a connection string, or { pool, prefix? } with one of them as pool')
+  }
+  const o = (short ? { pool: p } : p) as Record<string, unknown>
+  if (!short) checkNestedKeys(o, ['pool', 'prefix'], 'postgres')
+  const pool = o.pool
+  if (typeof pool !== 'string' && !isPgPool(pool)) fail('postgres.pool', 'must be a pg Pool or a connection string')
+  if (typeof pool === 'string') checkPostgresUrl(pool, short ? 'postgres' : 'postgres.pool')
+  const prefix = o.prefix ?? DEFAULT_PG_PREFIX
+  try { checkPgPrefix(prefix as string) } catch { fail('postgres.prefix', 'must be lower-case letters, digits and underscores (at most 40), not starting with a digit') }
+  return { pool, prefix: prefix as string }
+}
+
+/** `eventLog`: the app's own `store`, and the bounds of the one the plugin makes. */
+function checkEventLog (e: unknown): ResolvedBackends['eventLog'] {
+  if (e !== undefined && (typeof e !== 'object' || e === null)) fail('eventLog', 'must be { store?, maxEvents?, ttlMs? }')
+  const o = (e ?? {}) as Record<string, unknown>
+  checkNestedKeys(o, ['store', 'maxEvents', 'ttlMs'], 'eventLog')
+  const store = o.store as EventLog | undefined
+  if (store !== undefined && (typeof store !== 'object' || store === null || typeof store.append !== 'function')) fail('eventLog.store', 'must implement the EventLog contract')
+  return {
+    store,
+    maxEvents: nonNegativeInt(o, 'maxEvents', 1000, 1, 'eventLog.maxEvents'),
+    ttlMs: nonNegativeInt(o, 'ttlMs', 300_000, 1, 'eventLog.ttlMs')
+  }
+}
+
+/** `redis`, `postgres`, `bus`, `eventLog`, and the session store and lock. */
 function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBackends {
   if (s.store !== undefined && (typeof s.store !== 'object' || typeof s.store.load !== 'function' || typeof s.store.save !== 'function')) {
     fail('sessions.store', 'must implement the SessionStore contract')
@@ -98,36 +153,16 @@ function checkBackends (opts: McpPluginOptions, s: SessionOptions): ResolvedBack
     fail('sessions.lock', 'must implement the SessionLock contract, or be false')
   }
   if (opts.bus !== undefined && (typeof opts.bus !== 'object' || typeof opts.bus.publish !== 'function')) fail('bus', 'must implement the Bus contract')
-  if (opts.redis !== undefined && typeof opts.redis !== 'string' && !isSentinelConnection(opts.redis) &&
-    (typeof opts.redis !== 'object' || opts.redis === null || typeof (opts.redis as { publish?: unknown }).publish !== 'function')) {
-    fail('redis', 'must be an ioredis client, Cluster, URL or { sentinels, name }')
-  }
-  if (typeof opts.redis === 'string') checkRedisUrl(opts.redis)
-  if (opts.postgres !== undefined && typeof opts.postgres !== 'string' && !isPgPool(opts.postgres)) fail('postgres', 'must be a pg Pool or a connection string')
-  if (typeof opts.postgres === 'string') checkPostgresUrl(opts.postgres)
-  if (opts.postgres !== undefined && opts.redis !== undefined) fail('postgres', 'cannot be combined with redis: pick one engine')
-  if (opts.postgresPrefix !== undefined) {
-    try { checkPgPrefix(opts.postgresPrefix) } catch { fail('postgresPrefix', 'must be lower-case letters, digits and underscores (at most 40), not starting with a digit') }
-  }
-  if (opts.redisPrefix !== undefined && (typeof opts.redisPrefix !== 'string' || /[{}]/.test(opts.redisPrefix))) fail('redisPrefix', 'must be a string without braces')
-  if (opts.eventLog !== undefined && (typeof opts.eventLog !== 'object' || typeof opts.eventLog.append !== 'function')) fail('eventLog', 'must implement the EventLog contract')
-  const el = opts.eventLogOptions ?? {}
-  if (typeof el !== 'object' || el === null) fail('eventLogOptions', 'must be { maxEvents?, ttl? }')
-  const elo = el as Record<string, unknown>
-  checkNestedKeys(elo, ['maxEvents', 'ttl'], 'eventLogOptions')
+  const redis = checkRedis(opts.redis)
+  const postgres = checkPostgres(opts.postgres)
+  if (postgres !== undefined && redis !== undefined) fail('postgres', 'cannot be combined with redis: pick one engine')
   return {
     store: s.store,
     lock: s.lock,
-    redis: opts.redis,
-    postgres: opts.postgres,
-    postgresPrefix: opts.postgresPrefix ?? DEFAULT_PG_PREFIX,
-    redisPrefix: opts.redisPrefix ?? 'mcp:',
+    redis,
+    postgres,
     bus: opts.bus,
-    eventLog: opts.eventLog,
-    eventLogOptions: {
-      maxEvents: nonNegativeInt(elo, 'maxEvents', 1000, 1, 'eventLogOptions.maxEvents'),
-      ttl: nonNegativeInt(elo, 'ttl', 300_000, 1, 'eventLogOptions.ttl')
-    },
+    eventLog: checkEventLog(opts.eventLog),
     limits: opts.limits === undefined ? null : resolveToolLimits(opts.limits, fail)
   }
 }
@@ -145,7 +180,7 @@ function checkIdentity (opts: McpPluginOptions, defaultVersion: string): Pick<Re
   return { path, prefix: prefix === '' ? undefined : prefix, serverInfo: { ...serverInfo }, instructions: opts.instructions }
 }
 
-function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number, requireSessionId: boolean, unusedTtl: number, cancelGrace: number } {
+function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: number, requireSessionId: boolean, unusedTtlMs: number, cancelGraceMs: number } {
   if (typeof s !== 'object' || s === null) fail('sessions', 'must be an object')
   const gcProbability = s.gcProbability ?? 1
   const gcDivisor = s.gcDivisor ?? 100
@@ -153,34 +188,45 @@ function checkSessions (s: SessionOptions): { gcProbability: number, gcDivisor: 
   if (typeof gcDivisor !== 'number' || !(gcDivisor >= 1)) fail('sessions.gcDivisor', 'gcDivisor must be greater than or equal to 1.')
   const requireSessionId = s.requireSessionId ?? false
   if (typeof requireSessionId !== 'boolean') fail('sessions.requireSessionId', 'must be a boolean')
-  const unusedTtl = nonNegativeInt(s as Record<string, unknown>, 'unusedTtl', 120_000, 1, 'sessions.unusedTtl')
-  const cancelGrace = boundedInt(s as Record<string, unknown>, 'cancelGrace', 5000, 0, 3_600_000, 'sessions.cancelGrace')
-  return { gcProbability, gcDivisor, requireSessionId, unusedTtl, cancelGrace }
+  const unusedTtlMs = nonNegativeInt(s as Record<string, unknown>, 'unusedTtlMs', 120_000, 1, 'sessions.unusedTtlMs')
+  const cancelGraceMs = boundedInt(s as Record<string, unknown>, 'cancelGraceMs', 5000, 0, 3_600_000, 'sessions.cancelGraceMs')
+  return { gcProbability, gcDivisor, requireSessionId, unusedTtlMs, cancelGraceMs }
 }
 
 /**
- * `authenticate` or `auth`, never both: with both it would be unclear which one a 401 came from
- * and which principal a session is bound to (a custom token check is `auth.verify`; other
- * schemes, cookies, mTLS, stay `authenticate`). `auth` builds the challenge (with
- * `resource_metadata`), so `wwwAuthenticate` goes with `authenticate` only. The resolved
- * `authenticate` and `wwwAuthenticate` are `auth`'s, so the routes run either the same way.
+ * `auth` in one of its two forms, never both: `{ authenticate, required?, wwwAuthenticate? }` or
+ * the resource-server form `{ resource, authorizationServers, jwt | verify, …, required? }`. With
+ * both it would be unclear which one a 401 came from and which principal a session is bound to
+ * (a custom token check is `auth.verify`; other schemes, cookies, mTLS, are `auth.authenticate`).
+ * The resource server builds the challenge (with `resource_metadata`), so `wwwAuthenticate` goes
+ * with `authenticate` only. The resolved `authenticate` and `wwwAuthenticate` are the resource
+ * server's in its form, so the routes run either the same way.
  */
-function checkAuth (opts: McpPluginOptions): Pick<ResolvedOptions, 'authenticate' | 'auth' | 'requireAuth' | 'wwwAuthenticate'> {
-  if (opts.authenticate !== undefined && typeof opts.authenticate !== 'function') fail('authenticate', 'must be a function')
-  if (opts.requireAuth !== undefined && typeof opts.requireAuth !== 'boolean') fail('requireAuth', 'must be a boolean')
-  if (opts.wwwAuthenticate !== undefined && typeof opts.wwwAuthenticate !== 'string') fail('wwwAuthenticate', 'must be a string')
-  if (opts.auth !== undefined) {
-    if (opts.authenticate !== undefined) fail('auth', 'cannot be combined with authenticate (use auth.verify for your own token check)')
-    if (opts.wwwAuthenticate !== undefined) fail('wwwAuthenticate', 'is built by auth (with resource_metadata); remove it')
-    const auth = resolveAuth(opts.auth, fail)
-    return { auth, authenticate: auth.authenticate, requireAuth: opts.requireAuth ?? true, wwwAuthenticate: auth.challenge }
+function checkAuth (raw: unknown): Pick<ResolvedOptions, 'authenticate' | 'auth' | 'authRequired' | 'wwwAuthenticate'> {
+  if (raw === undefined) return { auth: null, authenticate: undefined, authRequired: false, wwwAuthenticate: 'Bearer' }
+  if (typeof raw !== 'object' || raw === null) fail('auth', 'must be { authenticate, required?, wwwAuthenticate? } or { resource, authorizationServers, jwt | verify, … }')
+  const a = raw as Record<string, unknown>
+  if (a.required !== undefined && typeof a.required !== 'boolean') fail('auth.required', 'must be a boolean')
+  const authRequired = (a.required as boolean | undefined) ?? true
+  if (a.authenticate !== undefined) {
+    const mixed = Object.keys(a).filter(k => k !== 'required' && RESOURCE_SERVER_KEYS.includes(k))
+    if (mixed.length > 0) {
+      fail('auth', `takes authenticate or the resource-server form (resource, authorizationServers, jwt | verify, …), not both: ${mixed.join(', ')} ` +
+        'with authenticate (auth.verify is the resource server\'s own token check)')
+    }
+    checkNestedKeys(a, ['authenticate', 'required', 'wwwAuthenticate'], 'auth')
+    if (typeof a.authenticate !== 'function') fail('auth.authenticate', 'must be a function')
+    if (a.wwwAuthenticate !== undefined && typeof a.wwwAuthenticate !== 'string') fail('auth.wwwAuthenticate', 'must be a string')
+    return {
+      auth: null,
+      authenticate: a.authenticate as AuthenticateOptions['authenticate'],
+      authRequired,
+      wwwAuthenticate: (a.wwwAuthenticate as string | undefined) ?? 'Bearer'
+    }
   }
-  return {
-    auth: null,
-    authenticate: opts.authenticate,
-    requireAuth: opts.requireAuth ?? opts.authenticate !== undefined,
-    wwwAuthenticate: opts.wwwAuthenticate ?? 'Bearer'
-  }
+  if (a.wwwAuthenticate !== undefined) fail('auth.wwwAuthenticate', 'is built by the resource server (with resource_metadata); remove it, or give auth.authenticate')
+  const auth = resolveAuth(raw as ResourceServerOptions, fail)
+  return { auth, authenticate: auth.authenticate, authRequired, wwwAuthenticate: auth.challenge }
 }
 
 /**
@@ -190,6 +236,7 @@ function checkAuth (opts: McpPluginOptions): Pick<ResolvedOptions, 'authenticate
 export function resolveOptions (opts: McpPluginOptions, defaultVersion: string): ResolvedOptions {
   if (typeof opts !== 'object' || opts === null) fail('options', 'must be an object')
   const o = opts as Record<string, unknown>
+  refuseRenamed(o)
   checkKnownKeys(o)
   const sessions = (opts.sessions ?? {}) as SessionOptions
   return Object.freeze({
@@ -199,22 +246,20 @@ export function resolveOptions (opts: McpPluginOptions, defaultVersion: string):
     allowedOrigins: checkOrigins(opts.allowedOrigins),
     allowedHosts: checkHosts(opts.allowedHosts),
     forwardedHosts: opts.allowedHosts === undefined ? null : checkHosts(opts.allowedHosts),
-    ...checkAuth(opts),
+    ...checkAuth(opts.auth),
     bodyLimit: nonNegativeInt(o, 'bodyLimit', 4 * 1024 * 1024, 1),
-    clientRequestTimeout: nonNegativeInt(o, 'clientRequestTimeout', 60_000, 1),
-    keepAliveInterval: nonNegativeInt(o, 'keepAliveInterval', 15_000),
-    retryInterval: nonNegativeInt(o, 'retryInterval', 1000),
-    drainTimeout: boundedInt(o, 'drainTimeout', 10_000, 0, 3_600_000, 'drainTimeout'),
+    clientRequestTimeoutMs: nonNegativeInt(o, 'clientRequestTimeoutMs', 60_000, 1),
+    keepAliveIntervalMs: nonNegativeInt(o, 'keepAliveIntervalMs', 15_000),
+    retryIntervalMs: nonNegativeInt(o, 'retryIntervalMs', 1000),
+    drainTimeoutMs: boundedInt(o, 'drainTimeoutMs', 10_000, 0, 3_600_000, 'drainTimeoutMs'),
     pageSize: nonNegativeInt(o, 'pageSize', 100, 1),
     maxPendingClientRequests: nonNegativeInt(o, 'maxPendingClientRequests', 32, 1),
     maxBatchSize: nonNegativeInt(o, 'maxBatchSize', 64, 1),
     maxStreamsPerSession: nonNegativeInt(o, 'maxStreamsPerSession', 64, 1),
-    requestStateSecret: checkSecret(opts.requestStateSecret),
-    requestStateTtl: nonNegativeInt(o, 'requestStateTtl', 600_000, 1),
+    requestState: checkRequestState(opts.requestState),
     cache: checkCache(opts.cache),
     idempotency: checkIdempotency(opts.idempotency),
-    maxListenStreams: nonNegativeInt(o, 'maxListenStreams', 1000, 1),
-    maxListenStreamsPerClient: nonNegativeInt(o, 'maxListenStreamsPerClient', 10, 1),
+    listen: checkListen(opts.listen),
     tasks: checkTasks(opts.tasks),
     telemetry: resolveTelemetry(opts.telemetry, fail),
     statusRoute: checkStatusRoute(opts.statusRoute),

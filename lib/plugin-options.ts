@@ -13,7 +13,7 @@ import type { RedisClientLike } from './redis/scripts.js'
 import type { PgPoolLike } from './postgres/pool.js'
 import type { RedisSentinelConnection } from './redis/sentinel.js'
 import type { CacheOptions } from './features/cache-hints.js'
-import type { AuthOptions } from './auth/resource-server.js'
+import type { ResourceServerOptions } from './auth/resource-server.js'
 import type { ToolLimitsOptions } from './limits/policy.js'
 import type { TelemetryOption } from './telemetry/index.js'
 
@@ -51,10 +51,10 @@ export interface SessionOptions {
    * cancelled or its client left, when its handler ignores `ctx.signal`: then the lease is
    * released (no longer renewed), the next request on that session or handle runs, and whatever
    * the handler saves later is dropped (logged at warn). Checked a few times a second: released
-   * within `cancelGrace` plus a quarter of it (at most 1 s more). Default 5,000; 0 releases at the
+   * within `cancelGraceMs` plus a quarter of it (at most 1 s more). Default 5,000; 0 releases at the
    * first check. At most 1 hour.
    */
-  cancelGrace?: number
+  cancelGraceMs?: number
   /** Probability numerator of running `store.gc()` on a request. Default 1; 0 disables. */
   gcProbability?: number
   /** Probability denominator. Default 100; must be ≥ 1. */
@@ -72,10 +72,33 @@ export interface SessionOptions {
    * and the memory store evicts them first. After its first request the store's TTL applies.
    * Default 120,000 (2 minutes), capped at the store's TTL.
    */
-  unusedTtl?: number
+  unusedTtlMs?: number
 }
 
-/** Options of `fastify.register(mcp, opts)`. */
+/**
+ * The `auth` option with a check of the app's own (a session cookie, mTLS, an API key, a token
+ * scheme other than the resource server's).
+ */
+export interface AuthenticateOptions {
+  /** Authenticates a request: a principal, or `null` when anonymous. */
+  authenticate: (request: FastifyRequest) => McpPrincipal | null | Promise<McpPrincipal | null>
+  /** Reject anonymous requests (`authenticate` returned null) with 401. Default true. */
+  required?: boolean
+  /** `WWW-Authenticate` value sent with 401. Default `Bearer`. */
+  wwwAuthenticate?: string
+  /** Not with `authenticate`: the resource-server form is the other form of `auth`. */
+  resource?: never
+}
+
+/**
+ * The `auth` option: a check of the app's own ({@link AuthenticateOptions}), or the endpoint as
+ * an OAuth 2.0 protected resource ({@link ResourceServerOptions}: bearer tokens verified against
+ * the authorization server's JWKS or by `verify`, Protected Resource Metadata served at the RFC
+ * 9728 well-known URIs, `resource_metadata` in every challenge). One or the other: with both it
+ * would be unclear which one a 401 came from and which principal a session is bound to.
+ */
+export type AuthOptions = AuthenticateOptions | ResourceServerOptions
+
 /** The `idempotency` option (see docs/retries-and-idempotency.md). */
 export interface IdempotencyOptions {
   /** Records one session or handle keeps, the newest (default 16; 1–1,000). An older key then runs again. */
@@ -96,6 +119,11 @@ export interface IdempotencyOptions {
   dedupe?: { windowMs: number, tools?: string[] } | false
 }
 
+/**
+ * Options of `fastify.register(mcp, opts)`. Their names follow one rule: every duration ends in
+ * `Ms` (milliseconds), and the options of one subject are grouped under that subject's name. An
+ * option renamed to follow it is refused by its old name (`renamed-options.ts`).
+ */
 export interface McpPluginOptions {
   /** Endpoint path. Default `/mcp`. */
   path?: string
@@ -127,36 +155,26 @@ export interface McpPluginOptions {
    * when this option is set.
    */
   allowedHosts?: string[]
-  /** Authenticates a request: a principal, or `null` when anonymous. */
-  authenticate?: (request: FastifyRequest) => McpPrincipal | null | Promise<McpPrincipal | null>
   /**
-   * The endpoint as an OAuth 2.0 protected resource (MCP authorization): bearer tokens verified
-   * against the authorization server's JWKS (`jwt`) or by `verify`, Protected Resource Metadata
-   * served at the RFC 9728 well-known URIs, `resource_metadata` in every challenge. Exclusive with
-   * `authenticate` and `wwwAuthenticate`.
+   * Who makes a request, in one of two forms (see {@link AuthOptions}): your own check
+   * (`{ authenticate, required?, wwwAuthenticate? }`), or the endpoint as an OAuth 2.0 protected
+   * resource (`{ resource, authorizationServers, jwt | verify, …, required? }`). Default: none,
+   * every request anonymous.
    */
   auth?: AuthOptions
-  /**
-   * Reject anonymous requests with 401 when `authenticate` returns null (with `auth`: a request
-   * without a token). Default true when `authenticate` or `auth` is set. A request with an invalid
-   * token is refused either way.
-   */
-  requireAuth?: boolean
-  /** `WWW-Authenticate` value sent with 401 (not with `auth`, which builds its own). Default `Bearer`. */
-  wwwAuthenticate?: string
   /** Largest accepted body in bytes (413 beyond). Default 4 MiB. */
   bodyLimit?: number
   /** Milliseconds a request to the client (elicitation, sampling, roots) may wait. Default 60,000. */
-  clientRequestTimeout?: number
+  clientRequestTimeoutMs?: number
   /** Milliseconds between SSE keep-alive comments on GET streams. Default 15,000; 0 disables. */
-  keepAliveInterval?: number
+  keepAliveIntervalMs?: number
   /** `retry` (ms) sent before the server closes an SSE connection deliberately. Default 1,000. */
-  retryInterval?: number
+  retryIntervalMs?: number
   /**
    * Milliseconds `app.close()` lets requests already running finish before it stops them with an
    * error (new requests get 503 meanwhile). Default 10,000; 0 stops them at once. At most 1 hour.
    */
-  drainTimeout?: number
+  drainTimeoutMs?: number
   /** Items per page of the list methods. Default 100. */
   pageSize?: number
   /** Pending requests to the client allowed per session. Default 32. */
@@ -169,18 +187,18 @@ export interface McpPluginOptions {
    */
   maxStreamsPerSession?: number
   /**
-   * Secret that seals `requestState` of multi-round-trip requests (2026-07-28); every instance
-   * behind one load balancer needs the same. Default: a random secret per process (logged once).
-   * To rotate it without failing requests in flight, give a list (at most 3): the first seals,
-   * every one opens (docs/production.md#rotating-requeststatesecret).
+   * The sealed `requestState` of multi-round-trip requests (2026-07-28). `secret` seals it (at
+   * least 16 characters); every instance behind one load balancer needs the same. Default: a
+   * random secret per process (logged once). To rotate it without failing requests in flight,
+   * give a list (at most 3): the first seals, every one opens
+   * (docs/production.md#rotating-requeststatesecret). `ttlMs`: how long a sealed state stays
+   * valid. Default 600,000 (10 min).
    */
-  requestStateSecret?: string | readonly string[]
-  /** Milliseconds a sealed `requestState` stays valid. Default 600,000 (10 min). */
-  requestStateTtl?: number
+  requestState?: { secret?: string | readonly string[], ttlMs?: number }
   /**
    * Cache hints (`ttlMs`, `cacheScope`) of `server/discover`, the lists and `resources/read`
    * (2026-07-28). Per resource: `cache` in its definition. Defaults: discover and lists 60 s,
-   * reads 0; scope `private` when `authenticate` is set (results may depend on the caller), else `public`.
+   * reads 0; scope `private` when `auth` is set (results may depend on the caller), else `public`.
    */
   cache?: CacheOptions
   /**
@@ -190,55 +208,54 @@ export interface McpPluginOptions {
    * that result, marked as a replay. On by default; `false` ignores keys.
    */
   idempotency?: IdempotencyOptions | false
-  /** Open `subscriptions/listen` streams allowed per process. Default 1,000. */
-  maxListenStreams?: number
   /**
-   * Open `subscriptions/listen` streams allowed per client and process: per authenticated
-   * principal (`authenticate`), else per remote address (`request.ip`, which follows the app's
-   * `trustProxy`). Past it → 429. Default 10.
+   * Open `subscriptions/listen` streams. `max`: allowed per process (default 1,000).
+   * `maxPerClient`: allowed per client and process, per principal (`auth`), else per
+   * remote address (`request.ip`, which follows the app's `trustProxy`); past it → 429 (default 10).
    */
-  maxListenStreamsPerClient?: number
+  listen?: { max?: number, maxPerClient?: number }
   /**
    * Redis for many instances: an ioredis (5 or 6) client, Cluster, a URL, or a Sentinel deployment
    * (`{ sentinels: [{ host, port }, …], name, …ioredis options }`: the client follows the primary
    * the sentinels name through every failover). From a URL or Sentinel the plugin creates the
    * client and closes it on `app.close()`; a client you pass is never closed. Turns on the Redis
    * bus (pub/sub on a dedicated subscriber connection; sharded on Cluster) and the Redis Streams
-   * event log, unless `bus` / `eventLog` are given.
+   * event log, unless `bus` / `eventLog.store` are given. `{ client, prefix }` gives any of these
+   * with the key and channel prefix of what the plugin keeps in Redis (default `mcp:`).
    */
-  redis?: RedisClientLike | string | RedisSentinelConnection
+  redis?: RedisClientLike | string | RedisSentinelConnection | { client: RedisClientLike | string | RedisSentinelConnection, prefix?: string }
   /**
    * PostgreSQL for many instances: a pg Pool, or a connection string (then the plugin makes a pool
    * of the app's `pg` with bounded waits, see docs/postgresql.md, and ends it on `app.close()`; a
    * pool you pass is never ended). Builds on it the session store, the session lock (lease rows),
    * the bus (LISTEN/NOTIFY on one connection of the pool), the event log and the tool limits,
-   * unless `sessions.store`, `sessions.lock`, `bus`, `eventLog` or `limits.backend` name others.
-   * Not together with `redis`.
+   * unless `sessions.store`, `sessions.lock`, `bus`, `eventLog.store` or `limits.backend` name
+   * others. Not together with `redis`. `{ pool, prefix }` gives either with the table-name prefix
+   * of what the plugin keeps in PostgreSQL (default `mcp_`).
    */
-  postgres?: PgPoolLike | string
-  /** Table-name prefix of what the plugin keeps in PostgreSQL. Default `mcp_`. */
-  postgresPrefix?: string
-  /** Event log bounds: events per stream and age in ms. Defaults 1,000 and 300,000. */
-  eventLogOptions?: { maxEvents?: number, ttl?: number }
-  /** Key and channel prefix for what the plugin keeps in Redis. Default `mcp:`. */
-  redisPrefix?: string
+  postgres?: PgPoolLike | string | { pool: PgPoolLike | string, prefix?: string }
   /** The bus (default: in-process). */
   bus?: Bus
-  /** The event log for resumable streams (default: in-process, bounded). */
-  eventLog?: EventLog
+  /**
+   * The event log of resumable streams. `store`: where it lives (default: in-process, Redis with
+   * `redis`, PostgreSQL with `postgres`); `maxEvents`: events kept per stream (default 1,000);
+   * `ttlMs`: how long a stream is kept after its last event (default 300,000). The bounds apply
+   * to the event log the plugin makes, not to a `store` of yours.
+   */
+  eventLog?: { store?: EventLog, maxEvents?: number, ttlMs?: number }
   /**
    * Rate and concurrency limits of tool calls per tool and caller (the principal, or the address
    * when anonymous); shared by every instance through `redis` when given. Default: none.
    */
   limits?: ToolLimitsOptions
   /**
-   * Tool calls as tasks (2026-07-28 Tasks extension; a tool opts in with `taskSupport`). `ttl`: how
-   * long a finished task stays readable, ms (default 3,600,000; 1,000 to 86,400,000), the `ttlMs`
-   * clients see; `pollInterval`: the `pollIntervalMs` suggested (default 1,000; 100 to 60,000);
+   * Tool calls as tasks (2026-07-28 Tasks extension; a tool opts in with `taskSupport`). `ttlMs`:
+   * how long a finished task stays readable (default 3,600,000; 1,000 to 86,400,000), the `ttlMs`
+   * clients see; `pollIntervalMs`: the `pollIntervalMs` suggested (default 1,000; 100 to 60,000);
    * `maxPerPrincipal`: tasks running at once per principal (per address when anonymous), past it
    * 429 (default 100).
    */
-  tasks?: { ttl?: number, pollInterval?: number, maxPerPrincipal?: number }
+  tasks?: { ttlMs?: number, pollIntervalMs?: number, maxPerPrincipal?: number }
   /**
    * OpenTelemetry spans and metrics (docs/observability.md): `true` (default) uses the providers
    * the app registered globally (no-op without an SDK), an object names its own, `false` turns

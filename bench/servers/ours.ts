@@ -104,7 +104,7 @@ const app = Fastify({ logger: false })
 await app.register(mcp, {
   serverInfo: { name: 'bench', version: '1.0.0' },
   sessions: { store, lock },
-  requestStateSecret: 'bench-request-state-secret-0123456789',
+  requestState: { secret: 'bench-request-state-secret-0123456789' },
   maxStreamsPerSession: cfg.maxStreamsPerSession,
   telemetry: cfg.tracing !== 'off' && cfg.tracing !== 'sdk-off'
 })

@@ -78,7 +78,7 @@ export function accessRuleOf (def: { scopes?: unknown, visible?: unknown }): Acc
   return rule.scopes === undefined && rule.visible === undefined ? undefined : Object.freeze(rule)
 }
 
-/** The scopes a principal holds: its `scopes` array (a principal from `auth`, or one a custom `authenticate` gave scopes). */
+/** The scopes a principal holds: its `scopes` array (a principal from `auth`, or one a custom `auth.authenticate` gave scopes). */
 export function principalScopes (principal: McpPrincipal | null): ReadonlySet<string> {
   const s = principal?.scopes
   return new Set(Array.isArray(s) ? s.filter((x): x is string => typeof x === 'string') : [])

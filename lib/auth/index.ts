@@ -6,7 +6,7 @@
  * call a tool, resource or prompt; `bearer.ts` holds the wire forms (RFC 6750) and `AuthError`.
  * Imports only `context.ts` and `jsonrpc/` (it sits right of `features/`, which uses it).
  */
-export { resolveAuth, type AuthOptions, type ResolvedAuth, type VerifyToken, type FailOption } from './resource-server.js'
+export { resolveAuth, type ResourceServerOptions, type ResolvedAuth, type VerifyToken, type FailOption } from './resource-server.js'
 export { createJwtVerifier, scopesOf, principalOf, classifyJoseError, DEFAULT_ALGORITHMS, type AuthPrincipal, type JwtVerifier, type JwtVerifierOptions, type JwtOutcome } from './jwt.js'
 export { registerProtectedResourceMetadata, metadataLocation, WELL_KNOWN_PRM, type ProtectedResourceMetadata, type ExtraMetadata, type MetadataLocation, type MetadataSource } from './metadata.js'
 export {

@@ -44,8 +44,8 @@ export interface JwtVerifierOptions {
   audience: string | readonly string[]
   /** Allowed JWS algorithms. Default {@link DEFAULT_ALGORITHMS}; HMAC and `none` are refused. */
   algorithms?: readonly string[]
-  /** Seconds of clock skew tolerated on `exp`, `nbf`, `iat`. Default 30. */
-  clockToleranceSec?: number
+  /** Milliseconds of clock skew tolerated on `exp`, `nbf`, `iat`. Default 30,000. */
+  clockToleranceMs?: number
   /** Required `typ` header (e.g. `at+jwt`, RFC 9068). Default: not checked. */
   typ?: string
   /** Milliseconds after a fetch before an unknown `kid` may fetch again. Default 30,000. */
@@ -137,8 +137,10 @@ export function createJwtVerifier (opts: JwtVerifierOptions): JwtVerifier {
   for (const alg of algorithms) {
     if (typeof alg !== 'string' || !ASYMMETRIC.test(alg)) throw new TypeError(`algorithms: ${JSON.stringify(alg)} is not an asymmetric JWS algorithm (none and HMAC are never accepted with a JWKS)`)
   }
-  const clockTolerance = opts.clockToleranceSec ?? 30
-  if (typeof clockTolerance !== 'number' || !Number.isFinite(clockTolerance) || clockTolerance < 0) throw new TypeError('clockToleranceSec must be a number ≥ 0')
+  const clockToleranceMs = opts.clockToleranceMs ?? 30_000
+  if (typeof clockToleranceMs !== 'number' || !Number.isFinite(clockToleranceMs) || clockToleranceMs < 0) throw new TypeError('clockToleranceMs must be a number ≥ 0')
+  // jose takes the tolerance in seconds.
+  const clockTolerance = clockToleranceMs / 1000
   if (opts.typ !== undefined && (typeof opts.typ !== 'string' || opts.typ === '')) throw new TypeError('typ must be a non-empty string')
   for (const k of ['jwksCooldownMs', 'jwksCacheMaxAgeMs', 'jwksTimeoutMs', 'jwksRetryMs'] as const) {
     const v = opts[k]

@@ -3,7 +3,7 @@
  * authorization). It validates the option, and gives the plugin what it reads at run time:
  *
  * - `authenticate(request)`: the bearer token → a principal (`null` without a token: the routes'
- *   existing `requireAuth` path answers that 401, with `challenge` as its `WWW-Authenticate`);
+ *   existing `auth.required` path answers that 401, with `challenge` as its `WWW-Authenticate`);
  *   throws an `AuthError` for a malformed header (400), an invalid token (401 `invalid_token`),
  *   a principal lacking `requiredScopes` (403), or verification that cannot be done (503).
  * - `document()` and `metadataPaths`: the Protected Resource Metadata and where it is served
@@ -25,8 +25,11 @@ import { metadataLocation, type ExtraMetadata, type ProtectedResourceMetadata } 
 /** A user's own token check: a principal, `null` for a token it refuses; throw when it cannot tell (→ 503). */
 export type VerifyToken = (token: string, request: FastifyRequest) => McpPrincipal | null | Promise<McpPrincipal | null>
 
-/** The `auth` option. Exactly one of `jwt` and `verify`. */
-export interface AuthOptions {
+/**
+ * The `auth` option in its resource-server form (the other form is `AuthenticateOptions`).
+ * Exactly one of `jwt` and `verify`.
+ */
+export interface ResourceServerOptions {
   /**
    * This endpoint's canonical absolute URL, as clients address it (e.g. `https://mcp.example.com/mcp`):
    * the `resource` of the metadata and the audience tokens must carry. https (http only on a
@@ -56,6 +59,13 @@ export interface AuthOptions {
   metadata?: ExtraMetadata
   /** Also serve the metadata at the root `/.well-known/oauth-protected-resource`. Default true. */
   metadataAtRoot?: boolean
+  /**
+   * Reject a request without a token with 401 (the challenge names `resource_metadata`). Default
+   * true. A request with an invalid token is refused either way.
+   */
+  required?: boolean
+  /** Not here: a check of the app's own is the other form of `auth` (`auth.verify` is this form's own token check). */
+  authenticate?: never
 }
 
 /** The resolved `auth` option (see the module doc). */
@@ -81,9 +91,12 @@ export interface ResolvedAuth {
 /** How option errors are reported (options.ts passes its `fail`: `FST_ERR_MCP_INVALID_OPTION`). */
 export type FailOption = (name: string, why: string) => never
 
-const KNOWN = new Set(['resource', 'authorizationServers', 'jwt', 'verify', 'requiredScopes', 'scopesSupported', 'metadata', 'metadataAtRoot'])
+/** The keys of the resource-server form of `auth` (`required` is read by the plugin's options). */
+export const RESOURCE_SERVER_KEYS: readonly string[] = ['resource', 'authorizationServers', 'jwt', 'verify', 'requiredScopes', 'scopesSupported',
+  'metadata', 'metadataAtRoot', 'required']
+const KNOWN = new Set(RESOURCE_SERVER_KEYS)
 /** The keys of `auth.jwt` (`JwtVerifierOptions` without the two `auth` fills in, which it may override). */
-const JWT_KEYS: readonly string[] = ['jwksUri', 'issuer', 'audience', 'algorithms', 'clockToleranceSec', 'typ', 'jwksCooldownMs',
+const JWT_KEYS: readonly string[] = ['jwksUri', 'issuer', 'audience', 'algorithms', 'clockToleranceMs', 'typ', 'jwksCooldownMs',
   'jwksCacheMaxAgeMs', 'jwksTimeoutMs', 'jwksRetryMs']
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/
 /** Path characters that are literal in a Fastify route (no `:` parameters, no `*`). */
@@ -119,7 +132,7 @@ interface CheckedAuth {
 }
 
 /** Checks every field of the `auth` option (reporting through `fail`) and builds the JWT verifier. */
-function checkAuth (raw: AuthOptions, fail: FailOption): CheckedAuth {
+function checkAuth (raw: ResourceServerOptions, fail: FailOption): CheckedAuth {
   if (typeof raw !== 'object' || raw === null) fail('auth', 'must be an object')
   for (const k of Object.keys(raw)) if (!KNOWN.has(k)) fail(`auth.${k}`, 'is not an auth option')
   const resourceUrl = httpsUrl(raw.resource, 'auth.resource', fail)
@@ -189,7 +202,7 @@ async function principalOfToken (token: string, request: FastifyRequest, jwt: Jw
 }
 
 /** Validates the `auth` option (reporting through `fail`) and returns its resolved form. */
-export function resolveAuth (raw: AuthOptions, fail: FailOption): ResolvedAuth {
+export function resolveAuth (raw: ResourceServerOptions, fail: FailOption): ResolvedAuth {
   const { resource, authorizationServers, requiredScopes, scopesSupported, jwt } = checkAuth(raw, fail)
   const verify = raw.verify
   const location = metadataLocation(resource, raw.metadataAtRoot ?? true)

@@ -40,10 +40,10 @@ const MINTED_ID = /^srv-[0-9a-f]{8}-[1-9][0-9]{0,15}$/
 /** Options of {@link PendingAnswers}. */
 export interface PendingAnswersOptions {
   /**
-   * How long a handler waits for the client's answer (ms, the plugin's `clientRequestTimeout`):
+   * How long a handler waits for the client's answer (ms, the plugin's `clientRequestTimeoutMs`):
    * an expectation lives that long (plus a second). Without it, up to an hour.
    */
-  clientRequestTimeout?: number
+  clientRequestTimeoutMs?: number
 }
 
 /** The handlers of this process waiting for answers (see the module doc). */
@@ -60,7 +60,7 @@ export class PendingAnswers implements SessionJob {
     this.#bus = bus
     this.#topics = topics
     this.#logger = logger
-    this.#expectTtl = options.clientRequestTimeout === undefined ? FALLBACK_EXPECT_TTL : options.clientRequestTimeout + EXPECT_MARGIN
+    this.#expectTtl = options.clientRequestTimeoutMs === undefined ? FALLBACK_EXPECT_TTL : options.clientRequestTimeoutMs + EXPECT_MARGIN
     topics.add(this)
   }
 

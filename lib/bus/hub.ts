@@ -20,7 +20,7 @@ export class Hub {
   readonly followers: StreamFollowers
   #closed = false
 
-  /** `options.clientRequestTimeout`: how long handlers wait for the client's answers (ms; see `PendingAnswersOptions`). */
+  /** `options.clientRequestTimeoutMs`: how long handlers wait for the client's answers (ms; see `PendingAnswersOptions`). */
   constructor (bus: Bus, logger: TopicLogger, options: PendingAnswersOptions = {}) {
     this.topics = new SessionTopics(bus, logger)
     this.inflight = new InflightRequests(this.topics)

@@ -20,7 +20,7 @@ export type CacheOptions = Partial<Record<CacheKind, { ttlMs?: number, cacheScop
 
 /**
  * The hint of a result kind (for `read`, of the resource at `uri`). `defaultScope`: `private`
- * when an `authenticate` option makes results depend on the caller.
+ * when the `auth` option makes results depend on the caller.
  */
 export function cacheHints (registry: Registry, configured: CacheOptions, defaultScope: 'public' | 'private'): (what: CacheKind, uri?: string) => CacheHint {
   return (what, uri) => {

@@ -150,19 +150,19 @@ function postBindings (request: FastifyRequest, parsed: ParsedBody, principal: M
 }
 
 /**
- * Runs the `authenticate` option: 401 with the challenge for an anonymous request when required.
- * `null` without the option: every request is anonymous, and the routes need not wait for it.
+ * Runs `auth.authenticate` (or the resource server's token check): 401 with the challenge for an
+ * anonymous request when `auth.required`. `null` without `auth`: every request is anonymous, and the routes need not wait for it.
  */
 function authenticator (opts: ResolvedOptions): ((request: FastifyRequest) => Promise<McpPrincipal | null>) | null {
   if (opts.authenticate === undefined) return null
   const authenticate = opts.authenticate
   return async (request) => {
     const principal = await authenticate(request)
-    if (principal === null && opts.requireAuth) {
+    if (principal === null && opts.authRequired) {
       throw new HttpRefusal(401, null, ErrorCode.InvalidRequest, 'Unauthorized', { 'www-authenticate': opts.wwwAuthenticate })
     }
     if (principal !== null && (typeof principal !== 'object' || typeof principal.id !== 'string')) {
-      throw new TypeError('authenticate must return { id: string } or null')
+      throw new TypeError('auth.authenticate must return { id: string } or null')
     }
     request.mcpPrincipal = principal
     return principal
@@ -198,15 +198,16 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine, access,
   child.setErrorHandler((err: unknown, request, reply) => { answerError(err, null, request, reply, opts) })
   // Every 503 the plugin sends says when to come back (store, lock, bus, JWKS down; busy): an
   // error that names its own Retry-After (a limit, the drain) keeps it.
-  const retryAfter = String(Math.max(1, Math.ceil(opts.retryInterval / 1000)))
+  const retryAfter = String(Math.max(1, Math.ceil(opts.retryIntervalMs / 1000)))
   child.addHook('onSend', (_request, reply, payload, done) => {
     if (reply.statusCode === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', retryAfter)
     done(null, payload)
   })
 
   const authenticate = authenticator(opts)
-  // With `auth` the challenge names the metadata and `auth.requiredScopes`; with a custom
-  // `authenticate` (a principal with `scopes`), or none, it is a plain Bearer challenge.
+  // With the resource-server form of `auth` the challenge names the metadata and
+  // `auth.requiredScopes`; with `auth.authenticate` (a principal with `scopes`), or none, it is a
+  // plain Bearer challenge.
   const gate: ResolvedAuth['authorize'] = opts.auth?.authorize ?? ((messages, principal, source) => { authorizeMessages(messages, principal, source) })
 
   child.post(opts.path, async (request, reply) => {

@@ -228,7 +228,7 @@ export class ToolLimiter {
 export interface BuildToolLimiterOptions {
   /** The plugin's Redis client (its `redis` option, or the client made from its URL). */
   redis?: RedisLimitClient
-  /** The plugin's `redisPrefix`; limit keys live under `<prefix>rl:`. */
+  /** The plugin's `redis.prefix`; limit keys live under `<prefix>rl:`. */
   prefix?: string
   /** The plugin's PostgreSQL pool (its `postgres` option), and its table prefix. */
   postgres?: { pool: PgPoolLike, prefix: string }

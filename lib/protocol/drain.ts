@@ -2,7 +2,7 @@
  * The drain of one plugin instance on `app.close()`: from its start, new requests are refused
  * (503 with `Retry-After` and `Connection: close`, so that a load balancer or a client goes to
  * another instance), while the POSTs already running go on and answer as usual. At the deadline
- * (`drainTimeout`) what is left is aborted with {@link FST_ERR_MCP_SERVER_CLOSING} (its handler's
+ * (`drainTimeoutMs`) what is left is aborted with {@link FST_ERR_MCP_SERVER_CLOSING} (its handler's
  * `ctx.signal`, and a wait for the client's answer); the wires answer it with a `-32000` error
  * and write back and release its session as usual. A handler that ignores its signal does not
  * keep the process: after a short grace its client is answered with the same error here, and the
@@ -59,7 +59,7 @@ export class Drain {
   #draining = false
   #idle: (() => void) | null = null
 
-  /** `retryMs`: the `retryInterval`, which `Retry-After` names (in whole seconds, at least 1). */
+  /** `retryMs`: the `retryIntervalMs`, which `Retry-After` names (in whole seconds, at least 1). */
   constructor (retryMs: number) {
     this.#retryMs = retryMs
   }
@@ -107,10 +107,10 @@ export class Drain {
     this.#draining = true
     // Answers still to come tell the client (a load balancer) not to send more on their connection.
     for (const post of this.#posts.toArray()) post.closeConnection()
-    log.info({ requests: this.#posts.size, drainTimeout: timeoutMs }, 'draining: new MCP requests are refused, those running may finish')
+    log.info({ requests: this.#posts.size, drainTimeoutMs: timeoutMs }, 'draining: new MCP requests are refused, those running may finish')
     if (await this.#settled(timeoutMs)) return 0
     const left = this.#posts.toArray()
-    log.warn({ requests: left.length, drainTimeout: timeoutMs }, 'drain deadline reached: stopping the MCP requests still running')
+    log.warn({ requests: left.length, drainTimeoutMs: timeoutMs }, 'drain deadline reached: stopping the MCP requests still running')
     const reason = new FST_ERR_MCP_SERVER_CLOSING(timeoutMs)
     for (const post of left) post.shutdown.abort(reason)
     if (await this.#settled(DEADLINE_GRACE)) return left.length

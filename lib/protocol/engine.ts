@@ -111,10 +111,10 @@ export class McpEngine {
     const { opts, registry, logger } = d
     this.#bus = d.bus
     this.#logger = logger
-    this.#drain = new Drain(opts.retryInterval)
+    this.#drain = new Drain(opts.retryIntervalMs)
     this.#telemetry = d.telemetry
     this.#state = d.state
-    this.hub = new Hub(d.bus, logger, { clientRequestTimeout: opts.clientRequestTimeout })
+    this.hub = new Hub(d.bus, logger, { clientRequestTimeoutMs: opts.clientRequestTimeoutMs })
     const state = d.state
     this.handles = state.handles
     const keyed = opts.idempotency === null ? undefined : new KeyedCalls(state, opts.idempotency, ctx => d.limiter.clientKey(ctx.principal, ctx.request.ip), o => { d.telemetry.keyed(o) })
@@ -133,7 +133,7 @@ export class McpEngine {
       opts, registry, state, hub: this.hub, eventLog: d.eventLog, logger, capabilities, maybeGc, handles, limiter: d.limiter, keyed, telemetry: this.#telemetry
     })
     this.#streams = { opts, state, hub: this.hub, eventLog: d.eventLog, ended: (s, v) => { this.#telemetry.sessionEnded(s, v) } }
-    const sealer = new StateSealer(opts.requestStateSecret, opts.requestStateTtl)
+    const sealer = new StateSealer(opts.requestState.secret, opts.requestState.ttlMs)
     const cache = cacheHints(registry, opts.cache, opts.authenticate === undefined ? 'public' : 'private')
     const tasks = this.#tasks = new TaskCalls(d.tasks, (principal, ip) => d.limiter.clientKey(principal, ip))
     this.#statelessWire = new StatelessWire({ opts, registry, state, sealer, capabilities: withTasksExtension(capabilities, tasks), cache, logger, handles, limiter: d.limiter, tasks, keyed })

@@ -9,7 +9,7 @@
  * handle and task the key of the client that made it): its never-used one first (created and not
  * loaded or saved since: an `initialize` whose client never came back), else its least recently
  * used; among owners holding as many, the least recently active. Anyone can create sessions
- * (`initialize` is anonymous unless `authenticate` says otherwise) and touch them cheaply, so a
+ * (`initialize` is anonymous unless `auth` says otherwise) and touch them cheaply, so a
  * flood must push out its own records, and never a record holding state while an empty one is
  * left. Records without an owner are one owner together.
  *

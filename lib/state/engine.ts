@@ -24,8 +24,8 @@ export interface StateEngineOptions {
   store: SessionStore
   /** `null`: no lock (`sessions.lock: false`). */
   lock: SessionLock | null
-  /** See `SessionOptions.cancelGrace` (default 5,000 ms). */
-  cancelGrace?: number
+  /** See `SessionOptions.cancelGraceMs` (default 5,000 ms). */
+  cancelGraceMs?: number
   /** The registered handle kinds (the registry's). */
   handleKinds?: Map<string, HandleKind>
 }
@@ -56,7 +56,7 @@ export class StateEngine implements UnitHome {
 
   constructor (options: StateEngineOptions) {
     const pairing = pairingFor(options.store, options.lock)
-    this.backend = new StateBackend(pairing, { cancelGrace: options.cancelGrace })
+    this.backend = new StateBackend(pairing, { cancelGraceMs: options.cancelGraceMs })
     this.handles = new StateHandles(this.backend, options.handleKinds)
     this.#holds = pairing.holds()
   }

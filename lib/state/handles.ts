@@ -15,7 +15,7 @@ import { PROTOCOL_PREFIX } from '../sessions/session-handle.js'
 import type { StateBackend, StateScope } from './state-scope.js'
 import type { Opening } from './unit-of-work.js'
 
-/** Who uses a handle: what `authenticate` returned (its `id` is what handles are bound to), or `null`. */
+/** Who uses a handle: what `auth` gave (its `id` is what handles are bound to), or `null`. */
 export type HandlePrincipal = { readonly id: string } | null
 
 /** What a handle kind is registered with. */

@@ -25,10 +25,10 @@ export class StateBackend {
   /** The leases of cancelled requests, let go after the grace (`null`: no lock, nothing to let go). */
   readonly abandoned: AbandonedLeases | null
 
-  /** `cancelGrace`: see `SessionOptions.cancelGrace` (default 5,000 ms). */
-  constructor (pairing: Pairing, options: { cancelGrace?: number } = {}) {
+  /** `cancelGraceMs`: see `SessionOptions.cancelGraceMs` (default 5,000 ms). */
+  constructor (pairing: Pairing, options: { cancelGraceMs?: number } = {}) {
     this.pairing = pairing
-    this.abandoned = pairing.lock === null ? null : new AbandonedLeases(options.cancelGrace ?? 5000)
+    this.abandoned = pairing.lock === null ? null : new AbandonedLeases(options.cancelGraceMs ?? 5000)
   }
 
   get store (): SessionStore { return this.pairing.store }

@@ -25,9 +25,9 @@ type Data = Record<string, JsonValue>
 /** The `tasks` option, resolved. */
 export interface TaskOptions {
   /** How long a finished task's record is kept (`ttlMs` on the wire), ms. */
-  ttl: number
+  ttlMs: number
   /** The `pollIntervalMs` suggested to clients. */
-  pollInterval: number
+  pollIntervalMs: number
   /** Tasks running at once (`working` or `input_required`) per principal (per address when anonymous). */
   maxPerPrincipal: number
 }
@@ -95,14 +95,14 @@ export class TaskService {
       // key: busy only if minted twice.)
       hold = await holds.tryHold(taskKey(id))
       if (hold === null) throw new Error('a new task key is held already')
-      const record = newRecord(owner, slotKey, options.ttl, options.pollInterval)
+      const record = newRecord(owner, slotKey, options.ttlMs, options.pollIntervalMs)
       // Counted in the store against the client's key too (its finished tasks are records it holds).
-      await store.create(taskKey(id), record, { ttl: options.ttl + SLOT_LEASE, owner: slot })
+      await store.create(taskKey(id), record, { ttl: options.ttlMs + SLOT_LEASE, owner: slot })
       const run = new TaskRun(id, {
         store,
         bus: this.#d.bus,
         hold,
-        ttlMs: options.ttl,
+        ttlMs: options.ttlMs,
         renewSlot: async () => await slots.renew(slotKey, id, SLOT_LEASE),
         releaseSlot: async () => { await slots.release(slotKey, id) },
         warn: this.#d.warn
@@ -205,7 +205,7 @@ export class TaskService {
       if (record === null) return data
       if (isTerminal(record.data[K.status])) return record.data
       const now = Date.now()
-      const set: Data = { [K.status]: 'failed', [K.error]: RUNNER_LOST, [K.lastUpdatedAt]: new Date(now).toISOString(), [K.expiresAt]: now + this.options.ttl }
+      const set: Data = { [K.status]: 'failed', [K.error]: RUNNER_LOST, [K.lastUpdatedAt]: new Date(now).toISOString(), [K.expiresAt]: now + this.options.ttlMs }
       const status = await hold.save({ set, delete: [K.inputRequests] }, record.version)
       if (status !== 'ok') return record.data
       this.#d.warn({ task: shownId(id) }, 'task failed: its runner stopped before it ended')

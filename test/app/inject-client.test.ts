@@ -38,7 +38,7 @@ function clientTools (m: McpDecorator): void {
 }
 
 const build = async (t: TestLike, opts: McpPluginOptions = {}): Promise<FastifyInstance> =>
-  await buildApp(t, { requestStateSecret: 'inject-client-test-secret', ...opts }, clientTools)
+  await buildApp(t, { requestState: { secret: 'inject-client-test-secret' }, ...opts }, clientTools)
 
 const answers: InjectClientOptions = {
   elicit: async (p) => {
@@ -125,14 +125,14 @@ t.test('a stream the server closed is resumed (GET + Last-Event-ID)', async (t) 
   t.same(client.notifications.map(n => n.params.progress), [1, 2])
 })
 
-t.test('the endpoint is found under prefixes; headers reach authenticate', async (t) => {
+t.test('the endpoint is found under prefixes; headers reach auth.authenticate', async (t) => {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
   let inner: FastifyInstance | null = null
   await app.register(async (api) => {
     await api.register(mcp, {
       prefix: '/api',
-      authenticate: (request) => request.headers.authorization === 'Bearer t' ? { id: 'alice' } : null
+      auth: { authenticate: (request) => request.headers.authorization === 'Bearer t' ? { id: 'alice' } : null }
     })
     api.mcp.tool({ name: 'whoami', description: 'Who' }, async (_a, ctx) => ctx.principal?.id ?? 'nobody')
     inner = api

@@ -17,7 +17,7 @@ async function build (t: { teardown (fn: () => unknown): void }, opts: McpPlugin
   const lines: Line[] = []
   const app = Fastify({ logger: { level: 'info', stream: { write: (l: string) => { lines.push(JSON.parse(l)) } } } })
   t.teardown(() => app.close())
-  await app.register(mcp, { requestStateSecret: 'logging-test-secret-0123', ...opts })
+  await app.register(mcp, { requestState: { secret: 'logging-test-secret-0123' }, ...opts })
   app.mcp.tool({ name: 'echo', description: 'Echoes', input: Type.Object({ text: Type.String() }) }, async ({ text }) => text)
   app.mcp.tool({ name: 'ask', description: 'Asks the user' }, async (_args, ctx) => {
     const r = await ctx.elicit('name', { mode: 'form', message: 'Name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } })
@@ -38,7 +38,7 @@ async function build (t: { teardown (fn: () => unknown): void }, opts: McpPlugin
 const completed = (lines: Line[]): Line[] => lines.filter(l => l.msg === 'request completed')
 
 t.test('"request completed" carries method, tool, session prefix and principal', async (t) => {
-  const { app, lines } = await build(t, { authenticate: () => ({ id: 'alice' }) })
+  const { app, lines } = await build(t, { auth: { authenticate: () => ({ id: 'alice' }) } })
   const s = await initialize(app)
   const init = completed(lines)[0]
   t.equal(init.mcpMethod, 'initialize')

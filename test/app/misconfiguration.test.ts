@@ -72,7 +72,7 @@ t.test('PostgreSQL refusing connections at start-up: one line names the backend 
   const { lines, stream } = capture()
   const app = Fastify({ logger: { level: 'info', stream } })
   t.teardown(() => app.close())
-  await app.register(mcp, { postgres: `postgres://postgres:secret-pw@127.0.0.1:${port}/app`, requestStateSecret: 'misconfiguration-secret-0123456789' })
+  await app.register(mcp, { postgres: `postgres://postgres:secret-pw@127.0.0.1:${port}/app`, requestState: { secret: 'misconfiguration-secret-0123456789' } })
   await app.ready()
   const line = lines.find(l => l.backend === 'PostgreSQL')
   t.match(line, { level: 50, host: `127.0.0.1:${port}`, msg: `fastify-mcp-http: PostgreSQL at 127.0.0.1:${port} not reachable at start-up; requests that need it get 503 until it answers` })
@@ -85,7 +85,7 @@ t.test('Redis refusing connections at start-up: one line names the backend and t
   const { lines, stream } = capture()
   const app = Fastify({ logger: { level: 'info', stream } })
   t.teardown(() => app.close())
-  await app.register(mcp, { redis: `redis://:secret-pw@127.0.0.1:${port}`, requestStateSecret: 'misconfiguration-secret-0123456789' })
+  await app.register(mcp, { redis: `redis://:secret-pw@127.0.0.1:${port}`, requestState: { secret: 'misconfiguration-secret-0123456789' } })
   await app.ready()
   const line = lines.find(l => l.backend === 'Redis')
   t.match(line, { level: 50, host: `127.0.0.1:${port}`, msg: `fastify-mcp-http: Redis at 127.0.0.1:${port} not reachable at start-up; requests that need it get 503 until it answers` })
@@ -97,7 +97,7 @@ t.test('a requestState sealed under another secret: -32602 to the client, the lo
   const build = async (secret: string, stream?: Writable) => {
     const app = Fastify({ logger: stream === undefined ? false : { level: 'info', stream } })
     t.teardown(() => app.close())
-    await app.register(mcp, { requestStateSecret: secret })
+    await app.register(mcp, { requestState: { secret } })
     app.mcp.tool({ name: 'ask', description: 'Asks a name' }, async (_a, ctx) => {
       const r = await ctx.elicit('name', { message: 'Name?', requestedSchema: nameSchema })
       return `Hello, ${String(r.content?.name)}`
@@ -115,8 +115,8 @@ t.test('a requestState sealed under another secret: -32602 to the client, the lo
   const res = await b.inject({ method: 'POST', url: '/mcp', headers: modernHeaders(retry), payload: JSON.stringify(retry) })
   t.match(finalOf(res).error, { code: -32602, message: 'Invalid params: requestState failed verification' }, 'the client is told it is refused, not why the servers disagree')
   const line = lines.find(l => typeof l.msg === 'string' && l.msg.startsWith('requestState refused'))
-  t.match(line, { level: 40, reason: 'requestState failed verification', likelyCause: /another requestStateSecret \(set the same one on every instance\)/ })
-  t.match(line?.msg, /^requestState refused: likely cause: the instance that sealed it has another requestStateSecret/)
+  t.match(line, { level: 40, reason: 'requestState failed verification', likelyCause: /another requestState\.secret \(set the same one on every instance\)/ })
+  t.match(line?.msg, /^requestState refused: likely cause: the instance that sealed it has another requestState\.secret/)
 })
 
 t.test('CORS: where the plugin is counts, not when it was registered', async t => {

@@ -34,25 +34,28 @@ t.test('invalid options fail at register time, naming the option', async (t) => 
     ['sessions.lock', { sessions: { lock: { acquire () {} } } }],
     ['sessions.lock', { sessions: { lock: true } }],
     ['sessions.lock', { sessions: { lock: null } }],
-    ['sessions.cancelGrace', { sessions: { cancelGrace: -1 } }],
-    ['sessions.cancelGrace', { sessions: { cancelGrace: 1.5 } }],
-    ['sessions.cancelGrace', { sessions: { cancelGrace: 3_600_001 } }],
+    ['sessions.cancelGraceMs', { sessions: { cancelGraceMs: -1 } }],
+    ['sessions.cancelGraceMs', { sessions: { cancelGraceMs: 1.5 } }],
+    ['sessions.cancelGraceMs', { sessions: { cancelGraceMs: 3_600_001 } }],
     ['bodyLimit', { bodyLimit: 0 }],
     ['bodyLimit', { bodyLimit: 1.5 }],
     ['bodyLimit', { bodyLimit: '1mb' }],
     ['allowedOrigins', { allowedOrigins: 'http://localhost' }],
     ['allowedOrigins', { allowedOrigins: [1] }],
     ['allowedHosts', { allowedHosts: 'localhost' }],
-    ['authenticate', { authenticate: 'yes' }],
-    ['requireAuth', { requireAuth: 'yes' }],
-    ['wwwAuthenticate', { wwwAuthenticate: 1 }],
-    ['clientRequestTimeout', { clientRequestTimeout: 0 }],
-    ['keepAliveInterval', { keepAliveInterval: -1 }],
-    ['retryInterval', { retryInterval: -5 }],
+    ['auth', { auth: 'yes' }],
+    ['auth.authenticate', { auth: { authenticate: 'yes' } }],
+    ['auth.required', { auth: { authenticate: () => null, required: 'yes' } }],
+    ['auth.wwwAuthenticate', { auth: { authenticate: () => null, wwwAuthenticate: 1 } }],
+    ['auth', { auth: { authenticate: () => null, verify: () => null } }],
+    ['auth.realm', { auth: { authenticate: () => null, realm: 'x' } }],
+    ['clientRequestTimeoutMs', { clientRequestTimeoutMs: 0 }],
+    ['keepAliveIntervalMs', { keepAliveIntervalMs: -1 }],
+    ['retryIntervalMs', { retryIntervalMs: -5 }],
     ['pageSize', { pageSize: 0 }],
     ['maxPendingClientRequests', { maxPendingClientRequests: 0 }],
     ['bus', { bus: {} }],
-    ['eventLog', { eventLog: {} }]
+    ['eventLog.store', { eventLog: { store: {} } }]
   ]
   for (const [name, opts] of cases) {
     const err = await registerWith(opts) as { code?: string, message?: string } | null
@@ -60,8 +63,8 @@ t.test('invalid options fail at register time, naming the option', async (t) => 
     t.match(err?.message, `"${name}"`, `the error names ${name}`)
   }
   // Valid edge values are accepted.
-  t.equal(await registerWith({ sessions: { gcProbability: 0, gcDivisor: 1 }, keepAliveInterval: 0, retryInterval: 0 }), null)
-  t.equal(await registerWith({ sessions: { lock: false, cancelGrace: 0 } }), null)
+  t.equal(await registerWith({ sessions: { gcProbability: 0, gcDivisor: 1 }, keepAliveIntervalMs: 0, retryIntervalMs: 0 }), null)
+  t.equal(await registerWith({ sessions: { lock: false, cancelGraceMs: 0 } }), null)
   t.equal(await registerWith({ allowedOrigins: () => true, allowedHosts: ['example.com'] }), null)
 })
 
@@ -77,12 +80,12 @@ t.test('unknown option keys and malformed Redis URLs fail app.ready(), naming th
   t.equal(await registerWith({ logLevel: 'warn', prefix: '/api' }), null, 'Fastify\'s own register options are known')
 })
 
-t.test('a misspelt key inside tasks, eventLogOptions, telemetry or auth.jwt fails app.ready(), naming it', async (t) => {
+t.test('a misspelt key inside tasks, eventLog, telemetry or auth.jwt fails app.ready(), naming it', async (t) => {
   const auth = { resource: 'https://mcp.example.com/mcp', authorizationServers: ['https://auth.example.com'] }
   const cases: Array<[string, Record<string, unknown>]> = [
     ['tasks.tll', { tasks: { tll: 5000 } }],
-    ['tasks.maxPerPrinciple', { tasks: { ttl: 5000, maxPerPrinciple: 3 } }],
-    ['eventLogOptions.maxEvent', { eventLogOptions: { maxEvent: 10 } }],
+    ['tasks.maxPerPrinciple', { tasks: { ttlMs: 5000, maxPerPrinciple: 3 } }],
+    ['eventLog.maxEvent', { eventLog: { maxEvent: 10 } }],
     ['telemetry.sessionID', { telemetry: { sessionID: 'raw' } }],
     ['auth.jwt.jwksURI', { auth: { ...auth, jwt: { jwksURI: 'https://auth.example.com/jwks' } } }],
     ['auth.jwt.clockTolerance', { auth: { ...auth, jwt: { jwksUri: 'https://auth.example.com/jwks', clockTolerance: 5 } } }]
@@ -92,9 +95,9 @@ t.test('a misspelt key inside tasks, eventLogOptions, telemetry or auth.jwt fail
     t.equal(err?.code, 'FST_ERR_MCP_INVALID_OPTION', `${key}: refused`)
     t.match(err?.message, `"${key}"`, `${key}: named`)
   }
-  const known = { tasks: { ttl: 5000, pollInterval: 500, maxPerPrincipal: 3 }, eventLogOptions: { maxEvents: 10, ttl: 1000 }, telemetry: { sessionId: 'raw' } }
+  const known = { tasks: { ttlMs: 5000, pollIntervalMs: 500, maxPerPrincipal: 3 }, eventLog: { maxEvents: 10, ttlMs: 1000 }, telemetry: { sessionId: 'raw' } }
   t.equal(await registerWith(known), null, 'the known keys pass')
-  t.equal(await registerWith({ auth: { ...auth, jwt: { jwksUri: 'https://auth.example.com/jwks', issuer: 'https://auth.example.com', clockToleranceSec: 5 } } }), null, 'auth.jwt\'s known keys pass')
+  t.equal(await registerWith({ auth: { ...auth, jwt: { jwksUri: 'https://auth.example.com/jwks', issuer: 'https://auth.example.com', clockToleranceMs: 5000 } } }), null, 'auth.jwt\'s known keys pass')
 })
 
 t.test('serverInfo defaults to the app\'s package.json name and version', async (t) => {

@@ -1,5 +1,5 @@
 /**
- * 401 and 403 say why in the log, at info, without the token: no principal (authenticate), an
+ * 401 and 403 say why in the log, at info, without the token: no principal (auth.authenticate), an
  * Origin not allowed, a missing scope.
  */
 import { Writable } from 'node:stream'
@@ -14,7 +14,7 @@ t.test('401 and 403 log their reason, never the token', async t => {
   const app = Fastify({ logger: { level: 'info', stream } })
   t.teardown(() => app.close())
   await app.register(mcp, {
-    authenticate: (request) => request.headers.authorization === 'Bearer good-token-123' ? { id: 'alice', scopes: [] } : null
+    auth: { authenticate: (request) => request.headers.authorization === 'Bearer good-token-123' ? { id: 'alice', scopes: [] } : null }
   })
   app.mcp.tool({ name: 'admin', description: 'Admins only', scopes: ['admin'] }, async () => 'ok')
   const send = async (h: Record<string, string>): Promise<number> => (await app.inject({ method: 'POST', url: '/mcp', headers: headers(null, h), payload: initializeBody() })).statusCode

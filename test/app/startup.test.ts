@@ -1,5 +1,5 @@
 /**
- * Start-up logging: a random `requestStateSecret` is fine for one process (info), and worth a
+ * Start-up logging: a random `requestState.secret` is fine for one process (info), and worth a
  * warning only when the configuration says several processes share sessions (Redis, a file or
  * custom store, a shared lock, bus or event log). `redis` given without a store: a warning that
  * sessions, handles and tasks stay in this process's memory.
@@ -24,7 +24,7 @@ async function startLines (opts: McpPluginOptions): Promise<Array<{ level: numbe
 }
 
 async function secretLines (opts: McpPluginOptions): Promise<Array<{ level: number, msg: string }>> {
-  return (await startLines(opts)).filter(l => /requestStateSecret/.test(l.msg))
+  return (await startLines(opts)).filter(l => /requestState\.secret/.test(l.msg))
 }
 
 t.test('one process (the defaults, memory store and lock): info, not warn', async (t) => {
@@ -53,13 +53,13 @@ t.test('several processes configured: warn', async (t) => {
 })
 
 t.test('with a secret: no line about it', async (t) => {
-  t.same(await secretLines({ requestStateSecret: 'a-secret-of-enough-length' }), [])
+  t.same(await secretLines({ requestState: { secret: 'a-secret-of-enough-length' } }), [])
 })
 
 t.test('redis without a sessions store: a warning that the state stays in this process', async (t) => {
   const server = await startRedisServer(t)
   const warned = async (opts: McpPluginOptions): Promise<boolean> =>
-    (await startLines({ requestStateSecret: 'a-secret-of-enough-length', ...opts })).some(l => l.level === 40 && l.msg === MEMORY_STATE_WARNING)
+    (await startLines({ requestState: { secret: 'a-secret-of-enough-length' }, ...opts })).some(l => l.level === 40 && l.msg === MEMORY_STATE_WARNING)
   t.ok(await warned({ redis: server.url }), '{ redis } alone: warned')
   const client = new Redis(server.url)
   t.teardown(() => { client.disconnect() })

@@ -1,7 +1,7 @@
 /**
  * End to end over real HTTP: a minimal Fastify app that uses the auth pieces the way the plugin's
  * wiring will (INTEGRATION.md): the metadata routes, `authenticate` in front of an MCP-like POST
- * route with the routes' existing `requireAuth` 401, the AuthError → response mapping, the scope
+ * route with the routes' existing `auth.required` 401, the AuthError → response mapping, the scope
  * gate before dispatch, hidden tools filtered from `tools/list` and answered as unknown. A client
  * discovers the authorization server from the 401 the way MCP clients do, gets a token (signed by
  * the test's authorization server) and calls tools. The app stands behind a TLS proxy at
@@ -14,7 +14,7 @@ import type { McpPrincipal } from '../../lib/context.js'
 import { accessRuleOf, hasScopes, visibleTo, type AccessRule, type AccessRuleSource, type AccessFields } from '../../lib/auth/access.js'
 import { AuthError } from '../../lib/auth/bearer.js'
 import { registerProtectedResourceMetadata } from '../../lib/auth/metadata.js'
-import { resolveAuth, type AuthOptions, type ResolvedAuth } from '../../lib/auth/resource-server.js'
+import { resolveAuth, type ResourceServerOptions, type ResolvedAuth } from '../../lib/auth/resource-server.js'
 import { ErrorCode, errorReply, errorResponse } from '../../lib/jsonrpc/errors.js'
 import { makeKey, signToken, startAuthorizationServer, type AuthorizationServer } from './authorization-server.js'
 
@@ -34,7 +34,7 @@ class Tools implements AccessRuleSource {
 }
 
 /** The app: what the plugin does once wired, in miniature (same status and header decisions). */
-async function mcpApp (auth: ResolvedAuth, tools: Tools, requireAuth = true): Promise<{ app: FastifyInstance, base: string }> {
+async function mcpApp (auth: ResolvedAuth, tools: Tools, required = true): Promise<{ app: FastifyInstance, base: string }> {
   const app = Fastify()
   registerProtectedResourceMetadata(app, { paths: auth.metadataPaths, document: () => auth.document(tools.declaredScopes()) })
   const send = (reply: FastifyReply, status: number, body: unknown, headers?: Record<string, string>): void => {
@@ -51,7 +51,7 @@ async function mcpApp (auth: ResolvedAuth, tools: Tools, requireAuth = true): Pr
   app.post('/mcp', async (request, reply) => {
     // routes.ts authenticator, unchanged: `auth.authenticate` is the resolved `authenticate`, `auth.challenge` the `wwwAuthenticate`.
     const principal = await auth.authenticate(request)
-    if (principal === null && requireAuth) {
+    if (principal === null && required) {
       send(reply, 401, errorResponse(null, ErrorCode.InvalidRequest, 'Unauthorized'), { 'www-authenticate': auth.challenge })
       return reply
     }
@@ -102,11 +102,11 @@ function shopTools (): Tools {
     .add({ name: 'purge', description: 'Deletes everything', scopes: ['admin'], visible: (p) => hasScopes(p, 'admin') }, () => 'purged')
 }
 
-async function start (t: Test, opts: Partial<AuthOptions> = {}, requireAuth = true): Promise<string> {
+async function start (t: Test, opts: Partial<ResourceServerOptions> = {}, required = true): Promise<string> {
   const fail = (name: string, why: string): never => { throw new Error(`${name}: ${why}`) }
-  const base: AuthOptions = { resource: RESOURCE, authorizationServers: [as.issuer], jwt: { jwksUri: as.jwksUri } }
+  const base: ResourceServerOptions = { resource: RESOURCE, authorizationServers: [as.issuer], jwt: { jwksUri: as.jwksUri } }
   const auth = resolveAuth({ ...base, ...opts }, fail)
-  const { app, base: url } = await mcpApp(auth, shopTools(), requireAuth)
+  const { app, base: url } = await mcpApp(auth, shopTools(), required)
   t.teardown(async () => { await app.close() })
   return url
 }
@@ -227,7 +227,7 @@ t.test('JWKS down → 503 without a challenge (cold verifier); a client cannot f
   t.same(res.body, { jsonrpc: '2.0', id: null, error: { code: ErrorCode.ServerError, message: 'Access token verification is unavailable.' } })
 })
 
-t.test('requireAuth false: anonymous may list; a scoped tool asks an anonymous caller to authenticate (401 + scope)', async t => {
+t.test('auth.required false: anonymous may list; a scoped tool asks an anonymous caller to authenticate (401 + scope)', async t => {
   const base = await start(t, {}, false)
   const list = await rpc(base, 'tools/list', {})
   t.equal(list.status, 200)

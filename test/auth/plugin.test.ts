@@ -36,9 +36,11 @@ function shop (m: McpDecorator): void {
 const bearer = async (sub: string, scope: string, extra: Partial<Parameters<typeof signToken>[0]> = {}): Promise<Record<string, string>> =>
   ({ authorization: `Bearer ${await signToken({ key, issuer: as.issuer, audience: RESOURCE, claims: { sub, scope }, ...extra })}` })
 
-t.test('options: auth is exclusive with authenticate and wwwAuthenticate; its fields are named', async t => {
-  await t.rejects(build(t, authOpts({ authenticate: () => null })), { code: 'FST_ERR_MCP_INVALID_OPTION', message: /"auth"/ })
-  await t.rejects(build(t, authOpts({ wwwAuthenticate: 'Bearer' })), { code: 'FST_ERR_MCP_INVALID_OPTION', message: /"wwwAuthenticate"/ })
+t.test('options: the resource-server form of auth is exclusive with authenticate and wwwAuthenticate; its fields are named', async t => {
+  const rs = { resource: RESOURCE, authorizationServers: [as.issuer], jwt: { jwksUri: as.jwksUri } }
+  await t.rejects(build(t, { auth: { ...rs, authenticate: () => null } as never }), { code: 'FST_ERR_MCP_INVALID_OPTION', message: /"auth": .*resource, authorizationServers, jwt with authenticate/ })
+  await t.rejects(build(t, { auth: { ...rs, wwwAuthenticate: 'Bearer' } as never }), { code: 'FST_ERR_MCP_INVALID_OPTION', message: /"auth\.wwwAuthenticate"/ })
+  await t.rejects(build(t, { auth: { ...rs, required: 'yes' } as never }), { code: 'FST_ERR_MCP_INVALID_OPTION', message: /"auth\.required"/ })
   await t.rejects(build(t, { auth: { resource: 'http://example.com/mcp', authorizationServers: [as.issuer], jwt: { jwksUri: as.jwksUri } } }),
     { code: 'FST_ERR_MCP_INVALID_OPTION', message: /"auth\.resource"/ })
 })
@@ -261,8 +263,8 @@ t.test('a 2025-03-26 batch: one 403 naming every scope its requests need, id nul
   t.equal((allowed.json() as unknown[]).length, 2)
 })
 
-t.test('a custom authenticate whose principals carry scopes: the same gate, a plain Bearer challenge', async t => {
-  const app = await build(t, { authenticate: (r) => ({ id: 'u', scopes: String(r.headers['x-scopes'] ?? '').split(' ') }) }, shop)
+t.test('a custom auth.authenticate whose principals carry scopes: the same gate, a plain Bearer challenge', async t => {
+  const app = await build(t, { auth: { authenticate: (r) => ({ id: 'u', scopes: String(r.headers['x-scopes'] ?? '').split(' ') }) } }, shop)
   const body = rpc('tools/call', { name: 'checkout', arguments: {} })
   const refused = await post(app, body, { headers: { ...modernHeaders(body), 'x-scopes': 'cart:read' } })
   t.equal(refused.statusCode, 403)

@@ -9,7 +9,7 @@ import Fastify, { type FastifyRequest } from 'fastify'
 import type { McpPrincipal } from '../../lib/context.js'
 import { AuthError } from '../../lib/auth/bearer.js'
 import { metadataLocation, registerProtectedResourceMetadata } from '../../lib/auth/metadata.js'
-import { resolveAuth, type AuthOptions, type ResolvedAuth } from '../../lib/auth/resource-server.js'
+import { resolveAuth, type ResourceServerOptions, type ResolvedAuth } from '../../lib/auth/resource-server.js'
 import { makeKey, signToken, startAuthorizationServer } from './authorization-server.js'
 
 const RESOURCE = 'https://mcp.example.com/mcp'
@@ -22,7 +22,7 @@ t.teardown(as.close)
 class OptionError extends Error {}
 const fail = (name: string, why: string): never => { throw new OptionError(`${name}: ${why}`) }
 
-function resolve (extra: Partial<AuthOptions> = {}): ResolvedAuth {
+function resolve (extra: Partial<ResourceServerOptions> = {}): ResolvedAuth {
   return resolveAuth({ resource: RESOURCE, authorizationServers: [as.issuer], jwt: { jwksUri: as.jwksUri }, ...extra }, fail)
 }
 
@@ -39,8 +39,8 @@ async function refusal (p: Promise<unknown>): Promise<AuthError> {
 }
 
 t.test('option validation names the option', async t => {
-  const base: AuthOptions = { resource: RESOURCE, authorizationServers: [as.issuer], jwt: { jwksUri: as.jwksUri } }
-  const bad = (o: unknown, re: RegExp): void => { t.throws(() => resolveAuth(o as AuthOptions, fail), re, String(re)) }
+  const base: ResourceServerOptions = { resource: RESOURCE, authorizationServers: [as.issuer], jwt: { jwksUri: as.jwksUri } }
+  const bad = (o: unknown, re: RegExp): void => { t.throws(() => resolveAuth(o as ResourceServerOptions, fail), re, String(re)) }
   bad(null, /^auth: must be an object/)
   bad({ ...base, authorizationServer: 'x' }, /^auth\.authorizationServer: is not an auth option/)
   bad({ ...base, resource: 'mcp.example.com/mcp' }, /^auth\.resource: must be an absolute URL/)

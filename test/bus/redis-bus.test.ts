@@ -144,10 +144,10 @@ t.test('keys: an expectation under the session\'s hash tag with the given ttl; a
   t.same(await admin.keys(`${prefix}*`), [], 'nothing left after forget')
 })
 
-t.test('a hub expects for clientRequestTimeout (+1 s), delivers across instances, and leaves no key behind', async t => {
+t.test('a hub expects for clientRequestTimeoutMs (+1 s), delivers across instances, and leaves no key behind', async t => {
   const prefix = newPrefix()
-  const a = new Hub(newBus(t, prefix), silent, { clientRequestTimeout: 7_000 })
-  const b = new Hub(newBus(t, prefix), silent, { clientRequestTimeout: 7_000 })
+  const a = new Hub(newBus(t, prefix), silent, { clientRequestTimeoutMs: 7_000 })
+  const b = new Hub(newBus(t, prefix), silent, { clientRequestTimeoutMs: 7_000 })
   t.teardown(async () => { await a.close(0); await b.close(0) })
   const sid = generateSessionId()
   const id = a.answers.nextId()
@@ -176,7 +176,7 @@ t.test('a hub expects for clientRequestTimeout (+1 s), delivers across instances
 
 t.test('answers nobody waits for: not kept; ids never minted cost no Redis round trip', async t => {
   const prefix = newPrefix()
-  const hub = new Hub(newBus(t, prefix), silent, { clientRequestTimeout: 60_000 })
+  const hub = new Hub(newBus(t, prefix), silent, { clientRequestTimeoutMs: 60_000 })
   t.teardown(() => hub.close(0))
   const sid = generateSessionId()
   const big = 'x'.repeat(1024 * 1024)

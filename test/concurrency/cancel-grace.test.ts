@@ -1,6 +1,6 @@
 /**
  * A client that left frees the session (issue 35, item 4): a handler that ignores `ctx.signal`
- * keeps its lease at most `sessions.cancelGrace` after its client went away; then the next request
+ * keeps its lease at most `sessions.cancelGraceMs` after its client went away; then the next request
  * on that session or state handle runs (long before the handler ends), and what the handler
  * saves afterwards is not stored (logged at warn). With the memory lock, and with the Redis lock
  * (whose lease is then no longer renewed).
@@ -27,7 +27,7 @@ async function start (t: Test, store?: SessionStore): Promise<Stubborn> {
   const logs = new LogCapture()
   const app = Fastify({ logger: { level: 'warn', stream: logs.stream }, forceCloseConnections: true })
   t.teardown(async () => { await app.close() })
-  await app.register(mcp, { sessions: { store, cancelGrace: GRACE, gcProbability: 0 }, requestStateSecret: 'cancel-grace-test-secret-0123456789', drainTimeout: 0 })
+  await app.register(mcp, { sessions: { store, cancelGraceMs: GRACE, gcProbability: 0 }, requestState: { secret: 'cancel-grace-test-secret-0123456789' }, drainTimeoutMs: 0 })
   registerDemoTools(app.mcp)
   let done = 0
   app.mcp.tool({ name: 'stubborn_add', description: 'counter + 100 after a long wait, ignoring the signal.' }, async (_args, ctx) => {

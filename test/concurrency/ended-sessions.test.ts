@@ -42,7 +42,7 @@ async function redisInstance (t: Test, o: { ttl?: number } = {}): Promise<Instan
     serverInfo: { name: 'ended-sessions', version: '1.0.0' },
     sessions: { store: new RedisSessionStore({ redis: client, ttl: o.ttl }), lock, gcProbability: 0 },
     redis: client,
-    requestStateSecret: 'ended-sessions-secret-0123456789abcdef'
+    requestState: { secret: 'ended-sessions-secret-0123456789abcdef' }
   })
   registerDemoTools(app.mcp)
   return { app, url: `${await app.listen({ port: 0, host: '127.0.0.1' })}/mcp` }
@@ -175,8 +175,8 @@ async function memoryInstance (t: Test, store: SessionStore, o: { gcProbability?
     serverInfo: { name: 'ended-sessions', version: '1.0.0' },
     sessions: { store, lock, gcProbability: o.gcProbability ?? 0, gcDivisor: 1 },
     bus,
-    eventLog: log,
-    requestStateSecret: 'ended-sessions-secret-0123456789abcdef'
+    eventLog: { store: log },
+    requestState: { secret: 'ended-sessions-secret-0123456789abcdef' }
   })
   registerDemoTools(app.mcp)
   return { app, bus, log, lock, url: `${await app.listen({ port: 0, host: '127.0.0.1' })}/mcp` }

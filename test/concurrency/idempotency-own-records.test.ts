@@ -23,7 +23,7 @@ type Sessions = () => Promise<McpPluginOptions['sessions']>
 async function instance (t: Test, sessions: McpPluginOptions['sessions'], runs: Map<string, number>): Promise<FastifyInstance> {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
-  await app.register(mcp, { requestStateSecret: 'own-records-secret-0123456789', sessions, idempotency: { ttlMs: 1000 } })
+  await app.register(mcp, { requestState: { secret: 'own-records-secret-0123456789' }, sessions, idempotency: { ttlMs: 1000 } })
   app.mcp.tool({
     name: 'send_mail',
     description: 'Sends a mail (counted across instances).',

@@ -22,7 +22,7 @@ const REPLAY = 'fastify-mcp-http/idempotentReplay'
 async function build (t: Test, sessions: McpPluginOptions['sessions']): Promise<FastifyInstance> {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
-  await app.register(mcp, { requestStateSecret: 'reply-lost-secret-0123456789', sessions })
+  await app.register(mcp, { requestState: { secret: 'reply-lost-secret-0123456789' }, sessions })
   registerDemoTools(app.mcp)
   await app.ready()
   return app

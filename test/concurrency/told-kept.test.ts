@@ -67,7 +67,7 @@ async function app (t: Test, store: SessionStore, lock: SessionLock | undefined,
 async function startCapped (t: Test, options: McpPluginOptions): Promise<{ url: string }> {
   const fastify = Fastify({ logger: false })
   t.teardown(async () => { await fastify.close() })
-  await fastify.register(mcp, { ...options, requestStateSecret: 'told-kept-test-secret-0123456789' })
+  await fastify.register(mcp, { ...options, requestState: { secret: 'told-kept-test-secret-0123456789' } })
   registerDemoTools(fastify.mcp)
   return { url: `${await fastify.listen({ port: 0, host: '127.0.0.1' })}/mcp` }
 }

@@ -204,7 +204,7 @@ t.test('with waitReplicas on the store and lock: false: a task whose record is n
   t.teardown(async () => { await app.close(); await redis.quit().catch(() => {}) })
   // A fail-fast client refuses commands until it is connected.
   if (redis.status !== 'ready') await new Promise(resolve => redis.once('ready', resolve))
-  await app.register(mcp, { sessions: { store: new RedisSessionStore({ redis }), lock: false }, requestStateSecret: 'replica-ack-test-secret' })
+  await app.register(mcp, { sessions: { store: new RedisSessionStore({ redis }), lock: false }, requestState: { secret: 'replica-ack-test-secret' } })
   registerDemoTools(app.mcp)
   await app.listen({ port: 0, host: '127.0.0.1' })
   const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp`

@@ -27,7 +27,7 @@ async function build (t: Test, opts: Partial<McpPluginOptions> = {}): Promise<Bu
   const logs: string[] = []
   const app = Fastify({ logger: { level: 'debug', stream: { write: (line: string) => { logs.push(line) } } } })
   t.teardown(() => app.close())
-  await app.register(mcp, { requestStateSecret: 'idempotency-test-secret', ...opts })
+  await app.register(mcp, { requestState: { secret: 'idempotency-test-secret' }, ...opts })
   registerDemoTools(app.mcp)
   const runs = new Map<string, number>()
   // A tool on no state: counts its runs (its effect is outside the plugin's state).
@@ -149,7 +149,7 @@ t.test('a tool error (isError) is recorded and replayed like a success', async t
 })
 
 t.test('two principals with one key are independent', async t => {
-  const { app, runs } = await build(t, { authenticate: tokensAuth('a:alice,b:bob') })
+  const { app, runs } = await build(t, { auth: tokensAuth('a:alice,b:bob') })
   const alice = injectClient(app, { protocolVersion: '2026-07-28', headers: { authorization: 'Bearer a' } })
   const bob = injectClient(app, { protocolVersion: '2026-07-28', headers: { authorization: 'Bearer b' } })
   await alice.callTool('send_mail', { to: 'x' }, { idempotencyKey: 'shared' })
@@ -276,7 +276,7 @@ function metaOf (): Record<string, unknown> {
 t.test('a keyed call that starts a task: the retry with the key gets the same task, never a second', async t => {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
-  await app.register(mcp, { requestStateSecret: 'idempotency-test-secret' })
+  await app.register(mcp, { requestState: { secret: 'idempotency-test-secret' } })
   let started = 0
   app.mcp.tool({ name: 'report', description: 'a long report (a task)', taskSupport: 'required' }, async () => { started++; await sleep(50); return 'the report' })
   await app.ready()
@@ -310,7 +310,7 @@ t.test('a keyed call that asks the client: the key spans the rounds; the round t
   for (const era of ['2026-07-28', '2025-11-25'] as const) {
     const app = Fastify({ logger: false })
     t.teardown(() => app.close())
-    await app.register(mcp, { requestStateSecret: 'idempotency-test-secret' })
+    await app.register(mcp, { requestState: { secret: 'idempotency-test-secret' } })
     registerDemoTools(app.mcp)
     app.mcp.tool({
       name: 'basket_add_asked',

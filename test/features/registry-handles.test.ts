@@ -13,7 +13,7 @@ import { build, call, initialize, listen } from '../helpers/handshake-app.js'
 
 t.test('a disabled tool, on the handshake era and on the 2026-07-28 wire', async (t) => {
   let echo: ToolHandle<any> | undefined
-  const app = await build(t, { requestStateSecret: 'handles-test-secret-0123456789' }, (m) => {
+  const app = await build(t, { requestState: { secret: 'handles-test-secret-0123456789' } }, (m) => {
     echo = m.tool({ name: 'echo', description: 'Echoes', input: Type.Object({ text: Type.String() }) }, async ({ text }) => text)
     m.tool({ name: 'other', description: 'Other' }, async () => 'other')
   })

@@ -66,8 +66,8 @@ await app.register(mcp, {
   sessions: { store, gcProbability: 0 },
   bus,
   bodyLimit: BODY_LIMIT,
-  clientRequestTimeout: 30,
-  keepAliveInterval: 0,
+  clientRequestTimeoutMs: 30,
+  keepAliveIntervalMs: 0,
   pageSize: 2
 })
 app.mcp.tool({ name: 'echo', description: 'Echoes', input: Type.Object({ text: Type.String({ maxLength: 1000 }) }) },

@@ -66,7 +66,7 @@ t.test('a flood of probes asks the store once at a time', async t => {
 })
 
 t.test('draining: not ready from the start of app.close()', async t => {
-  const app = await build(t, { readinessRoute: '/ready', drainTimeout: 5000 }, noTools, { return503OnClosing: false })
+  const app = await build(t, { readinessRoute: '/ready', drainTimeoutMs: 5000 }, noTools, { return503OnClosing: false })
   let release!: () => void
   const held = new Promise<void>(resolve => { release = resolve })
   let entered!: () => void

@@ -1,6 +1,6 @@
 /**
  * Every 503 the plugin answers carries Retry-After (lib/http/routes.ts adds
- * `ceil(retryInterval / 1000)` s to a 503 that names none; a refusal with its own keeps it):
+ * `ceil(retryIntervalMs / 1000)` s to a 503 that names none; a refusal with its own keeps it):
  * a lock wait that timed out, session data that cannot be read, tasks unavailable (create and
  * get), token verification unavailable. In one process, on stores and checks that fail on demand.
  */
@@ -35,7 +35,7 @@ function holdAndJob (m: McpDecorator): void {
 }
 
 const build = async (t: Test, opts: McpPluginOptions): Promise<FastifyInstance> =>
-  await buildApp(t, { requestStateSecret: 'retry-after-test-secret', ...opts }, holdAndJob)
+  await buildApp(t, { requestState: { secret: 'retry-after-test-secret' }, ...opts }, holdAndJob)
 
 function retried (t: Test, res: LightMyRequestResponse, what: string): void {
   t.equal(res.statusCode, 503, `${what}: 503`)

@@ -24,7 +24,7 @@ const run = promisify(execFile)
 
 const app = Fastify({ logger: false })
 t.teardown(() => app.close())
-await app.register(mcp, { requestStateSecret: 'clients-guide-secret-0123456789', tasks: { pollInterval: 200 } })
+await app.register(mcp, { requestState: { secret: 'clients-guide-secret-0123456789' }, tasks: { pollIntervalMs: 200 } })
 registerDemoTools(app.mcp)
 const { url } = await serve(t, app)
 

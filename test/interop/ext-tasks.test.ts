@@ -51,7 +51,7 @@ function tools (app: FastifyInstance, label: string, probe: Probe, gate: Promise
 async function instance (t: Test, label: string, probe: Probe, gate: Promise<void>, extra: Partial<McpPluginOptions> = {}): Promise<string> {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
-  await app.register(mcp, { requestStateSecret: SECRET, tasks: { pollInterval: 100 }, ...extra })
+  await app.register(mcp, { requestState: { secret: SECRET }, tasks: { pollIntervalMs: 100 }, ...extra })
   tools(app, label, probe, gate)
   return (await serve(t, app)).url
 }

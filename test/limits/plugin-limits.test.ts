@@ -113,10 +113,10 @@ t.test('handles: update() takes limits, validated; the new limits apply at once'
   t.same(Object.keys(tools[0]).sort(), ['description', 'inputSchema', 'name'], 'limits are never sent')
 })
 
-t.test('with redis: every instance counts the same calls, on the plugin\'s client, keys under <redisPrefix>rl:', async t => {
+t.test('with redis: every instance counts the same calls, on the plugin\'s client, keys under <redis.prefix>rl:', async t => {
   const server = await startRedisServer(t)
-  const redisPrefix = `lim${Date.now()}:`
-  const opts = { redis: server.url, redisPrefix, limits: { default: { rate: { calls: 2, perMs: 60_000 } } } }
+  const prefix = `lim${Date.now()}:`
+  const opts = { redis: { client: server.url, prefix }, limits: { default: { rate: { calls: 2, perMs: 60_000 } } } }
   const one = await build(t, opts, (m) => { m.tool({ name: 'echo', description: 'Echo' }, async () => 'ok') })
   const two = await build(t, opts, (m) => { m.tool({ name: 'echo', description: 'Echo' }, async () => 'ok') })
   const send = async (to: typeof one): Promise<number> => {
@@ -128,8 +128,8 @@ t.test('with redis: every instance counts the same calls, on the plugin\'s clien
   t.equal(await send(one), 429, 'the other instance took the second token')
   const probe = new Redis(server.url)
   t.teardown(() => { probe.disconnect() })
-  const keys = await probe.keys(`${redisPrefix}*`)
-  t.ok(keys.length > 0 && keys.every(k => k.startsWith(`${redisPrefix}rl:{echo|a:`)), `limit keys: ${keys.join(', ')}`)
+  const keys = await probe.keys(`${prefix}*`)
+  t.ok(keys.length > 0 && keys.every(k => k.startsWith(`${prefix}rl:{echo|a:`)), `limit keys: ${keys.join(', ')}`)
   await one.close()
   await two.close()
 })

@@ -1,8 +1,8 @@
 /**
  * The documented defaults (README, docs/sessions-and-lock.md, docs/options.md), each read from what
  * the code does rather than from a constant: a Redis or PostgreSQL lease lives 30 s and is renewed
- * 10 s after its last confirmation; a lock waits 30 s; `sessions.cancelGrace` is 5 s;
- * `sessions.unusedTtl` is 2 minutes, capped at the store's TTL (a store whose TTL is shorter
+ * 10 s after its last confirmation; a lock waits 30 s; `sessions.cancelGraceMs` is 5 s;
+ * `sessions.unusedTtlMs` is 2 minutes, capped at the store's TTL (a store whose TTL is shorter
  * expires a never-used session by its own).
  */
 import t from 'tap'
@@ -47,13 +47,13 @@ t.test('a lock waits 30 s by default', async t => {
   }
 })
 
-t.test('sessions.cancelGrace is 5 s, sessions.unusedTtl 2 minutes', async t => {
+t.test('sessions.cancelGraceMs is 5 s, sessions.unusedTtlMs 2 minutes', async t => {
   const resolved = resolveOptions({}, '1.0.0')
-  t.equal(resolved.cancelGrace, 5000)
-  t.equal(resolved.unusedTtl, 120_000)
+  t.equal(resolved.cancelGraceMs, 5000)
+  t.equal(resolved.unusedTtlMs, 120_000)
 })
 
-t.test('unusedTtl is capped at the store\'s TTL: a never-used session of a store with a shorter TTL expires by it', async t => {
+t.test('unusedTtlMs is capped at the store\'s TTL: a never-used session of a store with a shorter TTL expires by it', async t => {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
   await app.register(mcp, { sessions: { store: new MemorySessionStore({ ttl: 300 }) } })
@@ -61,5 +61,5 @@ t.test('unusedTtl is capped at the store\'s TTL: a never-used session of a store
   const session = { sid: init.headers['mcp-session-id'] as string, version: LEGACY }
   await sleep(500)
   const later = await app.inject({ method: 'POST', url: '/mcp', headers: headers(session), payload: { jsonrpc: '2.0', id: 1, method: 'ping' } })
-  t.equal(later.statusCode, 404, 'gone after the store\'s 300 ms, not the 2 minutes of unusedTtl')
+  t.equal(later.statusCode, 404, 'gone after the store\'s 300 ms, not the 2 minutes of unusedTtlMs')
 })

@@ -79,7 +79,7 @@ t.test('a session whose bus subscription failed works again once Redis is back',
   const client = failFastClient()
   await until(() => client.status === 'ready', { timeout: 5000, what: 'the client' })
   const app = Fastify({ logger: false })
-  await app.register(mcp, { redis: client, keepAliveInterval: 0 })
+  await app.register(mcp, { redis: client, keepAliveIntervalMs: 0 })
   app.mcp.tool({ name: 'noop', description: 'x' }, async () => 'x')
   t.teardown(() => app.close())
   const url = `${await app.listen({ port: 0, host: '127.0.0.1' })}/mcp`

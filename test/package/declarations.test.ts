@@ -129,7 +129,7 @@ t.test('every declaration file type-checks with skipLibCheck off, also those the
  * lib/index.ts is a change of the API, made here on purpose.
  */
 const PUBLIC_API = [
-  'AccessFields', 'AccessRule', 'AcquireOptions', 'AuthError', 'AuthFailureReason', 'AuthOptions', 'AuthPrincipal', 'BackendFailurePolicy',
+  'AccessFields', 'AccessRule', 'AcquireOptions', 'AuthError', 'AuthFailureReason', 'AuthOptions', 'AuthPrincipal', 'AuthenticateOptions', 'BackendFailurePolicy',
   'BackendSessionLock', 'Bus', 'BusListener', 'BusMessage', 'CacheKind', 'CacheOptions', 'CallToolResult', 'Checked', 'CompiledTemplate',
   'Completer', 'ContentBlock', 'CreateOptions', 'CreateRedisClientOptions', 'DEFAULT_ALGORITHMS', 'DEFAULT_PG_PREFIX', 'ElicitResult', 'ErrorCode',
   'EventLog', 'EventLogOptions', 'ExpiryListener', 'ExtraMetadata', 'FST_ERR_MCP_CAPABILITY', 'FST_ERR_MCP_CLIENT_REQUEST',
@@ -148,7 +148,7 @@ const PUBLIC_API = [
   'RedisConnectionOptions', 'RedisEventLog', 'RedisEventLogOptions', 'RedisLimitBackend', 'RedisLimitBackendOptions', 'RedisLimitClient',
   'RedisPubSubClient', 'RedisSentinelConnection', 'RedisSessionLock', 'RedisSessionLockOptions', 'RedisSessionStore', 'RedisSessionStoreOptions',
   'RedisStreamsClient', 'RefusalKind', 'Replay', 'ReplicaAck', 'ReplicaAckOptions', 'ResourceContents', 'ResourceDefinition', 'ResourceEntry',
-  'ResourceHandle', 'ResourceHandler', 'ResourceReturn', 'ResourceTemplateDefinition', 'ResourceTemplateHandle', 'Root', 'SamplingParams',
+  'ResourceHandle', 'ResourceHandler', 'ResourceReturn', 'ResourceServerOptions', 'ResourceTemplateDefinition', 'ResourceTemplateHandle', 'Root', 'SamplingParams',
   'SamplingResult', 'SaveGuard', 'SaveResult', 'SchemaStatic', 'SessionChanges', 'SessionDataError', 'SessionHandle', 'SessionIdAttribute',
   'SessionLease', 'SessionLock', 'SessionLockError', 'SessionLockTimeoutError', 'SessionOptions', 'SessionRecord', 'SessionStore',
   'SessionStoreOptions', 'StandardJsonSchemaConverter', 'StandardResult', 'StandardSchemaV1', 'StandardSchemaV1Props', 'StructuredToolResult',

@@ -41,7 +41,7 @@ const installed = join(app, 'node_modules', 'fastify-mcp-http')
 const EXERCISE = `
 async function exercise (Fastify, mcp, Type) {
   const app = Fastify({ logger: false })
-  await app.register(mcp, { serverInfo: { name: 'consumer', version: '1.0.0' }, requestStateSecret: 'pack-test-secret-0123456789' })
+  await app.register(mcp, { serverInfo: { name: 'consumer', version: '1.0.0' }, requestState: { secret: 'pack-test-secret-0123456789' } })
   app.mcp.tool({
     name: 'add',
     description: 'Adds two numbers',
@@ -339,7 +339,7 @@ const shared = await Fastify().register(mcp, {
     lock: new RedisSessionLock({ redis: 'redis://127.0.0.1:6379', timeout: 30_000, ttl: 30_000 })
   },
   redis,
-  requestStateSecret: 'change-me-0123456789'
+  requestState: { secret: 'change-me-0123456789' }
 })
 void shared
 

@@ -16,7 +16,7 @@ const db = await createTestDatabase(t)
 let n = 0
 
 async function app (t: Parameters<typeof build>[0], opts: McpPluginOptions = {}): ReturnType<typeof build> {
-  const made = await build(t, { postgres: db.url, postgresPrefix: `p${n++}_`, ...opts }, m => { registerDemoTools(m) })
+  const made = await build(t, { postgres: { pool: db.url, prefix: `p${n++}_` }, ...opts }, m => { registerDemoTools(m) })
   await made.ready()
   return made
 }
@@ -24,7 +24,7 @@ async function app (t: Parameters<typeof build>[0], opts: McpPluginOptions = {})
 const counterOf = (res: Record<string, any>): number => res.result?.structuredContent?.counter
 
 t.test('a connection string: sessions live in <prefix>state, behind the PostgreSQL lock by default', async t => {
-  const a = await app(t, { postgresPrefix: 'opt_' })
+  const a = await app(t, { postgres: { pool: db.url, prefix: 'opt_' } })
   const session = await initialize(a)
   const { rows } = await db.admin.query('SELECT id FROM opt_state')
   t.same(rows.map(r => r.id), [session.sid], 'the session is a row')
@@ -52,7 +52,7 @@ t.test('options: not with redis; a bad prefix or pool is refused', async t => {
     return await f.register(mcp, opts).ready().then(() => null, (e: unknown) => e)
   }
   t.match(await tryRegister({ postgres: db.url, redis: 'redis://127.0.0.1:1' }), { code: 'FST_ERR_MCP_INVALID_OPTION', message: /postgres/ })
-  t.match(await tryRegister({ postgres: db.url, postgresPrefix: 'Bad;' }), { code: 'FST_ERR_MCP_INVALID_OPTION', message: /postgresPrefix/ })
+  t.match(await tryRegister({ postgres: { pool: db.url, prefix: 'Bad;' } }), { code: 'FST_ERR_MCP_INVALID_OPTION', message: /postgres\.prefix/ })
   t.match(await tryRegister({ postgres: {} as never }), { code: 'FST_ERR_MCP_INVALID_OPTION', message: /postgres/ })
 })
 
@@ -60,7 +60,7 @@ t.test('a pool passed in is used for everything and never ended by the plugin', 
   const pool = db.pool({ max: 5 })
   const store = new PgSessionStore({ pool, prefix: 'own_' })
   const lock = new PgSessionLock({ pool, prefix: 'own_' })
-  const a = await build(t, { postgres: pool, postgresPrefix: 'own_', sessions: { store, lock } }, m => { registerDemoTools(m) })
+  const a = await build(t, { postgres: { pool, prefix: 'own_' }, sessions: { store, lock } }, m => { registerDemoTools(m) })
   const session = await initialize(a)
   t.equal(counterOf(await call(a, session, 'tools/call', { name: 'counter_add', arguments: {} })), 1)
   await a.close()
@@ -98,7 +98,7 @@ t.test('the database cuts every connection mid-request: 503 at once with Retry-A
 
 t.test('a pool exhausted: the request waits the pool\'s bounded time, then 503 with Retry-After; nothing is kept', async t => {
   const pool = db.pool({ max: 3, connectionTimeoutMillis: 300 })
-  const a = await build(t, { postgres: pool, postgresPrefix: 'full_' }, m => { registerDemoTools(m) })
+  const a = await build(t, { postgres: { pool, prefix: 'full_' } }, m => { registerDemoTools(m) })
   const session = await initialize(a)
   t.equal(counterOf(await call(a, session, 'tools/call', { name: 'counter_add', arguments: {} })), 1)
   // Everything the pool has left is taken by someone else (the bus may hold one for LISTEN).
@@ -136,12 +136,12 @@ t.test('through the plugin a locked request is 2 round trips: take+load, then sa
   }
 })
 
-t.test('without requestStateSecret, the postgres option warns: its instances must share one', async t => {
+t.test('without requestState.secret, the postgres option warns: its instances must share one', async t => {
   const lines: Array<{ level: number, msg: string }> = []
   const stream = { write: (line: string) => { lines.push(JSON.parse(line)) } }
   const f = Fastify({ logger: { level: 'info', stream } })
   t.teardown(() => f.close())
-  await f.register(mcp, { postgres: db.url, postgresPrefix: 'warn_' })
+  await f.register(mcp, { postgres: { pool: db.url, prefix: 'warn_' } })
   await f.ready()
-  t.ok(lines.some(l => l.level === 40 && /requestStateSecret/.test(l.msg)), 'a warning, not an info line')
+  t.ok(lines.some(l => l.level === 40 && /requestState\.secret/.test(l.msg)), 'a warning, not an info line')
 })

@@ -37,7 +37,7 @@ async function build (t: Test, store = new MemorySessionStore({ sweepInterval: 0
   const stream = new Writable({ write (chunk, _enc, cb) { logs.push(JSON.parse(String(chunk))); cb() } })
   const app = Fastify({ logger: { level: 'info', stream } })
   t.teardown(async () => { await app.close(); await store.close() })
-  await app.register(mcp, { sessions: { store, gcProbability: 0 }, requestStateSecret: 'bounds-test-secret-0123456789', keepAliveInterval: 0 })
+  await app.register(mcp, { sessions: { store, gcProbability: 0 }, requestState: { secret: 'bounds-test-secret-0123456789' }, keepAliveIntervalMs: 0 })
   registerDemoTools(app.mcp)
   app.mcp.tool({ name: 'echo', description: 'Echoes', input: Type.Object({ v: Type.Unknown() }) }, async ({ v }) => JSON.stringify(v).slice(0, 20))
   await app.ready()

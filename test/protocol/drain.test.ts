@@ -41,7 +41,7 @@ async function start (opts: McpPluginOptions = {}): Promise<Drained> {
   const stream = new Writable({ write (chunk, _enc, done) { logs.push(JSON.parse(String(chunk))); done() } })
   const app = Fastify({ logger: { level: 'warn', stream }, return503OnClosing: false })
   t.teardown(async () => { await app.close() })
-  await app.register(mcp, { retryInterval: 2500, ...opts })
+  await app.register(mcp, { retryIntervalMs: 2500, ...opts })
   let open = (): void => {}
   const gate = new Promise<void>(resolve => { open = resolve })
   const elicitErrors: unknown[] = []
@@ -99,13 +99,13 @@ async function closing (d: Drained): Promise<{ closed: Promise<unknown> }> {
 
 async function refusedLikeThis (t: Test, res: Response, id: number | string | null): Promise<void> {
   t.equal(res.status, 503)
-  t.equal(res.headers.get('retry-after'), '3', 'Retry-After: retryInterval in whole seconds')
+  t.equal(res.headers.get('retry-after'), '3', 'Retry-After: retryIntervalMs in whole seconds')
   t.equal(res.headers.get('connection'), 'close')
   t.same(await res.json(), { jsonrpc: '2.0', id, error: { code: -32000, message: REFUSED } })
 }
 
 t.test('a request running finishes and answers; new ones get 503 + Retry-After + Connection: close on both wires', async t => {
-  const d = await start({ drainTimeout: 60_000 })
+  const d = await start({ drainTimeoutMs: 60_000 })
   const s = await init(d.live.url)
   const running = send(d.live.url, callBody(1, 'wait'), s)
   await until(() => d.app.mcp.status().inflightRequests === 1, { what: 'the call to run' })
@@ -133,7 +133,7 @@ t.test('a request running finishes and answers; new ones get 503 + Retry-After +
 })
 
 t.test('GET and listen streams end at once with retry', async t => {
-  const d = await start({ drainTimeout: 60_000 })
+  const d = await start({ drainTimeoutMs: 60_000 })
   const s = await init(d.live.url)
   const get = d.live.track(new SseReader(await fetch(d.live.url, { headers: { accept: SSE_ACCEPT, 'mcp-session-id': s.sid, 'mcp-protocol-version': s.version } })))
   const listen = d.live.track(new SseReader(await modernSend(d.live.url, rpc('subscriptions/listen', { notifications: { toolsListChanged: true } }, { id: 'L' }))))
@@ -156,7 +156,7 @@ t.test('GET and listen streams end at once with retry', async t => {
 
 t.test('at the deadline: a JSON answer and an SSE answer end with the error, one log line', async t => {
   // Two calls running at once on one session: without the lock (with it the second would queue).
-  const d = await start({ drainTimeout: 300, sessions: { lock: false } })
+  const d = await start({ drainTimeoutMs: 300, sessions: { lock: false } })
   const s = await init(d.live.url)
   const json = send(d.live.url, callBody(1, 'wait'), s)
   const sse = d.live.track(new SseReader(await send(d.live.url, { ...callBody(2, 'count'), params: { name: 'count', arguments: {}, _meta: { progressToken: 'p' } } }, s)))
@@ -171,11 +171,11 @@ t.test('at the deadline: a JSON answer and an SSE answer end with the error, one
   t.same(sse.messages.at(-1), { jsonrpc: '2.0', id: 2, error: { code: -32000, message: STOPPED } }, 'the SSE response ends with the error response')
   const lines = d.logs.filter(l => /drain/.test(l.msg))
   t.equal(lines.length, 1, 'one log line (at warn)')
-  t.match(lines[0], { level: 40, requests: 2, drainTimeout: 300 })
+  t.match(lines[0], { level: 40, requests: 2, drainTimeoutMs: 300 })
 })
 
 t.test('at the deadline: a request still queued for its session\'s lock gets the error too', async t => {
-  const d = await start({ drainTimeout: 200, sessions: { lock: new MemorySessionLock() } })
+  const d = await start({ drainTimeoutMs: 200, sessions: { lock: new MemorySessionLock() } })
   const s = await init(d.live.url)
   const holder = send(d.live.url, callBody(1, 'wait'), s)
   await until(() => d.app.mcp.status().inflightRequests === 1, { what: 'the first call to run' })
@@ -190,7 +190,7 @@ t.test('at the deadline: a request still queued for its session\'s lock gets the
 })
 
 t.test('the 2026-07-28 wire: a running call finishes during the drain, and one left at the deadline gets the error', async t => {
-  const d = await start({ drainTimeout: 60_000 })
+  const d = await start({ drainTimeoutMs: 60_000 })
   const finishing = modernSend(d.live.url, rpc('tools/call', { name: 'wait', arguments: {} }, { id: 'm1' }))
   await until(() => d.app.mcp.status().inflightRequests === 1, { what: 'the call to run' })
   const { closed } = await closing(d)
@@ -200,7 +200,7 @@ t.test('the 2026-07-28 wire: a running call finishes during the drain, and one l
   t.equal(ok.last?.result?.resultType, 'complete')
   await closed
 
-  const e = await start({ drainTimeout: 100 })
+  const e = await start({ drainTimeoutMs: 100 })
   const stopped = modernSend(e.live.url, rpc('tools/call', { name: 'count', arguments: {} }, { id: 'm2' }))
   await until(() => e.app.mcp.status().inflightRequests === 1, { what: 'the call to run' })
   await e.app.close()
@@ -210,7 +210,7 @@ t.test('the 2026-07-28 wire: a running call finishes during the drain, and one l
 })
 
 t.test('a handler waiting for the client\'s answer at the deadline gets FST_ERR_MCP_SERVER_CLOSING; its client the error', async t => {
-  const d = await start({ drainTimeout: 200 })
+  const d = await start({ drainTimeoutMs: 200 })
   const s = await init(d.live.url, { elicitation: {} })
   const r = d.live.track(new SseReader(await send(d.live.url, callBody(1, 'ask'), s)))
   await r.waitForMessage(m => m.method === 'elicitation/create')
@@ -223,12 +223,12 @@ t.test('a handler waiting for the client\'s answer at the deadline gets FST_ERR_
 })
 
 t.test('a handler that ignores its signal: its client is answered, and the app closes without it', async t => {
-  const d = await start({ drainTimeout: 100 })
+  const d = await start({ drainTimeoutMs: 100 })
   const s = await init(d.live.url)
   const running = send(d.live.url, callBody(7, 'stubborn'), s)
   await until(() => d.app.mcp.status().inflightRequests === 1, { what: 'the call to run' })
   // Bounded: without the drain's deadline this would wait for the handler forever (the file's timeout).
-  if (!t.ok(await settleWithin(d.app.close(), 10_000), 'app.close() resolves although the handler never ends (drainTimeout 100 ms + the grace)')) return
+  if (!t.ok(await settleWithin(d.app.close(), 10_000), 'app.close() resolves although the handler never ends (drainTimeoutMs 100 ms + the grace)')) return
   if (!t.ok(await settleWithin(running, 5_000), 'its client is answered once the app closed')) return
   const res = await running
   t.equal(res.status, 503)
@@ -237,17 +237,17 @@ t.test('a handler that ignores its signal: its client is answered, and the app c
   t.match(d.logs.filter(l => /ignored their abort signal/.test(l.msg)), [{ level: 40, requests: 1 }], 'logged')
 })
 
-t.test('drainTimeout is validated; Fastify\'s own return503OnClosing is warned about', async t => {
+t.test('drainTimeoutMs is validated; Fastify\'s own return503OnClosing is warned about', async t => {
   for (const bad of [-1, 1.5, '10', 3_600_001]) {
     const app = Fastify({ logger: false })
-    await t.rejects(async () => { await app.register(mcp, { drainTimeout: bad as never }).ready() }, { code: 'FST_ERR_MCP_INVALID_OPTION', message: /drainTimeout/ })
+    await t.rejects(async () => { await app.register(mcp, { drainTimeoutMs: bad as never }).ready() }, { code: 'FST_ERR_MCP_INVALID_OPTION', message: /drainTimeoutMs/ })
     await app.close()
   }
   const warned = async (fastifyOpts: Record<string, unknown>, running: boolean): Promise<boolean> => {
     const lines: string[] = []
     const stream = new Writable({ write (chunk, _enc, done) { lines.push(String(chunk)); done() } })
     const app = Fastify({ logger: { level: 'warn', stream }, ...fastifyOpts })
-    await app.register(mcp, { requestStateSecret: 'a-secret-of-sixteen-chars', drainTimeout: 2000 })
+    await app.register(mcp, { requestState: { secret: 'a-secret-of-sixteen-chars' }, drainTimeoutMs: 2000 })
     let started = (): void => {}
     const inside = new Promise<void>(resolve => { started = resolve })
     app.mcp.tool({ name: 'wait', description: 'Waits a little' }, async () => { started(); await new Promise(resolve => setTimeout(resolve, 200)); return 'done' })

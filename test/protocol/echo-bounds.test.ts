@@ -39,7 +39,7 @@ async function build (t: Test, logs?: string[]): Promise<FastifyInstance> {
   const stream = new Writable({ write (chunk, _enc, cb) { logs?.push(String(chunk)); cb() } })
   const app = Fastify({ logger: logs === undefined ? false : { level: 'info', stream }, bodyLimit: 8 * 1024 * 1024 })
   t.teardown(async () => { await app.close(); await store.close() })
-  await app.register(mcp, { sessions: { store, gcProbability: 0 }, requestStateSecret: 'echo-bounds-secret-0123456789', keepAliveInterval: 0 })
+  await app.register(mcp, { sessions: { store, gcProbability: 0 }, requestState: { secret: 'echo-bounds-secret-0123456789' }, keepAliveIntervalMs: 0 })
   app.mcp.tool({ name: 'sum', description: 'Sums', input: Type.Object({ xs: Type.Array(Type.Integer()), o: Type.Optional(Type.Record(Type.String(), Type.Integer())) }) },
     async ({ xs }) => String(xs.length))
   app.mcp.tool({ name: 'noisy', description: 'Many issues', input: noisySchema(10_000, 'y'.repeat(1024)) as never }, async () => 'never')

@@ -27,7 +27,7 @@ async function build (t: Test, max = MAX): Promise<{ app: FastifyInstance, store
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
   const store = new MemorySessionStore({ max })
-  await app.register(mcp, { sessions: { store, gcProbability: 0 }, requestStateSecret: 'eviction-flood-secret-0123456789', tasks: { ttl: 60_000 } })
+  await app.register(mcp, { sessions: { store, gcProbability: 0 }, requestState: { secret: 'eviction-flood-secret-0123456789' }, tasks: { ttlMs: 60_000 } })
   registerDemoTools(app.mcp)
   await app.ready()
   return { app, store }

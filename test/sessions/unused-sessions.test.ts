@@ -1,8 +1,8 @@
 /**
  * Clients that start a session per call, or never send the id back, stay cheap: a session not
- * used after `initialize` lives by `sessions.unusedTtl` (default 2 minutes) instead of the
+ * used after `initialize` lives by `sessions.unusedTtlMs` (default 2 minutes) instead of the
  * store's TTL, on a real Redis (store, lock and bus): 100 × (initialize + one call) all succeed
- * and leave only keys with a TTL, the sessions' at most `unusedTtl`, gone once it has passed.
+ * and leave only keys with a TTL, the sessions' at most `unusedTtlMs`, gone once it has passed.
  * A session that is used lives by the store's TTL. (Each store's side: the contract suite.)
  */
 import t, { type Test } from 'tap'
@@ -23,7 +23,7 @@ async function build (t: Test, prefix: string, sessions: McpPluginOptions['sessi
   const app = Fastify({ logger: false })
   const lock = new RedisSessionLock({ redis: server.url, prefix })
   t.teardown(async () => { await app.close(); await lock.close(); await client.quit() })
-  await app.register(mcp, { redis: client, redisPrefix: prefix, sessions: { store: new RedisSessionStore({ redis: client, prefix }), lock, ...sessions } })
+  await app.register(mcp, { redis: { client, prefix }, sessions: { store: new RedisSessionStore({ redis: client, prefix }), lock, ...sessions } })
   app.mcp.tool({ name: 'hello', description: 'Says hello' }, async () => 'hello')
   return app
 }
@@ -60,9 +60,9 @@ t.test('100 × (initialize + one call without the id): all succeed; every key ha
   t.same(sessions.filter(k => k.pttl > 120_000), [], 'the never-used sessions expire within 2 minutes, not the store\'s hour')
 })
 
-t.test('with a short unusedTtl the never-used sessions are gone once it passed; a used one stays', async t => {
+t.test('with a short unusedTtlMs the never-used sessions are gone once it passed; a used one stays', async t => {
   const prefix = 'short:'
-  const app = await build(t, prefix, { unusedTtl: 300 })
+  const app = await build(t, prefix, { unusedTtlMs: 300 })
   const results = await Promise.all(Array.from({ length: 100 }, async () => await oneCall(app, false)))
   t.same(results.filter(r => r.join() !== '200,200,0'), [], 'every initialize and call succeeded')
   t.same(await oneCall(app, true), [200, 200, 0], 'a client that sends its id back')
@@ -72,8 +72,8 @@ t.test('with a short unusedTtl the never-used sessions are gone once it passed; 
   t.ok(sessions[0]!.pttl > 3_000_000, 'it lives by the store\'s TTL (one hour)')
 })
 
-t.test('sessions.unusedTtl must be a positive integer', async t => {
+t.test('sessions.unusedTtlMs must be a positive integer', async t => {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
-  await t.rejects(async () => { await app.register(mcp, { sessions: { unusedTtl: 0 } }) }, { code: 'FST_ERR_MCP_INVALID_OPTION', message: /sessions\.unusedTtl/ })
+  await t.rejects(async () => { await app.register(mcp, { sessions: { unusedTtlMs: 0 } }) }, { code: 'FST_ERR_MCP_INVALID_OPTION', message: /sessions\.unusedTtlMs/ })
 })

@@ -20,7 +20,7 @@ const pool = watchQueries(db.pool({ max: 6, connectionTimeoutMillis: 2000 }), s 
 async function build (): Promise<FastifyInstance> {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
-  await app.register(mcp, { requestStateSecret: 'handle-postgres-secret', authenticate: tokensAuth('a:alice,b:bob'), postgres: pool })
+  await app.register(mcp, { requestState: { secret: 'handle-postgres-secret' }, auth: tokensAuth('a:alice,b:bob'), postgres: pool })
   registerBasketTools(app.mcp)
   await app.ready()
   return app

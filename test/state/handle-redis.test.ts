@@ -33,8 +33,8 @@ async function build (): Promise<FastifyInstance> {
   t.teardown(() => own.close())
   await own.ready()
   await app.register(mcp, {
-    requestStateSecret: 'handle-redis-secret',
-    authenticate: tokensAuth('a:alice,b:bob'),
+    requestState: { secret: 'handle-redis-secret' },
+    auth: tokensAuth('a:alice,b:bob'),
     sessions: { store: new RedisSessionStore({ redis: client }), lock: own }
   })
   registerBasketTools(app.mcp)

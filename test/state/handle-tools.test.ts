@@ -14,7 +14,7 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import mcp, {
   FileSessionLock, FileSessionStore, injectClient, McpError, MemorySessionLock, MemorySessionStore,
-  type InjectClient, type InjectClientOptions, type McpPluginOptions, type SaveResult
+  type InjectClient, type InjectClientOptions, type AuthenticateOptions, type McpPluginOptions, type SaveResult
 } from '../../lib/index.js'
 import { registerBasketTools } from '../../examples/demo-tools.js'
 import { tokensAuth } from '../../examples/server.js'
@@ -24,7 +24,7 @@ import { modernHeaders, rpc } from '../helpers/wire.js'
 
 const ERAS = ['2025-11-25', '2026-07-28'] as const
 const UNKNOWN = 'Unknown or expired basket handle.'
-const AUTH = tokensAuth('alice-token:alice,bob-token:bob')
+const AUTH = tokensAuth('alice-token:alice,bob-token:bob') as AuthenticateOptions
 
 /** A memory store whose saves fail while `failing` is set (the backend failing mid-save). */
 class FlakyStore extends MemorySessionStore {
@@ -38,7 +38,7 @@ class FlakyStore extends MemorySessionStore {
 async function build (t: Test, opts: McpPluginOptions = {}, more?: (app: FastifyInstance) => void): Promise<FastifyInstance> {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
-  await app.register(mcp, { requestStateSecret: 'handle-tools-secret', authenticate: AUTH, ...opts })
+  await app.register(mcp, { requestState: { secret: 'handle-tools-secret' }, auth: AUTH, ...opts })
   registerBasketTools(app.mcp)
   app.mcp.tool({
     name: 'basket_note',
@@ -243,12 +243,12 @@ t.test('descriptions carry the lifetime; bad declarations are refused at definit
 })
 
 t.test('minting: never anonymous when authentication is configured; anonymous handles without it', async t => {
-  const app = await build(t, { requireAuth: false })
+  const app = await build(t, { auth: { ...AUTH, required: false } })
   const anonymous = injectClient(app, { protocolVersion: '2026-07-28' })
   const r = await anonymous.callTool('basket_create')
   t.equal(r.isError, true, 'an anonymous caller of an authenticated server cannot mint')
 
-  const open = await build(t, { authenticate: undefined })
+  const open = await build(t, { auth: undefined })
   const a = injectClient(open, { protocolVersion: '2026-07-28' })
   const basket = await newBasket(a)
   t.same((await injectClient(open, { protocolVersion: '2025-11-25' }).callTool('basket_add', { basket, item: 'x' })).structuredContent, { count: 1 },

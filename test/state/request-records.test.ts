@@ -55,7 +55,7 @@ interface Backend {
 async function app (t: Test, b: Backend): Promise<FastifyInstance> {
   const a = Fastify({ logger: false })
   t.teardown(() => a.close())
-  await a.register(mcp, { sessions: { store: b.store, lock: b.lock, gcProbability: 0 }, requestStateSecret: 'records-test-secret' })
+  await a.register(mcp, { sessions: { store: b.store, lock: b.lock, gcProbability: 0 }, requestState: { secret: 'records-test-secret' } })
   registerDemoTools(a.mcp)
   // One call that changes both records: the basket (its handle) and the session's counter.
   a.mcp.tool({

@@ -14,7 +14,7 @@ const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } }
 
 const app = Fastify({ logger: false })
 t.teardown(() => app.close())
-await app.register(mcp, { requestStateSecret: 'state-key-ids-test-secret' })
+await app.register(mcp, { requestState: { secret: 'state-key-ids-test-secret' } })
 registerDemoTools(app.mcp)
 
 async function modern (method: string, params: Record<string, unknown>, caps: Record<string, unknown> = {}): Promise<Record<string, any>> {

@@ -34,7 +34,7 @@ for (const Store of [RefusingStore, RefusingStoreOwnLoad]) {
     const store = new Store()
     const app = Fastify({ logger: false })
     t.teardown(() => app.close())
-    await app.register(mcp, { sessions: { store, lock: false }, requestStateSecret: 'lock-false-tasks-secret', tasks: { pollInterval: 100 } })
+    await app.register(mcp, { sessions: { store, lock: false }, requestState: { secret: 'lock-false-tasks-secret' }, tasks: { pollIntervalMs: 100 } })
     let open!: () => void
     const gate = new Promise<void>(resolve => { open = resolve })
     app.mcp.tool({ name: 'job', description: 'Waits for the gate', taskSupport: 'optional' }, async () => { await gate; return 'done' })

@@ -21,7 +21,7 @@ interface Gate { open: () => void, started: number, stubborn: () => void, late: 
 async function build (t: Test, extra: Partial<McpPluginOptions> = {}, lines?: Array<Record<string, any>>): Promise<{ app: FastifyInstance, gate: Gate }> {
   const app = Fastify({ logger: lines === undefined ? false : { level: 'info', stream: { write: (l: string) => { lines.push(JSON.parse(l)) } } } })
   t.teardown(() => app.close())
-  await app.register(mcp, { requestStateSecret: 'task-limits-secret-0123456789', tasks: { ttl: 5_000, pollInterval: 100 }, ...extra })
+  await app.register(mcp, { requestState: { secret: 'task-limits-secret-0123456789' }, tasks: { ttlMs: 5_000, pollIntervalMs: 100 }, ...extra })
   let release!: () => void
   let opened = new Promise<void>(resolve => { release = resolve })
   let letGo!: () => void
@@ -79,7 +79,7 @@ t.test('a concurrency-1 tool run as tasks: one at a time; the permit is given ba
 })
 
 t.test('cancelled tasks whose handlers ignore the signal keep their slots until they return: create + cancel cycles run no more than maxPerPrincipal', async t => {
-  const { app, gate } = await build(t, { tasks: { ttl: 1_000, pollInterval: 100, maxPerPrincipal: 5 } })
+  const { app, gate } = await build(t, { tasks: { ttlMs: 1_000, pollIntervalMs: 100, maxPerPrincipal: 5 } })
   const anon = client(app)
   const ids: string[] = []
   const statuses: number[] = []
@@ -111,7 +111,7 @@ t.test('cancelled tasks whose handlers ignore the signal keep their slots until 
 })
 
 t.test('anonymous task slots: an IPv6 client is its /64, as for tool limits and listen streams', async t => {
-  const { app, gate } = await build(t, { tasks: { ttl: 5_000, pollInterval: 100, maxPerPrincipal: 3 } })
+  const { app, gate } = await build(t, { tasks: { ttlMs: 5_000, pollIntervalMs: 100, maxPerPrincipal: 3 } })
   const statuses: number[] = []
   for (let i = 1; i <= 4; i++) statuses.push((await callTool(app, 'stubborn', `2001:db8:0:1::${i.toString(16)}`)).status)
   t.same(statuses, [200, 200, 200, 429], 'four addresses of one /64 share its three slots')

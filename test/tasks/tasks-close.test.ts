@@ -1,5 +1,5 @@
 /**
- * Tasks and `app.close()`: a task running on the instance may finish within `drainTimeout`; one
+ * Tasks and `app.close()`: a task running on the instance may finish within `drainTimeoutMs`; one
  * still running at the deadline is stopped (its handler's signal aborts with the drain's reason)
  * and written `failed` before the stores close, its lease given back; a handler that ignores its
  * signal cannot hold the shutdown, and nothing of it is written after close. On the memory store
@@ -24,13 +24,13 @@ interface Setup {
   release: () => void
 }
 
-async function build (t: Test, backend: 'memory' | 'file', drainTimeout: number): Promise<Setup> {
+async function build (t: Test, backend: 'memory' | 'file', drainTimeoutMs: number): Promise<Setup> {
   const dir = backend === 'file' ? t.testdir() : ''
   const store = backend === 'file' ? new FileSessionStore({ dir }) : new MemorySessionStore()
   const lock = backend === 'file' ? new FileSessionLock({ dir }) : new MemorySessionLock()
   t.teardown(async () => { await lock.close?.(); await (store as SessionStore).close?.() })
   const app = Fastify({ logger: false })
-  await app.register(mcp, { sessions: { store, lock }, drainTimeout })
+  await app.register(mcp, { sessions: { store, lock }, drainTimeoutMs })
   const aborts: unknown[] = []
   let release!: () => void
   const released = new Promise<void>(resolve => { release = resolve })
@@ -56,7 +56,7 @@ async function statusOf (store: SessionStore, id: string): Promise<Record<string
 }
 
 for (const backend of ['memory', 'file'] as const) {
-  t.test(`${backend}: a task that ends within drainTimeout completes; close waits for it`, async t => {
+  t.test(`${backend}: a task that ends within drainTimeoutMs completes; close waits for it`, async t => {
     const { app, store } = await build(t, backend, 5000)
     const id = await start(app, 'short')
     await app.close()

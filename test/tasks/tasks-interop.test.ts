@@ -13,7 +13,7 @@ import { serve } from '../helpers/http-client.js'
 
 const app = Fastify({ logger: false })
 t.teardown(() => app.close())
-await app.register(mcp, { requestStateSecret: 'tasks-interop-secret-0123456789' })
+await app.register(mcp, { requestState: { secret: 'tasks-interop-secret-0123456789' } })
 app.mcp.tool({ name: 'report', description: 'a report (a task for clients that take tasks)', taskSupport: 'optional' }, async () => 'the report')
 const { url } = await serve(t, app)
 

@@ -54,7 +54,7 @@ interface Probe {
 async function build (t: Test, backend: 'memory' | 'redis' | 'file', extra: Partial<McpPluginOptions> = {}): Promise<{ app: FastifyInstance, probe: Probe }> {
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
-  const opts: McpPluginOptions = { requestStateSecret: 'tasks-test-secret-0123456789', authenticate: tokensAuth('a:alice,b:bob'), tasks: { ttl: TTL, pollInterval: 100 }, ...extra }
+  const opts: McpPluginOptions = { requestState: { secret: 'tasks-test-secret-0123456789' }, auth: tokensAuth('a:alice,b:bob'), tasks: { ttlMs: TTL, pollIntervalMs: 100 }, ...extra }
   if (backend === 'redis') {
     const lock = new RedisSessionLock({ redis: redisServer.url, timeout: 500, ttl: 1000 })
     // Fail fast while Redis is down: a 503 at once rather than commands queued for minutes.
@@ -217,7 +217,7 @@ for (const backend of ['memory', 'redis', 'file'] as const) {
   })
 
   t.test(`${backend}: tasks per principal are bounded: 429 with Retry-After, free again once one ends`, async t => {
-    const { app, probe } = await build(t, backend, { tasks: { ttl: TTL, maxPerPrincipal: 2 } })
+    const { app, probe } = await build(t, backend, { tasks: { ttlMs: TTL, maxPerPrincipal: 2 } })
     const alice = client(app, 'a')
     const ids = [await create(alice, 'gate'), await create(alice, 'gate')]
     const body = rpc('tools/call', { name: 'gate', arguments: {} }, { caps: CAPS })

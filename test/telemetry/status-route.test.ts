@@ -15,7 +15,7 @@ t.test('off by default: 404', async t => {
 })
 
 t.test('on: the counts, fresh, and nothing that names a session or a principal', async t => {
-  const app = await build(t, { statusRoute: '/mcp/status', authenticate: async () => ({ id: 'alice-principal' }) })
+  const app = await build(t, { statusRoute: '/mcp/status', auth: { authenticate: async () => ({ id: 'alice-principal' }) } })
   const empty = await app.inject({ method: 'GET', url: '/mcp/status' })
   t.equal(empty.statusCode, 200)
   t.equal(empty.headers['cache-control'], 'no-store')

@@ -35,7 +35,7 @@ export class ClientRequests implements ClientRequester {
     this.#telemetry = telemetry
   }
 
-  get retryInterval (): number { return this.#opts.retryInterval }
+  get retryIntervalMs (): number { return this.#opts.retryIntervalMs }
 
   async clientRequest (ctx: HandshakeContext, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>> {
     const signal = ctx.signal
@@ -64,7 +64,7 @@ export class ClientRequests implements ClientRequester {
       cancel(err as Error)
       throw err
     }
-    const timeout = this.#opts.clientRequestTimeout
+    const timeout = this.#opts.clientRequestTimeoutMs
     const timer = setTimeout(() => cancel(new FST_ERR_MCP_CLIENT_TIMEOUT(method, timeout)), timeout)
     timer.unref()
     const onAbort = (): void => cancel(signal.reason instanceof Error ? signal.reason : new Error('aborted'))

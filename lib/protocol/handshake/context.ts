@@ -17,7 +17,7 @@ export interface ClientRequester {
   /** Sends a request to the client on the POST's stream and waits for the answer. */
   clientRequest (ctx: HandshakeContext, method: string, params: Record<string, unknown>): Promise<Record<string, unknown>>
   /** Default `retry` of `closeSSEStream()`. */
-  readonly retryInterval: number
+  readonly retryIntervalMs: number
 }
 
 /** @internal */
@@ -56,6 +56,6 @@ export class HandshakeContext extends BaseContext {
   }
 
   closeSSEStream (retryMs?: number): void {
-    this.channel.disconnect(retryMs ?? this.#wire.retryInterval)
+    this.channel.disconnect(retryMs ?? this.#wire.retryIntervalMs)
   }
 }

@@ -102,7 +102,7 @@ export async function initialize (d: InitializeDeps, exchange: Exchange, msg: Js
       [K.principal]: principal?.id ?? null,
       [K.created]: Date.now()
     // Short-lived until its first use: a client that never comes back with the id leaves little.
-    }, { owner: d.limiter.clientKey(principal, request.ip), unusedTtl: d.opts.unusedTtl })
+    }, { owner: d.limiter.clientKey(principal, request.ip), unusedTtl: d.opts.unusedTtlMs })
   } catch (err) {
     throw refusalAnswer(d.state.refused('session', sid, err, request.log).refusal, 'session', err)
   }

@@ -202,6 +202,6 @@ export function failedAnswer (run: { status: number, headers?: Record<string, st
 function aborted (d: SessionlessDeps, run: Run, id: RequestId): unknown {
   if (!stoppedByDrain(run.abort.reason)) return null
   run.status = 503
-  run.headers = closingHeaders(d.opts.retryInterval)
+  run.headers = closingHeaders(d.opts.retryIntervalMs)
   return stoppedResponse(id)
 }

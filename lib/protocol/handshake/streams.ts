@@ -56,13 +56,13 @@ export async function openGetStream (d: StreamDeps, exchange: Exchange, principa
   const stream = new ServerStream({ sessionId: sid, kind: 'g', id: resumeId, log: d.eventLog, logger: request.log, resumable: polling })
   try {
     await d.hub.topics.ready(sid)
-    await d.hub.getStreams.claim(sid, stream, subscriptions, d.opts.retryInterval)
+    await d.hub.getStreams.claim(sid, stream, subscriptions, d.opts.retryIntervalMs)
   } catch (err) {
     d.hub.getStreams.drop(sid, stream)
     throw busDown(err, request.log, sid, d.hub)
   }
   busUp(request.log, d.hub)
-  const sink = exchange.stream({ keepAlive: d.opts.keepAliveInterval, what: { sessionId: shownId(sid), streamId: stream.id } })
+  const sink = exchange.stream({ keepAlive: d.opts.keepAliveIntervalMs, what: { sessionId: shownId(sid), streamId: stream.id } })
   stream.attach(sink, () => { d.hub.getStreams.drop(sid, stream) })
   stream.replay(backlog)
   if (resumeId !== undefined) return

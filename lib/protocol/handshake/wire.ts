@@ -180,7 +180,7 @@ export class HandshakeWire {
       case 'gave-up':
         // Given up while queued: its session ended → 404; a client that left hears nothing; a
         // cancelled request, like a cancelled running one, gets no response (202).
-        if (stoppedByDrain(ran.reason)) throw stoppedError(this.#d.opts.retryInterval)
+        if (stoppedByDrain(ran.reason)) throw stoppedError(this.#d.opts.retryIntervalMs)
         if (ran.reason instanceof SessionEndedError) throw refuse.notFound()
         request.log.debug({ sessionId: shownId(sessionIdOf(request)), reason: String((ran.reason as Error)?.message ?? ran.reason) }, 'request given up while waiting for the session lock')
         if (!exchange.connection.destroyed) exchange.empty(202)
@@ -295,7 +295,7 @@ export class HandshakeWire {
           break
         case 'response': {
           const answer = this.#d.telemetry.answer(m.message.id, sid)
-          await hub.answers.deliver(sid, m.message as unknown as Record<string, unknown>, opts.clientRequestTimeout, (tag) => { answer.kept(tag) })
+          await hub.answers.deliver(sid, m.message as unknown as Record<string, unknown>, opts.clientRequestTimeoutMs, (tag) => { answer.kept(tag) })
             .then((published) => { answer.end(); if (published) busUp(log, hub) }, (err: unknown) => { answer.end(err); throw busDown(err, log, sid, hub) })
           break
         }
@@ -354,7 +354,7 @@ export class HandshakeWire {
   #abortedResponse (run: PostRun, id: RequestId, abort: RequestAbort): unknown {
     if (stoppedByDrain(abort.reason)) {
       run.status = 503
-      run.headers = closingHeaders(this.#d.opts.retryInterval)
+      run.headers = closingHeaders(this.#d.opts.retryIntervalMs)
       return stoppedResponse(id)
     }
     const unkept = stoppedAnswer(abort.reason)

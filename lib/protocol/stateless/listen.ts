@@ -3,7 +3,7 @@
  * and resource updates a client asked for, each tagged with the subscription id, after an
  * acknowledgement of the honoured subset; on shutdown, the request's final result.
  *
- * Bounded: streams per process (`maxListenStreams`) and per client (`maxListenStreamsPerClient`:
+ * Bounded: streams per process (`listen.max`) and per client (`listen.maxPerClient`:
  * per principal, or per remote address without one — an IPv6 one by its /64, as the tool limits
  * count it), so one client cannot take every slot; the
  * resource URIs one stream keeps and echoes (count and length); and, as every SSE stream, a slow
@@ -139,7 +139,7 @@ export class ListenStreams {
    * The stream a client holding `mine` may take the place of in a full process: the oldest of the
    * client holding the most (the oldest such stream among equals), if it holds at least two more
    * than `mine` (after the move it still holds no fewer); else `null`. A walk over the clients,
-   * made only when the process is full (at most `maxListenStreams` of them).
+   * made only when the process is full (at most `listen.max` of them).
    */
   #displaceable (mine: number): ListenStream | null {
     let most: Set<ListenStream> | null = null

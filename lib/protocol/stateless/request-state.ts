@@ -47,7 +47,7 @@ export const MAX_REQUEST_STATE = 65_536
  * Why a well-formed state fails verification, as the log says it: a client seldom forges one, while
  * instances behind one balancer with different (or random, unset) secrets refuse each other's.
  */
-export const SECRET_MISMATCH = 'the instance that sealed it has another requestStateSecret (set the same one on every instance), or the state was altered'
+export const SECRET_MISMATCH = 'the instance that sealed it has another requestState.secret (set the same one on every instance), or the state was altered'
 
 /** Seals and opens request states with one secret. */
 export class StateSealer {

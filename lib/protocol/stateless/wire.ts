@@ -108,9 +108,9 @@ export class StatelessWire {
     // Its JSON is made once: the POST's answer copies it in (`stringifyMessage`).
     this.#serverMeta = presetMeta({ [META_SERVER]: deps.opts.serverInfo })
     this.listeners = new ListenStreams({
-      max: deps.opts.maxListenStreams,
-      maxPerClient: deps.opts.maxListenStreamsPerClient,
-      keepAlive: deps.opts.keepAliveInterval,
+      max: deps.opts.listen.max,
+      maxPerClient: deps.opts.listen.maxPerClient,
+      keepAlive: deps.opts.keepAliveIntervalMs,
       clientKey: (principal, ip) => deps.limiter.clientKey(principal, ip)
     })
   }
@@ -162,7 +162,7 @@ export class StatelessWire {
       // A call stopped by the loss of its handle's lease is answered (with that error); a
       // cancelled one is not.
       if (abort.aborted && !(abort.reason instanceof LeaseLostError)) {
-        if (stoppedByDrain(abort.reason)) channel.finish([stoppedResponse(msg.id)], true, 503, closingHeaders(this.#d.opts.retryInterval))
+        if (stoppedByDrain(abort.reason)) channel.finish([stoppedResponse(msg.id)], true, 503, closingHeaders(this.#d.opts.retryIntervalMs))
         return
       }
       channel.finish([response.body], true, response.status, response.headers)

@@ -29,7 +29,7 @@ async function app (t: Test, opts: McpPluginOptions): Promise<FastifyInstance> {
   const a = Fastify({ logger: false })
   t.teardown(() => a.close())
   // maxBatchSize raised so that a 10,000-answer batch reaches the answers path (the default refuses it outright).
-  await a.register(mcp, { clientRequestTimeout: 10_000, keepAliveInterval: 0, maxBatchSize: 10_000, ...opts })
+  await a.register(mcp, { clientRequestTimeoutMs: 10_000, keepAliveIntervalMs: 0, maxBatchSize: 10_000, ...opts })
   askTool(a.mcp)
   return a
 }
@@ -55,8 +55,8 @@ t.test('Redis: a flood of answers nobody waits for keeps nothing; expected ones 
   const client = new Redis(server.url)
   t.teardown(() => { client.disconnect() })
   const store = new RedisSessionStore({ redis: client, prefix })
-  const a = await app(t, { redis: server.url, redisPrefix: prefix, sessions: { store } })
-  const b = await app(t, { redis: server.url, redisPrefix: prefix, sessions: { store } })
+  const a = await app(t, { redis: { client: server.url, prefix }, sessions: { store } })
+  const b = await app(t, { redis: { client: server.url, prefix }, sessions: { store } })
   const liveA = await listen(t, a)
   const liveB = await listen(t, b)
   const s = await liveA.initialize('2025-11-25', { elicitation: {} })

@@ -5,7 +5,7 @@ import { SseReader } from '../../helpers/sse.js'
 import { sleep } from '../../helpers/time.js'
 
 t.test('maxStreamsPerSession: a request past the cap gets 429 and a JSON-RPC error under its id', async (t) => {
-  const app = await build(t, { keepAliveInterval: 0, maxStreamsPerSession: 1 })
+  const app = await build(t, { keepAliveIntervalMs: 0, maxStreamsPerSession: 1 })
   const live = await listen(t, app)
   const s = await live.initialize()
   const r = live.track(new SseReader(await live.get(s)))
@@ -28,7 +28,7 @@ t.test('maxStreamsPerSession: a request past the cap gets 429 and a JSON-RPC err
 })
 
 t.test('maxPendingClientRequests caps requests to the client', async (t) => {
-  const app = await build(t, { maxPendingClientRequests: 1, clientRequestTimeout: 200 }, (m) => {
+  const app = await build(t, { maxPendingClientRequests: 1, clientRequestTimeoutMs: 200 }, (m) => {
     m.tool({ name: 'twice', description: 'asks twice at once' }, async (_a, ctx) => {
       const [a, b] = await Promise.allSettled([
         ctx.elicit('a', { message: 'a?', requestedSchema: { type: 'object', properties: {} } }),

@@ -70,7 +70,7 @@ t.test('notifications/cancelled aborts ctx.signal and suppresses the response', 
 })
 
 t.test('elicitation over raw HTTP', async (t) => {
-  const app = await build(t, { keepAliveInterval: 0 }, (m) => {
+  const app = await build(t, { keepAliveIntervalMs: 0 }, (m) => {
     m.tool({ name: 'ask', description: 'Asks for a name' }, async (_a, ctx) => {
       const r = await ctx.elicit('name', {
         message: 'Name?',
@@ -182,7 +182,7 @@ t.test('undeclared capability: ctx.elicit throws and nothing is sent', async (t)
 t.test('client request timeout', async (t) => {
   holdLoop(t)
   let caught: { code?: string } | undefined
-  const app = await build(t, { clientRequestTimeout: 80 }, (m) => {
+  const app = await build(t, { clientRequestTimeoutMs: 80 }, (m) => {
     m.tool({ name: 'ask', description: 'Asks' }, async (_a, ctx) => {
       try {
         await ctx.elicit('x', { message: 'Name?', requestedSchema: { type: 'object', properties: {} } })
@@ -208,7 +208,7 @@ t.test('client request timeout', async (t) => {
 
 t.test('maxPendingClientRequests bounds concurrent client requests', async (t) => {
   holdLoop(t)
-  const app = await build(t, { maxPendingClientRequests: 1, clientRequestTimeout: 300 }, (m) => {
+  const app = await build(t, { maxPendingClientRequests: 1, clientRequestTimeoutMs: 300 }, (m) => {
     m.tool({ name: 'ask', description: 'Asks' }, async (_a, ctx) => {
       try {
         await ctx.elicit('x', { message: 'Name?', requestedSchema: { type: 'object', properties: {} } })

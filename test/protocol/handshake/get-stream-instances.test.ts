@@ -17,7 +17,7 @@ t.test('a GET stream opened on another instance takes over; each notification re
   const apps = await Promise.all([0, 1].map(async () => {
     const app = Fastify({ logger: false })
     t.teardown(() => app.close())
-    await app.register(mcp, { sessions: { store }, bus, keepAliveInterval: 0 })
+    await app.register(mcp, { sessions: { store }, bus, keepAliveIntervalMs: 0 })
     app.mcp.tool({ name: 'echo', description: 'echo' }, async () => 'x')
     return app
   }))
@@ -45,7 +45,7 @@ t.test('a cancel sent to another instance reaches a request that runs for a whil
   const apps = await Promise.all([0, 1].map(async () => {
     const app = Fastify({ logger: false })
     t.teardown(() => app.close())
-    await app.register(mcp, { sessions: { store }, bus, keepAliveInterval: 0 })
+    await app.register(mcp, { sessions: { store }, bus, keepAliveIntervalMs: 0 })
     app.mcp.tool({ name: 'wait', description: 'Waits to be cancelled (3 s at most)' }, async (_args, ctx) => {
       await sleep(3000, ctx.signal).catch(() => { aborted = true })
       return 'done'

@@ -157,14 +157,16 @@ t.test('allowedHosts extends the accepted Host values', async (t) => {
   t.equal((await post(app, init, { headers: { host: 'evil.example.com' } })).statusCode, 403)
 })
 
-t.test('authenticate', async (t) => {
+t.test('auth.authenticate', async (t) => {
   const users: Record<string, string> = { 'token-alice': 'alice', 'token-bob': 'bob' }
   let seenPrincipal: unknown
   const app = await build(t, {
-    wwwAuthenticate: 'Bearer realm="mcp"',
-    authenticate: (request) => {
-      const token = String(request.headers.authorization ?? '').replace(/^Bearer /, '')
-      return users[token] === undefined ? null : { id: users[token] }
+    auth: {
+      wwwAuthenticate: 'Bearer realm="mcp"',
+      authenticate: (request) => {
+        const token = String(request.headers.authorization ?? '').replace(/^Bearer /, '')
+        return users[token] === undefined ? null : { id: users[token] }
+      }
     }
   }, (m) => {
     m.tool({ name: 'whoami', description: 'Who am I' }, async (_a, ctx) => {
@@ -197,10 +199,9 @@ t.test('authenticate', async (t) => {
   t.equal((await request(app, s, 'ping', undefined, { headers: alice })).statusCode, 200, 'the owner still can')
 })
 
-t.test('authenticate with requireAuth false: anonymous sessions are not usable by a principal', async (t) => {
+t.test('auth.authenticate with auth.required false: anonymous sessions are not usable by a principal', async (t) => {
   const app = await build(t, {
-    requireAuth: false,
-    authenticate: (request) => request.headers['x-user'] === undefined ? null : { id: String(request.headers['x-user']) }
+    auth: { required: false, authenticate: (request) => request.headers['x-user'] === undefined ? null : { id: String(request.headers['x-user']) } }
   })
   const s = await initialize(app)
   t.equal((await request(app, s, 'ping')).statusCode, 200, 'anonymous is allowed')

@@ -106,7 +106,7 @@ t.test('pings, lists and completions take no lock: they answer while a writer ho
 t.test('elicitation with a lock: the answer bypasses the lock; no deadlock', async (t) => {
   const lock = new MemorySessionLock({ timeout: 2000 })
   t.teardown(() => lock.close())
-  const app = await build(t, { sessions: { lock }, keepAliveInterval: 0 }, setup)
+  const app = await build(t, { sessions: { lock }, keepAliveIntervalMs: 0 }, setup)
   const live = await listen(t, app)
   const s = await live.initialize('2025-11-25', { elicitation: {} })
   const r = live.track(new SseReader(await live.post({ jsonrpc: '2.0', id: 'ask', method: 'tools/call', params: { name: 'ask' } }, s)))

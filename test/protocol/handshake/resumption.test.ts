@@ -30,7 +30,7 @@ function makeGate (): { wait: () => Promise<void>, release: () => void } {
 
 t.test('closeSSEStream mid-call, then GET + Last-Event-ID replays the rest and the result', async (t) => {
   const gate = makeGate()
-  const app = await build(t, { keepAliveInterval: 0 }, setup(gate))
+  const app = await build(t, { keepAliveIntervalMs: 0 }, setup(gate))
   const live = await listen(t, app)
   const s = await live.initialize()
 
@@ -78,7 +78,7 @@ t.test('closeSSEStream mid-call, then GET + Last-Event-ID replays the rest and t
 
 t.test('a forged or garbage Last-Event-ID replays nothing', async (t) => {
   const gate = makeGate()
-  const app = await build(t, { keepAliveInterval: 0 }, setup(gate))
+  const app = await build(t, { keepAliveIntervalMs: 0 }, setup(gate))
   const live = await listen(t, app)
   const a = await live.initialize()
   const b = await live.initialize()
@@ -114,7 +114,7 @@ t.test('a forged or garbage Last-Event-ID replays nothing', async (t) => {
 t.test('a client disconnect is not cancellation; the client resumes the POST stream', async (t) => {
   let signal: AbortSignal | null = null
   const gate = makeGate()
-  const app = await build(t, { keepAliveInterval: 0 }, (m) => {
+  const app = await build(t, { keepAliveIntervalMs: 0 }, (m) => {
     m.tool({ name: 'long', description: 'Long' }, async (_a, ctx) => {
       signal = ctx.signal
       await ctx.progress({ progress: 1 })
@@ -147,7 +147,7 @@ t.test('a client disconnect is not cancellation; the client resumes the POST str
 })
 
 t.test('resuming the standalone GET stream continues it', async (t) => {
-  const app = await build(t, { keepAliveInterval: 0 })
+  const app = await build(t, { keepAliveIntervalMs: 0 })
   const live = await listen(t, app)
   const s = await live.initialize()
   const r = live.track(new SseReader(await live.get(s)))
@@ -164,7 +164,7 @@ t.test('resuming the standalone GET stream continues it', async (t) => {
 
 t.test('resuming after DELETE → 404', async (t) => {
   const gate = makeGate()
-  const app = await build(t, { keepAliveInterval: 0 }, setup(gate))
+  const app = await build(t, { keepAliveIntervalMs: 0 }, setup(gate))
   const live = await listen(t, app)
   const s = await live.initialize()
   const r = live.track(new SseReader(await live.post({ jsonrpc: '2.0', id: 'x', method: 'tools/call', params: { name: 'reconnect' } }, s)))

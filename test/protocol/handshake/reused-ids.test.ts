@@ -49,7 +49,7 @@ async function until (cond: () => boolean, ms = 5000): Promise<void> {
 t.test('300 concurrent calls with id 1 on one session: exactly maxStreamsPerSession run, the rest get 429', async (t) => {
   const g = gate()
   // Calls of one session at once: without the lock (with it they would queue one by one).
-  const app = await build(t, { maxStreamsPerSession: 64, keepAliveInterval: 0, sessions: { lock: false } }, g.setup)
+  const app = await build(t, { maxStreamsPerSession: 64, keepAliveIntervalMs: 0, sessions: { lock: false } }, g.setup)
   t.teardown(g.release)
   const live = await listen(t, app)
   const s = await live.initialize()
@@ -93,7 +93,7 @@ t.test('300 concurrent calls with id 1 on one session: exactly maxStreamsPerSess
 t.test('notifications/cancelled for a reused id cancels every request of the session in flight with that id', async (t) => {
   const g = gate()
   // Calls of one session at once: without the lock (with it they would queue one by one).
-  const app = await build(t, { keepAliveInterval: 0, sessions: { lock: false } }, g.setup)
+  const app = await build(t, { keepAliveIntervalMs: 0, sessions: { lock: false } }, g.setup)
   t.teardown(g.release)
   const live = await listen(t, app)
   const s = await live.initialize()
@@ -123,7 +123,7 @@ t.test('notifications/cancelled for a reused id cancels every request of the ses
 
 t.test('notifications/cancelled matches the id by type and value: requestId "1" cancels request "1", never request 1', async (t) => {
   const g = gate()
-  const app = await build(t, { keepAliveInterval: 0, sessions: { lock: false } }, g.setup)
+  const app = await build(t, { keepAliveIntervalMs: 0, sessions: { lock: false } }, g.setup)
   t.teardown(g.release)
   const live = await listen(t, app)
   const s = await live.initialize()

@@ -1,6 +1,6 @@
 /**
  * Anyone can create sessions (`initialize` needs no session, and no principal without
- * `authenticate`): a flood of sessions nobody uses must not evict the sessions clients are using.
+ * `auth`): a flood of sessions nobody uses must not evict the sessions clients are using.
  */
 import t from 'tap'
 import { MemorySessionStore } from '../../../lib/index.js'

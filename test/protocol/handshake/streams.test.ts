@@ -123,7 +123,7 @@ t.test('SSE priming event on 2025-11-25, none on 2025-06-18', async (t) => {
 })
 
 t.test('GET stream: keep-alive, list_changed, one per session', async (t) => {
-  const app = await build(t, { keepAliveInterval: 30 }, setup)
+  const app = await build(t, { keepAliveIntervalMs: 30 }, setup)
   const live = await listen(t, app)
   const s = await live.initialize()
   const res = await live.get(s)
@@ -168,7 +168,7 @@ t.test('GET stream: keep-alive, list_changed, one per session', async (t) => {
 })
 
 t.test('GET stream on 2025-06-18: no priming event', async (t) => {
-  const app = await build(t, { keepAliveInterval: 0 }, setup)
+  const app = await build(t, { keepAliveIntervalMs: 0 }, setup)
   const live = await listen(t, app)
   const s = await live.initialize('2025-06-18')
   const r = live.track(new SseReader(await live.get(s)))
@@ -182,7 +182,7 @@ t.test('GET stream on 2025-06-18: no priming event', async (t) => {
 })
 
 t.test('resources/subscribe → notifications/resources/updated on the subscriber only', async (t) => {
-  const app = await build(t, { keepAliveInterval: 0 }, setup)
+  const app = await build(t, { keepAliveIntervalMs: 0 }, setup)
   const live = await listen(t, app)
   const a = await live.initialize()
   const b = await live.initialize()
@@ -221,7 +221,7 @@ t.test('app.close() ends open GET streams', async (t) => {
   // A GET stream is not a running request: the close ends it rather than waiting out the drain.
   // Shown against that wait in the same run (a ratio, not a figure a busy machine can miss).
   const DRAIN = 30_000
-  const app = await build(t, { keepAliveInterval: 0, retryInterval: 250, drainTimeout: DRAIN }, setup)
+  const app = await build(t, { keepAliveIntervalMs: 0, retryIntervalMs: 250, drainTimeoutMs: DRAIN }, setup)
   const live = await listen(t, app)
   const s = await live.initialize()
   const r = live.track(new SseReader(await live.get(s)))

@@ -69,7 +69,7 @@ t.test(`modern wire fuzz (seed ${SEED}, ${RUNS} runs)`, async (t) => {
   const errors: Array<Record<string, any>> = []
   const stream = new Writable({ write (chunk, _e, cb) { errors.push(JSON.parse(String(chunk))); cb() } })
   const app = await build(t, {
-    plugin: { requestStateSecret: SECRET, bodyLimit: BODY_LIMIT },
+    plugin: { requestState: { secret: SECRET }, bodyLimit: BODY_LIMIT },
     fastify: { logger: { level: 'error', stream } }
   }, (m) => {
     m.tool({

@@ -55,8 +55,8 @@ async function refused429 (t: Test, res: Response, id: string, what: string): Pr
   t.match(body.error?.message, /Too many listen streams for this client/)
 }
 
-t.test('maxListenStreamsPerClient: per remote address without authenticate (request.ip, following trustProxy)', async (t) => {
-  const app = await build(t, { plugin: { requestStateSecret: SECRET, maxListenStreamsPerClient: 3, keepAliveInterval: 0 }, fastify: { trustProxy: true } }, fixture)
+t.test('listen.maxPerClient: per remote address without auth (request.ip, following trustProxy)', async (t) => {
+  const app = await build(t, { plugin: { requestState: { secret: SECRET }, listen: { maxPerClient: 3 }, keepAliveIntervalMs: 0 }, fastify: { trustProxy: true } }, fixture)
   const live = await listen(t, app)
   await openMany(t, live, 3, 'a', { 'x-forwarded-for': '10.0.0.1' })
   await refused429(t, await openListen(live, 'a-over', { 'x-forwarded-for': '10.0.0.1' }), 'a-over', 'the 4th stream of one address → 429')
@@ -77,8 +77,8 @@ t.test('maxListenStreamsPerClient: per remote address without authenticate (requ
   await live.reader(c2).cancel()
 })
 
-t.test('maxListenStreamsPerClient: an IPv6 client is its /64, as for tool limits and task slots', async (t) => {
-  const app = await build(t, { plugin: { requestStateSecret: SECRET, maxListenStreamsPerClient: 2, keepAliveInterval: 0 }, fastify: { trustProxy: true } }, fixture)
+t.test('listen.maxPerClient: an IPv6 client is its /64, as for tool limits and task slots', async (t) => {
+  const app = await build(t, { plugin: { requestState: { secret: SECRET }, listen: { maxPerClient: 2 }, keepAliveIntervalMs: 0 }, fastify: { trustProxy: true } }, fixture)
   const live = await listen(t, app)
   // Two streams from two addresses of one /64 take its two slots; a third address of it is refused.
   await openMany(t, live, 1, 'v6-a', { 'x-forwarded-for': '2001:db8:0:1::a' })
@@ -87,15 +87,16 @@ t.test('maxListenStreamsPerClient: an IPv6 client is its /64, as for tool limits
   await openMany(t, live, 1, 'v6-other', { 'x-forwarded-for': '2001:db8:0:2::a' })
 })
 
-t.test('maxListenStreamsPerClient: per principal with authenticate; one principal cannot take every slot', async (t) => {
+t.test('listen.maxPerClient: per principal with auth.authenticate; one principal cannot take every slot', async (t) => {
   const plugin: McpPluginOptions = {
-    requestStateSecret: SECRET,
-    maxListenStreams: 5,
-    maxListenStreamsPerClient: 2,
-    keepAliveInterval: 0,
-    authenticate: (req) => {
-      const token = req.headers.authorization?.replace(/^Bearer /, '')
-      return token === undefined ? null : { id: token }
+    requestState: { secret: SECRET },
+    listen: { max: 5, maxPerClient: 2 },
+    keepAliveIntervalMs: 0,
+    auth: {
+      authenticate: (req) => {
+        const token = req.headers.authorization?.replace(/^Bearer /, '')
+        return token === undefined ? null : { id: token }
+      }
     }
   }
   const app = await build(t, { plugin }, fixture)
@@ -121,7 +122,7 @@ t.test('maxListenStreamsPerClient: per principal with authenticate; one principa
 })
 
 t.test('clients holding several streams fill the process (issue 47: 100 addresses × 10): a client holding none still gets one, in place of the oldest of those holding the most', async (t) => {
-  const app = await build(t, { plugin: { requestStateSecret: SECRET, maxListenStreams: 20, maxListenStreamsPerClient: 4, keepAliveInterval: 0 }, fastify: { trustProxy: true } }, fixture)
+  const app = await build(t, { plugin: { requestState: { secret: SECRET }, listen: { max: 20, maxPerClient: 4 }, keepAliveIntervalMs: 0 }, fastify: { trustProxy: true } }, fixture)
   const live = await listen(t, app)
   const from = (i: number): Record<string, string> => ({ 'x-forwarded-for': `10.0.1.${i}` })
   const filled: SseReader[][] = []
@@ -142,7 +143,7 @@ t.test('clients holding several streams fill the process (issue 47: 100 addresse
 })
 
 t.test('resourceSubscriptions: at most 100 URIs of at most 2048 characters; more → 400 -32602', async (t) => {
-  const app = await build(t, { plugin: { requestStateSecret: SECRET, keepAliveInterval: 0 } }, fixture)
+  const app = await build(t, { plugin: { requestState: { secret: SECRET }, keepAliveIntervalMs: 0 } }, fixture)
   const live = await listen(t, app)
   const uris = Array.from({ length: MAX_LISTEN_URIS }, (_, i) => `test://r/${i}`)
   uris[0] = `test://${'x'.repeat(MAX_LISTEN_URI_LENGTH - 'test://'.length)}`
@@ -172,7 +173,7 @@ t.test('resourceSubscriptions: at most 100 URIs of at most 2048 characters; more
 })
 
 t.test('a listen reader that stops reading is disconnected and its stream dropped from the counts', async (t) => {
-  const app = await build(t, { plugin: { requestStateSecret: SECRET, keepAliveInterval: 0, maxListenStreamsPerClient: 1 } }, fixture)
+  const app = await build(t, { plugin: { requestState: { secret: SECRET }, keepAliveIntervalMs: 0, listen: { maxPerClient: 1 } } }, fixture)
   const live = await listen(t, app)
   const uri = `test://${'u'.repeat(2000)}`
   const body = rpc('subscriptions/listen', { notifications: { resourceSubscriptions: [uri] } }, { id: 'paused' })
@@ -207,12 +208,12 @@ t.test('a listen reader that stops reading is disconnected and its stream droppe
   await live.reader(next).cancel()
 })
 
-t.test('maxListenStreamsPerClient is validated', async (t) => {
+t.test('listen.maxPerClient is validated', async (t) => {
   for (const bad of [0, -1, 1.5, '10', null]) {
     const app = Fastify({ logger: false })
-    const err = await app.register(mcp, { maxListenStreamsPerClient: bad as number }).ready().then(() => null, (e: unknown) => e) as { code?: string, message?: string } | null
+    const err = await app.register(mcp, { listen: { maxPerClient: bad as number } }).ready().then(() => null, (e: unknown) => e) as { code?: string, message?: string } | null
     await app.close().catch(() => {})
     t.equal(err?.code, 'FST_ERR_MCP_INVALID_OPTION', `${JSON.stringify(bad)} is refused`)
-    t.match(err?.message, '"maxListenStreamsPerClient"')
+    t.match(err?.message, '"listen.maxPerClient"')
   }
 })

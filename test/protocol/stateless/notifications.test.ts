@@ -146,7 +146,7 @@ async function openListen (t: Test, live: Awaited<ReturnType<typeof listen>>, id
 }
 
 t.test('subscriptions/listen: acknowledgement, tagging, filtering, list changes, resource updates, keep-alive, shutdown', async (t) => {
-  const a = await build(t, { plugin: { requestStateSecret: SECRET, keepAliveInterval: 40 } }, fixture({}))
+  const a = await build(t, { plugin: { requestState: { secret: SECRET }, keepAliveIntervalMs: 40 } }, fixture({}))
   const live = await listen(t, a)
   const tp = await openListen(t, live, 'tp', { toolsListChanged: true, promptsListChanged: true })
   const p = await openListen(t, live, 'p', { promptsListChanged: true })
@@ -193,7 +193,7 @@ t.test('subscriptions/listen: acknowledgement, tagging, filtering, list changes,
 })
 
 t.test('subscriptions/listen: honored subset, validation, cap → 429', async (t) => {
-  const a = await build(t, { plugin: { requestStateSecret: SECRET, maxListenStreams: 2 } }, (m) => {
+  const a = await build(t, { plugin: { requestState: { secret: SECRET }, listen: { max: 2 } } }, (m) => {
     m.tool({ name: 'only', description: 'Only tools' }, async () => 'x')
   })
   const live = await listen(t, a)

@@ -12,7 +12,7 @@ import { ALL_CAPS, app, ELICIT, fixture, isError, type Runs, SERVER_INFO } from 
 // ─── results (items 38–41, 46) ──────────────────────────────────────────────────────────────
 
 t.test('server/discover and resultType + serverInfo on every result', async (t) => {
-  const a = await app(t, {}, { plugin: { requestStateSecret: SECRET, serverInfo: SERVER_INFO, instructions: 'Be nice' } })
+  const a = await app(t, {}, { plugin: { requestState: { secret: SECRET }, serverInfo: SERVER_INFO, instructions: 'Be nice' } })
   const d = await call(a, 'server/discover', {}, { id: 'd' })
   t.equal(d.id, 'd')
   t.same(d.result.supportedVersions, [MODERN])
@@ -53,7 +53,7 @@ t.test('server/discover and resultType + serverInfo on every result', async (t) 
   t.same(l1.result.tools.map((x: { name: string }) => x.name), ['echo', 'headers', 'ask', 'ask_url', 'multi', 'stateful', 'hoard', 'needs_sampling', 'needs_roots', 'chatty', 'streaming_ask'])
 })
 
-t.test('cache hints: defaults, the cache option, per-resource cache, private with authenticate', async (t) => {
+t.test('cache hints: defaults, the cache option, per-resource cache, private with auth', async (t) => {
   const hintsOf = async (a: FastifyInstance, headers?: Record<string, string>): Promise<Record<string, [unknown, unknown]>> => {
     const out: Record<string, [unknown, unknown]> = {}
     const reqs: Array<[string, string, Record<string, unknown>]> = [
@@ -94,7 +94,7 @@ t.test('cache hints: defaults, the cache option, per-resource cache, private wit
   })
   const configured = await app(t, {}, {
     plugin: {
-      requestStateSecret: SECRET,
+      requestState: { secret: SECRET },
       cache: { discover: { ttlMs: 1 }, tools: { ttlMs: 5, cacheScope: 'private' }, templates: { cacheScope: 'private' }, read: { ttlMs: 1000 } }
     }
   })
@@ -108,7 +108,7 @@ t.test('cache hints: defaults, the cache option, per-resource cache, private wit
     readTemplate: [1000, 'public'],
     readOwn: [42, 'private']
   })
-  const authed = await app(t, {}, { plugin: { requestStateSecret: SECRET, authenticate: async (req) => ({ id: String(req.headers['x-user'] ?? 'anon') }) } })
+  const authed = await app(t, {}, { plugin: { requestState: { secret: SECRET }, auth: { authenticate: async (req) => ({ id: String(req.headers['x-user'] ?? 'anon') }) } } })
   t.same(await hintsOf(authed, { 'x-user': 'alice' }), {
     discover: [60_000, 'private'],
     tools: [60_000, 'private'],
@@ -119,10 +119,10 @@ t.test('cache hints: defaults, the cache option, per-resource cache, private wit
     readTemplate: [0, 'private'],
     readOwn: [42, 'private']
   })
-  const explicitPublic = await app(t, {}, { plugin: { requestStateSecret: SECRET, authenticate: async () => ({ id: 'u' }), cache: { tools: { cacheScope: 'public' } } } })
+  const explicitPublic = await app(t, {}, { plugin: { requestState: { secret: SECRET }, auth: { authenticate: async () => ({ id: 'u' }) }, cache: { tools: { cacheScope: 'public' } } } })
   t.equal((await call(explicitPublic, 'tools/list')).result.cacheScope, 'public', 'the option overrides the private default')
   // Every page of a list has the same scope.
-  const paged = await build(t, { plugin: { requestStateSecret: SECRET, pageSize: 2 } }, fixture({}))
+  const paged = await build(t, { plugin: { requestState: { secret: SECRET }, pageSize: 2 } }, fixture({}))
   const p1 = await call(paged, 'tools/list')
   t.ok(p1.result.nextCursor)
   const p2 = await call(paged, 'tools/list', { cursor: p1.result.nextCursor })

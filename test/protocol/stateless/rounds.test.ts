@@ -107,7 +107,7 @@ t.test('refused requestState: tampered, expired, other method, other params, oth
     const u = req.headers['x-user']
     return typeof u === 'string' ? { id: u } : null
   }
-  const a = await app(t, runs, { plugin: { requestStateSecret: SECRET, authenticate: principal } })
+  const a = await app(t, runs, { plugin: { requestState: { secret: SECRET }, auth: { authenticate: principal } } })
   const alice = { 'x-user': 'alice' }
   const bob = { 'x-user': 'bob' }
   const body = rpc('tools/call', { name: 'ask', arguments: { greeting: 'Hi' } }, { caps: ELICIT })
@@ -161,7 +161,7 @@ t.test('refused requestState: tampered, expired, other method, other params, oth
 
   // Expiry.
   const expRuns: Runs = {}
-  const short = await app(t, expRuns, { plugin: { requestStateSecret: SECRET, requestStateTtl: 20 } })
+  const short = await app(t, expRuns, { plugin: { requestState: { secret: SECRET, ttlMs: 20 } } })
   const q = rpc('tools/call', { name: 'ask' }, { caps: ELICIT })
   const s1 = finalOf(await post(short, q))
   await sleep(40)
@@ -194,11 +194,11 @@ t.test('a ctx.state too large to come back: the round fails with -32603 and a lo
   t.equal(logged[0]?.method, 'tools/call')
 })
 
-t.test('requestStateSecret: shared by two instances; without it a line is logged once', async (t) => {
+t.test('requestState.secret: shared by two instances; without it a line is logged once', async (t) => {
   const runsA: Runs = {}
   const runsB: Runs = {}
-  const A = await app(t, runsA, { plugin: { requestStateSecret: SECRET } })
-  const B = await app(t, runsB, { plugin: { requestStateSecret: SECRET } })
+  const A = await app(t, runsA, { plugin: { requestState: { secret: SECRET } } })
+  const B = await app(t, runsB, { plugin: { requestState: { secret: SECRET } } })
   const body = rpc('tools/call', { name: 'stateful' }, { caps: ELICIT })
   const r1 = finalOf(await post(A, body))
   const r2 = finalOf(await post(B, retry(body, r1, { first: { action: 'accept', content: { name: 'A' } } })))
@@ -218,27 +218,27 @@ t.test('requestStateSecret: shared by two instances; without it a line is logged
   for (let i = 0; i < 3; i++) await post(C, rpc('tools/list'))
   const refused = (await post(D, retry(body, c1, { first: { action: 'accept', content: { name: 'A' } } }))).json()
   t.equal(refused.error?.code, -32602, 'another instance with another random secret refuses it')
-  const said = lines.filter(l => /requestStateSecret/.test(l.msg))
+  const said = lines.filter(l => /requestState\.secret/.test(l.msg))
   t.equal(said.length, 1, 'said once')
   t.equal(said[0]?.level, 30, 'at info for a single process')
   // With a secret: no warning.
   const quiet: Array<Record<string, any>> = []
   const qstream = new Writable({ write (chunk, _enc, cb) { quiet.push(JSON.parse(String(chunk))); cb() } })
-  const E = await build(t, { plugin: { requestStateSecret: SECRET }, fastify: { logger: { level: 'info', stream: qstream } } }, fixture({}))
+  const E = await build(t, { plugin: { requestState: { secret: SECRET } }, fastify: { logger: { level: 'info', stream: qstream } } }, fixture({}))
   await post(E, rpc('tools/list'))
-  t.equal(quiet.filter(l => /requestStateSecret/.test(l.msg ?? '')).length, 0)
+  t.equal(quiet.filter(l => /requestState\.secret/.test(l.msg ?? '')).length, 0)
 })
 
-t.test('requestStateSecret rotation: a list seals with its first and opens with each, so no round in flight fails', async (t) => {
+t.test('requestState.secret rotation: a list seals with its first and opens with each, so no round in flight fails', async (t) => {
   const OLD = SECRET
   const NEW = 'the-new-request-state-secret-0123'
   const body = rpc('tools/call', { name: 'stateful' }, { caps: ELICIT })
   const answer = { first: { action: 'accept', content: { name: 'A' } } }
-  const instance = async (secret: string | string[]): Promise<Awaited<ReturnType<typeof app>>> => await app(t, {}, { plugin: { requestStateSecret: secret } })
+  const instance = async (secret: string | string[]): Promise<Awaited<ReturnType<typeof app>>> => await app(t, {}, { plugin: { requestState: { secret } } })
   const before = await instance(OLD) // not yet rotated
   const step1 = await instance([OLD, NEW]) // 1: every instance opens NEW, still seals OLD
   const step2 = await instance([NEW, OLD]) // 2: every instance seals NEW, still opens OLD
-  const after = await instance([NEW]) // 3: once requestStateTtl has passed since step 2 ended
+  const after = await instance([NEW]) // 3: once requestState.ttlMs has passed since step 2 ended
   const continued = async (sealer: typeof before, opener: typeof before): Promise<boolean> => {
     const first = finalOf(await post(sealer, body))
     const next = finalOf(await post(opener, retry(body, first, answer)))
@@ -256,8 +256,8 @@ t.test('requestStateSecret rotation: a list seals with its first and opens with 
   t.match(refused.error?.message, /failed verification/)
 })
 
-t.test('requestStateSecret: a list of 1 to 3 secrets of 16 characters or more', async (t) => {
+t.test('requestState.secret: a list of 1 to 3 secrets of 16 characters or more', async (t) => {
   for (const bad of [[], ['short'], ['a-secret-of-enough-length', 7], Array(4).fill('a-secret-of-enough-length')]) {
-    await t.rejects(build(t, { plugin: { requestStateSecret: bad as never } }, fixture({})), { code: 'FST_ERR_MCP_INVALID_OPTION', message: /requestStateSecret/ }, JSON.stringify(bad).slice(0, 60))
+    await t.rejects(build(t, { plugin: { requestState: { secret: bad as never } } }, fixture({})), { code: 'FST_ERR_MCP_INVALID_OPTION', message: /requestState\.secret/ }, JSON.stringify(bad).slice(0, 60))
   }
 })

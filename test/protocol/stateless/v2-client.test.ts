@@ -84,7 +84,7 @@ interface Harness {
 
 async function harness (t: Test): Promise<Harness> {
   const runs: Record<string, number> = {}
-  const app = await build(t, { plugin: { requestStateSecret: SECRET, serverInfo: SERVER_INFO, keepAliveInterval: 0 } }, fixture(runs))
+  const app = await build(t, { plugin: { requestState: { secret: SECRET }, serverInfo: SERVER_INFO, keepAliveIntervalMs: 0 } }, fixture(runs))
   const address = await app.listen({ port: 0, host: '127.0.0.1' })
   const url = new URL(`${address}/mcp`)
   const seen: Seen[] = []
