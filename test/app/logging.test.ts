@@ -5,33 +5,37 @@
  * reaches the model as "Tool execution failed", its cause only the log.
  */
 import t from 'tap'
-import Fastify, { type FastifyInstance } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { Type } from '@sinclair/typebox'
-import mcp, { InternalToolError, MemorySessionLock, type McpPluginOptions } from '../../lib/index.js'
-import { call, initialize } from '../helpers/handshake-app.js'
+import { InternalToolError, MemorySessionLock, type McpDecorator, type McpPluginOptions } from '../../lib/index.js'
+import { build as buildApp, call, initialize, type TestLike } from '../helpers/handshake-app.js'
 import { modernHeaders, rpc } from '../helpers/wire.js'
 
 type Line = Record<string, any>
 
-async function build (t: { teardown (fn: () => unknown): void }, opts: McpPluginOptions = {}): Promise<{ app: FastifyInstance, lines: Line[] }> {
-  const lines: Line[] = []
-  const app = Fastify({ logger: { level: 'info', stream: { write: (l: string) => { lines.push(JSON.parse(l)) } } } })
-  t.teardown(() => app.close())
-  await app.register(mcp, { requestState: { secret: 'logging-test-secret-0123' }, ...opts })
-  app.mcp.tool({ name: 'echo', description: 'Echoes', input: Type.Object({ text: Type.String() }) }, async ({ text }) => text)
-  app.mcp.tool({ name: 'ask', description: 'Asks the user' }, async (_args, ctx) => {
+/** The tools whose failures and questions the log lines below describe. */
+function loggedTools (m: McpDecorator): void {
+  m.tool({ name: 'echo', description: 'Echoes', input: Type.Object({ text: Type.String() }) }, async ({ text }) => text)
+  m.tool({ name: 'ask', description: 'Asks the user' }, async (_args, ctx) => {
     const r = await ctx.elicit('name', { mode: 'form', message: 'Name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } })
     return String(r.content?.name)
   })
-  app.mcp.tool({ name: 'leaky', description: 'Fails with a message meant for the model' }, async () => {
+  m.tool({ name: 'leaky', description: 'Fails with a message meant for the model' }, async () => {
     throw new Error('The SKU does not exist; list the catalog first')
   })
-  app.mcp.tool({ name: 'internal', description: 'Fails internally' }, async () => {
+  m.tool({ name: 'internal', description: 'Fails internally' }, async () => {
     throw new InternalToolError('connection to db-7.internal:5432 refused')
   })
-  app.mcp.tool({ name: 'expose-false', description: 'Fails with an http-errors style 5xx' }, async () => {
+  m.tool({ name: 'expose-false', description: 'Fails with an http-errors style 5xx' }, async () => {
     throw Object.assign(new Error('upstream 10.0.0.3 timed out'), { expose: false })
   })
+}
+
+/** The shared test app with an info-level logger whose lines are kept. */
+async function build (t: TestLike, opts: McpPluginOptions = {}): Promise<{ app: FastifyInstance, lines: Line[] }> {
+  const lines: Line[] = []
+  const logger = { level: 'info', stream: { write: (l: string) => { lines.push(JSON.parse(l)) } } }
+  const app = await buildApp(t, { requestState: { secret: 'logging-test-secret-0123' }, ...opts }, loggedTools, { logger })
   return { app, lines }
 }
 
