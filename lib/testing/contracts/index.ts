@@ -1,5 +1,5 @@
 /**
- * `fastify-mcp-http/testing/contracts`: the store, lock, pairing and fast-path contract suites the
+ * `fastify-mcp-http/testing/contracts`: the store, lock, fenced save, pairing and fast-path contract suites the
  * plugin's own stores and locks pass, for an app's own engine (docs/your-own-engine.md). Loaded by
  * tests only (the plugin's entry never imports it). Each suite registers one test per rule with the
  * runner's `test(name, fn)` and asserts with `node:assert`: it needs nothing but Node.
@@ -17,6 +17,7 @@ import { caseAssertions } from './tap-like.js'
 
 export { storeContract, storeContractCases, type StoreContractOptions } from './store-contract.js'
 export { lockContract, lockContractCases, type LockContractOptions, type MakeLockOptions } from './lock-contract.js'
+export { fencedStoreContract, fencedStoreContractCases, type FencedStoreContractOptions, type FencingPair } from './fenced-store-contract.js'
 export { lockingStoreContract, lockingStoreContractCases, type LockingStoreContractOptions, type LockingPair } from './locking-store-contract.js'
 export type { TestFunction, CaseScope } from './runner.js'
 
