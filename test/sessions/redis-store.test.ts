@@ -7,7 +7,7 @@ import { generateSessionId } from '../../lib/sessions/session-id.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { RedisPairing } from '../../lib/state/pairings/redis-pairing.js'
 import { pairedCalls } from '../state/fixtures/paired-calls.js'
-import { storeContract } from '../../lib/testing/contracts/index.js'
+import { fencedStoreContract, storeContract, type CaseScope } from '../../lib/testing/contracts/index.js'
 import { sleep } from '../helpers/time.js'
 
 const server = await startRedisServer(t)
@@ -16,23 +16,16 @@ admin.on('error', () => {}) // the fault tests below stop the server under it
 t.teardown(() => { admin.disconnect() })
 const newPrefix = (): string => `test:${randomBytes(4).toString('hex')}:`
 
-/** Blocks the event loop, as a GC pause or a stalled process would: no timer (renewal) can run. */
-function freeze (ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
-}
-
-/** A store and a lock on the private server, with one prefix; clients closed in teardown. */
-async function setup (t: Test, options: { ttl?: number, lockTtl?: number } = {}):
-Promise<{ store: RedisSessionStore, lock: RedisSessionLock, other: RedisSessionLock, prefix: string }> {
+/** A store and a lock on the private server, with one prefix; client and lock closed in teardown. */
+async function setup (t: Test): Promise<{ store: RedisSessionStore, lock: RedisSessionLock, prefix: string }> {
   const prefix = newPrefix()
   const client = new Redis(server.url)
   t.teardown(() => { client.disconnect() })
-  const store = new RedisSessionStore({ redis: client, ttl: options.ttl, prefix })
-  const lock = new RedisSessionLock({ redis: server.url, prefix, ttl: options.lockTtl })
-  const other = new RedisSessionLock({ redis: server.url, prefix, ttl: options.lockTtl }) // another instance
-  t.teardown(async () => { await lock.close(); await other.close() })
-  await Promise.all([lock.ready(), other.ready()])
-  return { store, lock, other, prefix }
+  const store = new RedisSessionStore({ redis: client, prefix })
+  const lock = new RedisSessionLock({ redis: server.url, prefix })
+  t.teardown(async () => { await lock.close() })
+  await lock.ready()
+  return { store, lock, prefix }
 }
 
 storeContract({
@@ -160,87 +153,24 @@ t.test('keys starting with NUL are reserved; bad options are refused', async t =
   t.throws(() => new RedisSessionStore({ redis: {} as Redis }), TypeError)
 })
 
-t.test('fenced save', async t => {
-  t.test('under a live lease: written, even if an unlocked writer changed the session meanwhile', async t => {
-    const { store, lock } = await setup(t)
-    const id = generateSessionId()
-    await store.create(id, { n: 0 })
-    const lease = await lock.acquire(id)
-    const read = await store.load(id)
-    await store.save(id, { set: { side: 1 }, delete: [] }) // no fence: last writer wins
-    t.equal(await store.save(id, { set: { n: 1 }, delete: [] }, { version: read?.version, fence: lease.fence }), 'ok')
-    await lease.release()
-    t.same((await store.load(id))?.data, { n: 1, side: 1 })
-  })
-
-  t.test('a paused holder whose lease expired cannot overwrite what the next holder saved', async t => {
-    const { store, lock, other } = await setup(t, { lockTtl: 100 })
-    const id = generateSessionId()
-    await store.create(id, { owner: 'nobody' })
-    const a = await lock.acquire(id)
-    const readByA = await store.load(id)
-    freeze(250) // A stalls past its lease: no renewal runs, Redis expires the lease
-    const b = await other.acquire(id, { timeout: 1000 })
-    const readByB = await store.load(id)
-    t.equal(await store.save(id, { set: { owner: 'B' }, delete: [] }, { version: readByB?.version, fence: b.fence }), 'ok')
-    await b.release()
-    t.equal(await store.save(id, { set: { owner: 'A' }, delete: [] }, { version: readByA?.version, fence: a.fence }), 'fenced')
-    t.same(await store.load(id), { data: { owner: 'B' }, version: 1 }, "B's state survives")
-    await sleep(50)
-    t.equal(a.signal.aborted, true, "A's signal says its lease was lost")
-    await a.release()
-  })
-
-  t.test('lease expired while someone else holds it (not yet written): fenced', async t => {
-    const { store, lock, other } = await setup(t, { lockTtl: 100 })
-    const id = generateSessionId()
-    await store.create(id, {})
-    const a = await lock.acquire(id)
-    const read = await store.load(id)
-    freeze(250)
-    const b = await other.acquire(id, { timeout: 1000 })
-    t.equal(await store.save(id, { set: { x: 'A' }, delete: [] }, { version: read?.version, fence: a.fence }), 'fenced')
-    await b.release()
-    await a.release()
-  })
-
-  t.test('lease expired, nobody took it, nobody wrote: the save is still safe and goes through', async t => {
-    const { store, lock } = await setup(t, { lockTtl: 100 })
-    const id = generateSessionId()
-    await store.create(id, {})
-    const a = await lock.acquire(id)
-    const read = await store.load(id)
-    freeze(250)
-    t.equal(await store.save(id, { set: { x: 'A' }, delete: [] }, { version: read?.version, fence: a.fence }), 'ok')
-    t.equal(await store.save(id, { set: { x: 'A2' }, delete: [] }, { fence: a.fence }), 'fenced',
-      'without the version read, a lost lease cannot prove anything')
-    await a.release()
-  })
-
-  t.test('lease expired, nobody holds it, but an unlocked writer wrote: fenced', async t => {
-    const { store, lock } = await setup(t, { lockTtl: 100 })
-    const id = generateSessionId()
-    await store.create(id, {})
-    const a = await lock.acquire(id)
-    const read = await store.load(id)
-    freeze(250)
-    await store.save(id, { set: { x: 'unlocked' }, delete: [] })
-    t.equal(await store.save(id, { set: { x: 'A' }, delete: [] }, { version: read?.version, fence: a.fence }), 'fenced')
-    t.same((await store.load(id))?.data, { x: 'unlocked' })
-    await a.release()
-  })
-
-  t.test('a destroyed session is gone, fenced or not', async t => {
-    const { store, lock } = await setup(t)
-    const id = generateSessionId()
-    await store.create(id, {})
-    const lease = await lock.acquire(id)
-    const read = await store.load(id)
-    await store.destroy(id)
-    t.equal(await store.save(id, { set: { x: 1 }, delete: [] }, { version: read?.version, fence: lease.fence }), 'gone')
-    t.equal(await store.exists(id), false, 'not re-created')
-    await lease.release()
-  })
+// The fenced save, as a request paired with the Redis lock makes it: two instances of one case share
+// its prefix on the private server, each with a client of its own.
+fencedStoreContract({
+  test: t.test.bind(t),
+  name: 'RedisSessionStore + RedisSessionLock fenced save',
+  leaseTtl: 200,
+  make: (() => {
+    const prefixes = new WeakMap<CaseScope, string>()
+    return async ({ leaseTtl }, t) => {
+      let prefix = prefixes.get(t)
+      if (prefix === undefined) prefixes.set(t, prefix = newPrefix())
+      const client = new Redis(server.url)
+      t.teardown(() => { client.disconnect() })
+      const lock = new RedisSessionLock({ redis: server.url, prefix, ttl: leaseTtl })
+      await lock.ready()
+      return { store: new RedisSessionStore({ redis: client, prefix }), lock }
+    }
+  })()
 })
 
 // ---- fault injection: stops and restarts the private server ----------------------------------
