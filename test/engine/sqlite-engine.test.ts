@@ -1,6 +1,6 @@
 /**
  * The worked example of docs/your-own-engine.md (examples/sqlite-engine/) through the exported kit:
- * the store, lock, pairing and fast-path contracts. Each case has its own database file; the
+ * the store, lock, fenced save, pairing and fast-path contracts. Each case has its own database file; the
  * instances one case makes open it each with a connection of their own, as processes would.
  */
 import t from 'tap'
@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { openSqlite, type SqliteDb } from '../../examples/sqlite-engine/sqlite-db.js'
 import { SqliteSessionLock } from '../../examples/sqlite-engine/sqlite-lock.js'
 import { SqliteSessionStore } from '../../examples/sqlite-engine/sqlite-store.js'
-import { lockContract, lockingStoreContract, pairingContract, storeContract, type CaseScope } from '../../lib/testing/contracts/index.js'
+import { fencedStoreContract, lockContract, lockingStoreContract, pairingContract, storeContract, type CaseScope } from '../../lib/testing/contracts/index.js'
 
 const test = t.test.bind(t)
 const files = new WeakMap<CaseScope, string>()
@@ -41,6 +41,16 @@ lockContract({
   },
   sharedBackend: true,
   leaseTtl: 200
+})
+
+fencedStoreContract({
+  test,
+  name: 'SqliteSessionStore + SqliteSessionLock fenced save',
+  leaseTtl: 200,
+  make: ({ leaseTtl }, scope) => {
+    const db = connect(scope)
+    return { store: new SqliteSessionStore({ db }), lock: new SqliteSessionLock({ db, ttl: leaseTtl }) }
+  }
 })
 
 pairingContract({

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { FileSessionLock } from '../../lib/locks/file-lock.js'
 import { FileSessionStore } from '../../lib/sessions/file-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
-import { storeContract } from '../../lib/testing/contracts/index.js'
+import { fencedStoreContract, storeContract } from '../../lib/testing/contracts/index.js'
 
 async function tempDir (t: Pick<Test, 'teardown'>): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'mcp-file-store-'))
@@ -25,6 +25,18 @@ storeContract({
   name: 'FileSessionStore',
   make: async ({ ttl }, t) => {
     return new FileSessionStore({ dir: await tempDir(t), ttl })
+  }
+})
+
+// With the file lock: a save under a live lease, and after a destroy. Not the stale-holder cases
+// (no leaseTtl): the file lock's leases never expire (an OS file lock is lost only with the
+// process that holds it), so the store has no fence to check and ignores one.
+fencedStoreContract({
+  test: t.test.bind(t),
+  name: 'FileSessionStore + FileSessionLock fenced save',
+  make: async (_options, t) => {
+    const dir = await tempDir(t)
+    return { store: new FileSessionStore({ dir }), lock: new FileSessionLock({ dir }) }
   }
 })
 

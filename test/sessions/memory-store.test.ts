@@ -1,8 +1,9 @@
 import t from 'tap'
+import { MemorySessionLock } from '../../lib/locks/memory-lock.js'
 import { MemorySessionStore } from '../../lib/sessions/memory-store.js'
 import { generateSessionId } from '../../lib/sessions/session-id.js'
 import type { JsonValue } from '../../lib/sessions/session-store.js'
-import { storeContract } from '../../lib/testing/contracts/index.js'
+import { fencedStoreContract, storeContract } from '../../lib/testing/contracts/index.js'
 import { sleep } from '../helpers/time.js'
 import { fullGc } from '../helpers/gc.js'
 
@@ -14,6 +15,15 @@ storeContract({
     t.teardown(() => store.close())
     return store
   }
+})
+
+// With the memory lock: a save under a live lease, and after a destroy. Not the stale-holder cases
+// (no leaseTtl): the memory lock's leases never expire (a lease is lost only with the process that
+// holds it, and the store with it), so the store has no fence to check and ignores one.
+fencedStoreContract({
+  test: t.test.bind(t),
+  name: 'MemorySessionStore + MemorySessionLock fenced save',
+  make: () => ({ store: new MemorySessionStore(), lock: new MemorySessionLock() })
 })
 
 t.test('defaults: one hour, 10,000 sessions', async t => {

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { openSqlite } from '../../examples/sqlite-engine/sqlite-db.js'
 import { SqliteSessionLock } from '../../examples/sqlite-engine/sqlite-lock.js'
-import { lockContract, lockingStoreContract, storeContract, type CaseScope, type TestFunction } from '../../lib/testing/contracts/index.js'
+import { fencedStoreContract, lockContract, lockingStoreContract, storeContract, type CaseScope, type TestFunction } from '../../lib/testing/contracts/index.js'
 import { LastComeFirstServedLock, RecreatingStore, SharedObjectsStore, SilentLeaseLock, UnfencedStore, WholeRecordStore } from './fixtures/broken-engines.js'
 
 /** Runs every case `register` declares, in order: the names of those that failed, with their message. */
@@ -68,17 +68,20 @@ t.test('a store that returns shared objects instead of copies', async t => {
 })
 
 t.test('a store that ignores the fence', async t => {
+  const make = ({ leaseTtl }: { leaseTtl?: number }, scope: CaseScope): { store: UnfencedStore, lock: SqliteSessionLock } => {
+    const db = connect(scope)
+    return { store: new UnfencedStore({ db }), lock: new SqliteSessionLock({ db, ttl: leaseTtl }) }
+  }
   await check(t, test => {
-    lockingStoreContract({
-      test,
-      leaseTtl: 200,
-      make: ({ leaseTtl }, scope) => {
-        const db = connect(scope)
-        return { store: new UnfencedStore({ db }), lock: new SqliteSessionLock({ db, ttl: leaseTtl }) }
-      }
-    })
+    lockingStoreContract({ test, leaseTtl: 200, make })
+    fencedStoreContract({ test, leaseTtl: 200, make })
   }, [
-    "fast path: a stale holder's save is refused (fenced): the next holder's work survives"
+    "fast path: a stale holder's save is refused (fenced): the next holder's work survives",
+    // Not the save under a live lease, nor the one nobody else could have touched: those go through.
+    'fenced save: a paused holder whose lease expired cannot overwrite what the next holder saved',
+    'fenced save: lease expired while someone else holds it (not yet written): fenced',
+    'fenced save: lease expired, nobody took it: without the version read the save is fenced',
+    'fenced save: lease expired, nobody holds it, but an unlocked writer wrote: fenced'
   ])
 })
 
