@@ -3,7 +3,7 @@
  * handle, a task: a request holds a lease from before it reads the record until it has saved it.
  * Implementations: `MemorySessionLock` (one process), `FileSessionLock` (workers of one machine),
  * `RedisSessionLock` and `PgSessionLock` (many machines). One contract suite
- * (`test/locks/lock-contract.ts`) runs against all of them.
+ * (`lib/testing/contracts/lock-contract.ts`, exported as the test kit) runs against all of them.
  */
 
 /** Opaque proof of a lock lease, which a store able to check it (Redis, PostgreSQL) uses to fence a save. */
