@@ -145,3 +145,30 @@ t.test('the endpoint is found under prefixes; headers reach auth.authenticate', 
   t.equal((await c.callTool('whoami')).content[0].text, 'alice')
   await t.rejects(injectClient(app, { path: '/v1/api/mcp' }).callTool('whoami'), { code: -32600, status: 401 }, 'refusals reject with their status')
 })
+
+for (const era of ['2025-11-25', '2026-07-28']) {
+  t.test(`${era}: resources, templates and prompts read and got, then removed; a notification sent`, async (t) => {
+    const app = await buildApp(t, { requestState: { secret: 'inject-client-test-secret' } }, (m) => {
+      m.resource({ uri: 'shop://catalog', name: 'catalog', description: 'The catalog' }, async (uri) => ({ uri, text: 'apples, pears' }))
+      m.resourceTemplate({ uriTemplate: 'shop://orders/{id}', name: 'order', description: 'An order' }, async (uri, { id }) => ({ uri, text: `order ${String(id)}` }))
+      m.prompt({ name: 'greet', description: 'Greets', arguments: [{ name: 'who', required: true }] }, async ({ who }) =>
+        [{ role: 'user', content: { type: 'text', text: `Say hello to ${String(who)}` } }])
+      m.prompt({ name: 'stays', description: 'Keeps prompts on the server' }, async () => [])
+    })
+    const client = injectClient(app, { protocolVersion: era })
+    t.equal(client.protocolVersion, era)
+    t.match((await client.readResource('shop://catalog')).contents, [{ uri: 'shop://catalog', text: 'apples, pears' }])
+    t.match((await client.readResource('shop://orders/7')).contents, [{ uri: 'shop://orders/7', text: 'order 7' }])
+    t.match((await client.getPrompt('greet', { who: 'Ada' })).messages, [{ role: 'user', content: { text: 'Say hello to Ada' } }])
+    // A notification the server takes without an answer (the client's roots changed).
+    await client.notify('notifications/roots/list_changed')
+    t.equal(app.mcp.removeResourceTemplate('shop://orders/{id}'), true, 'the template was there')
+    t.equal(app.mcp.removeResourceTemplate('shop://orders/{id}'), false, 'and is gone')
+    t.equal(app.mcp.removePrompt('greet'), true, 'the prompt was there')
+    t.equal(app.mcp.removePrompt('greet'), false, 'and is gone')
+    await t.rejects(client.getPrompt('greet', { who: 'Ada' }), { code: -32602 }, 'a removed prompt is unknown')
+    // -32002 on the handshake era, -32602 on 2026-07-28.
+    await t.rejects(client.readResource('shop://orders/7'), { code: era === '2025-11-25' ? -32002 : -32602, message: /Resource not found/ }, 'a removed template reads nothing')
+    await client.close()
+  })
+}
