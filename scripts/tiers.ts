@@ -18,7 +18,13 @@ import { fileURLToPath } from 'node:url'
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 
 /** Files that start no process yet are too slow for the inner loop: path from the root → why. */
-export const FULL_ONLY: Readonly<Record<string, string>> = {}
+export const FULL_ONLY: Readonly<Record<string, string>> = {
+  'test/features/registry-heap.test.ts': 'thousands of schema compilations and full GCs: CPU-bound',
+  'test/testing/broken-engines.test.ts': 'runs the whole kit over six broken engines, one of them waiting out a lost lease that is never signalled',
+  'test/sessions/eviction-flood.test.ts': 'floods of 10,000 records and the eviction they cause: CPU-bound',
+  'test/engine/sqlite-engine.test.ts': 'the whole kit again over the SQLite example (the bundled engines run it in the quick tier)',
+  'test/concurrency/cancel-grace.test.ts': 'waits out cancel grace periods and leases on the memory and Redis locks'
+}
 
 /** The one process-starting helper a quick file may use: a private Redis, started once. */
 const REDIS_HELPER = 'test/helpers/redis-server.ts'
