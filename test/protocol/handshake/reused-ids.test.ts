@@ -40,8 +40,8 @@ function gate (): { running: () => number, started: () => number, aborted: () =>
   }
 }
 
-/** Waits until `cond` holds or `ms` passed (the assertions after it then say what went wrong). */
-async function until (cond: () => boolean, ms = 5000): Promise<void> {
+/** Waits until `cond` holds or `ms` passed (a hang guard: on a busy machine 300 requests take seconds to arrive; the assertions after it say what went wrong). */
+async function until (cond: () => boolean, ms = 60_000): Promise<void> {
   const end = Date.now() + ms
   while (!cond() && Date.now() < end) await sleep(5)
 }
