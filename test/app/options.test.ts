@@ -1,24 +1,9 @@
 import t from 'tap'
-import Fastify from 'fastify'
-import mcp, { type McpPluginOptions } from '../../lib/index.js'
-import { build } from '../helpers/handshake-app.js'
+import { build, registerError } from '../helpers/handshake-app.js'
 import { headers, initializeBody } from '../helpers/wire.js'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-
-async function registerWith (opts: unknown): Promise<unknown> {
-  const app = Fastify({ logger: false })
-  try {
-    await app.register(mcp, opts as McpPluginOptions)
-    await app.ready()
-    return null
-  } catch (err) {
-    return err
-  } finally {
-    await app.close().catch(() => {})
-  }
-}
 
 t.test('invalid options fail at register time, naming the option', async (t) => {
   const cases: Array<[string, unknown]> = [
@@ -58,26 +43,26 @@ t.test('invalid options fail at register time, naming the option', async (t) => 
     ['eventLog.store', { eventLog: { store: {} } }]
   ]
   for (const [name, opts] of cases) {
-    const err = await registerWith(opts) as { code?: string, message?: string } | null
+    const err = await registerError(opts) as { code?: string, message?: string } | null
     t.equal(err?.code, 'FST_ERR_MCP_INVALID_OPTION', `${JSON.stringify(opts)} is refused`)
     t.match(err?.message, `"${name}"`, `the error names ${name}`)
   }
   // Valid edge values are accepted.
-  t.equal(await registerWith({ sessions: { gcProbability: 0, gcDivisor: 1 }, keepAliveIntervalMs: 0, retryIntervalMs: 0 }), null)
-  t.equal(await registerWith({ sessions: { lock: false, cancelGraceMs: 0 } }), null)
-  t.equal(await registerWith({ allowedOrigins: () => true, allowedHosts: ['example.com'] }), null)
+  t.equal(await registerError({ sessions: { gcProbability: 0, gcDivisor: 1 }, keepAliveIntervalMs: 0, retryIntervalMs: 0 }), null)
+  t.equal(await registerError({ sessions: { lock: false, cancelGraceMs: 0 } }), null)
+  t.equal(await registerError({ allowedOrigins: () => true, allowedHosts: ['example.com'] }), null)
 })
 
 t.test('unknown option keys and malformed Redis URLs fail app.ready(), naming them', async (t) => {
-  const unknown = await registerWith({ pth: '/x', sessions: { lok: {}, gcDivisor: 2 }, redisPrefx: 'a:' }) as Error & { code?: string }
+  const unknown = await registerError({ pth: '/x', sessions: { lok: {}, gcDivisor: 2 }, redisPrefx: 'a:' }) as Error & { code?: string }
   t.equal(unknown?.code, 'FST_ERR_MCP_INVALID_OPTION')
   t.match(unknown?.message, /"pth", "redisPrefx", "sessions\.lok": unknown options/)
   for (const url of ['not a url', 'http://127.0.0.1:6379']) {
-    const err = await registerWith({ redis: url }) as Error & { code?: string }
+    const err = await registerError({ redis: url }) as Error & { code?: string }
     t.equal(err?.code, 'FST_ERR_MCP_INVALID_OPTION', `${url}: refused before any connection`)
     t.match(err?.message, '"redis"')
   }
-  t.equal(await registerWith({ logLevel: 'warn', prefix: '/api' }), null, 'Fastify\'s own register options are known')
+  t.equal(await registerError({ logLevel: 'warn', prefix: '/api' }), null, 'Fastify\'s own register options are known')
 })
 
 t.test('a misspelt key inside tasks, eventLog, telemetry or auth.jwt fails app.ready(), naming it', async (t) => {
@@ -91,13 +76,13 @@ t.test('a misspelt key inside tasks, eventLog, telemetry or auth.jwt fails app.r
     ['auth.jwt.clockTolerance', { auth: { ...auth, jwt: { jwksUri: 'https://auth.example.com/jwks', clockTolerance: 5 } } }]
   ]
   for (const [key, opts] of cases) {
-    const err = await registerWith(opts) as Error & { code?: string }
+    const err = await registerError(opts) as Error & { code?: string }
     t.equal(err?.code, 'FST_ERR_MCP_INVALID_OPTION', `${key}: refused`)
     t.match(err?.message, `"${key}"`, `${key}: named`)
   }
   const known = { tasks: { ttlMs: 5000, pollIntervalMs: 500, maxPerPrincipal: 3 }, eventLog: { maxEvents: 10, ttlMs: 1000 }, telemetry: { sessionId: 'raw' } }
-  t.equal(await registerWith(known), null, 'the known keys pass')
-  t.equal(await registerWith({ auth: { ...auth, jwt: { jwksUri: 'https://auth.example.com/jwks', issuer: 'https://auth.example.com', clockToleranceMs: 5000 } } }), null, 'auth.jwt\'s known keys pass')
+  t.equal(await registerError(known), null, 'the known keys pass')
+  t.equal(await registerError({ auth: { ...auth, jwt: { jwksUri: 'https://auth.example.com/jwks', issuer: 'https://auth.example.com', clockToleranceMs: 5000 } } }), null, 'auth.jwt\'s known keys pass')
 })
 
 t.test('serverInfo defaults to the app\'s package.json name and version', async (t) => {

@@ -6,23 +6,9 @@
  */
 import t from 'tap'
 import { readFileSync } from 'node:fs'
-import Fastify from 'fastify'
-import mcp, { MemoryEventLog, type McpPluginOptions } from '../../lib/index.js'
+import { MemoryEventLog } from '../../lib/index.js'
 import { RENAMED_OPTIONS } from '../../lib/renamed-options.js'
-
-/** The register error of `opts`, or `null` when the app starts. */
-async function registerWith (opts: unknown): Promise<{ code?: string, message?: string } | null> {
-  const app = Fastify({ logger: false })
-  try {
-    await app.register(mcp, opts as McpPluginOptions)
-    await app.ready()
-    return null
-  } catch (err) {
-    return err as { code?: string, message?: string }
-  } finally {
-    await app.close().catch(() => {})
-  }
-}
+import { registerError } from '../helpers/handshake-app.js'
 
 /** `{ a: { b: value } }` for the path `a.b`. */
 function optionAt (path: string, value: unknown): Record<string, unknown> {
@@ -64,7 +50,7 @@ t.test('the table is the migration', async t => {
 t.test('each old name is refused at register time, the error naming the new one', async t => {
   t.equal(RENAMED_OPTIONS.length, Object.keys(MIGRATION).length)
   for (const r of RENAMED_OPTIONS) {
-    const err = await registerWith(optionAt(r.old, SAMPLE[r.old] ?? 1))
+    const err = await registerError(optionAt(r.old, SAMPLE[r.old] ?? 1))
     t.equal(err?.code, 'FST_ERR_MCP_INVALID_OPTION', `${r.old}: refused`)
     t.match(err?.message, `Invalid option "${r.old}": was renamed: use ${r.now}`, `${r.old}: names ${r.now}`)
     t.match(err?.message, '(CHANGELOG "Breaking")', `${r.old}: points at the CHANGELOG`)
@@ -72,23 +58,23 @@ t.test('each old name is refused at register time, the error naming the new one'
 })
 
 t.test('written out: the messages as a user reads them', async t => {
-  t.equal((await registerWith({ drainTimeout: 5000 }))?.message, 'Invalid option "drainTimeout": was renamed: use drainTimeoutMs (CHANGELOG "Breaking")')
-  t.equal((await registerWith({ sessions: { cancelGrace: 0 } }))?.message,
+  t.equal((await registerError({ drainTimeout: 5000 }))?.message, 'Invalid option "drainTimeout": was renamed: use drainTimeoutMs (CHANGELOG "Breaking")')
+  t.equal((await registerError({ sessions: { cancelGrace: 0 } }))?.message,
     'Invalid option "sessions.cancelGrace": was renamed: use sessions.cancelGraceMs (CHANGELOG "Breaking")')
-  t.equal((await registerWith({ redis: 'redis://127.0.0.1:6379', redisPrefix: 'a:' }))?.message,
+  t.equal((await registerError({ redis: 'redis://127.0.0.1:6379', redisPrefix: 'a:' }))?.message,
     'Invalid option "redisPrefix": was renamed: use redis.prefix (redis: { client, prefix }) (CHANGELOG "Breaking")')
-  t.match((await registerWith({ eventLog: new MemoryEventLog() }))?.message, /^Invalid option "eventLog": was renamed: use eventLog\.store /)
-  t.match((await registerWith({ auth: { resource: 'https://mcp.example.com/mcp', authorizationServers: ['https://as.example.com'], jwt: { jwksUri: 'https://as.example.com/jwks', clockToleranceSec: 5 } } }))?.message,
+  t.match((await registerError({ eventLog: new MemoryEventLog() }))?.message, /^Invalid option "eventLog": was renamed: use eventLog\.store /)
+  t.match((await registerError({ auth: { resource: 'https://mcp.example.com/mcp', authorizationServers: ['https://as.example.com'], jwt: { jwksUri: 'https://as.example.com/jwks', clockToleranceSec: 5 } } }))?.message,
     /^Invalid option "auth\.jwt\.clockToleranceSec": was renamed: use auth\.jwt\.clockToleranceMs \(in milliseconds: 30 s is 30000\)/)
-  const several = await registerWith({ drainTimeout: 1, requireAuth: false, tasks: { ttl: 5000 }, pth: '/x' })
+  const several = await registerError({ drainTimeout: 1, requireAuth: false, tasks: { ttl: 5000 }, pth: '/x' })
   t.equal(several?.code, 'FST_ERR_MCP_INVALID_OPTION')
   t.match(several?.message, /^Invalid option "drainTimeout", "tasks\.ttl", "requireAuth": were renamed: drainTimeout: use drainTimeoutMs; tasks\.ttl: use tasks\.ttlMs; requireAuth: use auth\.required /,
     'several at once: all named, before the unknown key')
-  t.equal(await registerWith({ drainTimeout: undefined }) === null, false, 'refused whatever it holds, as an unknown key is')
+  t.equal(await registerError({ drainTimeout: undefined }) === null, false, 'refused whatever it holds, as an unknown key is')
 })
 
 t.test('the new names pass', async t => {
-  t.equal(await registerWith({
+  t.equal(await registerError({
     drainTimeoutMs: 1000,
     clientRequestTimeoutMs: 1000,
     keepAliveIntervalMs: 0,

@@ -46,6 +46,20 @@ export async function build (t: TestLike, opts: McpPluginOptions = {}, setup: (m
   return app
 }
 
+/** The error registering the plugin with `opts` fails `app.ready()` with, or `null` when the app starts. */
+export async function registerError (opts: unknown): Promise<{ code?: string, message?: string } | null> {
+  const app = Fastify({ logger: false })
+  try {
+    await app.register(mcp, opts as McpPluginOptions)
+    await app.ready()
+    return null
+  } catch (err) {
+    return err as { code?: string, message?: string }
+  } finally {
+    await app.close().catch(() => {})
+  }
+}
+
 export interface RpcOptions {
   session?: Session | null
   headers?: Record<string, string>
