@@ -257,8 +257,20 @@ export async function startSentinelDeployment (t: Teardown, options: { downAfter
     failover: async () => {
       await awaitSettled()
       const old = await primaryPort()
-      await ask(sentinelNodes[0].port, async c => await c.call('SENTINEL', 'FAILOVER', masterName))
-      const promoted = await awaitPromotion(old)
+      // A sentinel can abort a failover it started (seen once on a busy CI machine: no promotion
+      // within 30 s): asked again, of the next sentinel, up to three times (an answer of
+      // INPROG, a failover still running, is waited out the same way).
+      let promoted: number | undefined
+      for (let attempt = 0; promoted === undefined; attempt++) {
+        const asked = ask(sentinelNodes[attempt % sentinelNodes.length].port, async c => await c.call('SENTINEL', 'FAILOVER', masterName))
+        if (attempt === 0) await asked
+        else await asked.catch(() => {})
+        try {
+          promoted = await awaitPromotion(old, 20_000)
+        } catch (err) {
+          if (attempt >= 2) throw err
+        }
+      }
       // Until the sentinels turn the old primary into a replica it still takes writes, which its
       // resync from the new primary then discards (the test that wants them lost does not wait).
       await until('the old primary to be demoted', 30_000, async () =>
