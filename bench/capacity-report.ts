@@ -12,7 +12,7 @@ export interface Capacity {
     path: string
     calls: number
     backendUsPerCall: number
-    /** Redis: commands (scripts' own included); PostgreSQL: committed transactions. */
+    /** Redis: commands (scripts' own included); PostgreSQL: write transactions (transaction ids taken). */
     opsPerCall: number
     pluginUsPerCall: number
     callsPerSecond: number
@@ -62,7 +62,7 @@ function backendPart (c: Capacity, charts: Record<string, string>): string[] {
     ...c.backend.map(r => `| ${NAME[r.backend] ?? r.backend} | ${r.path} | ${n1(r.backendUsPerCall)} | ${n2(r.opsPerCall)}` +
       ` | ${n0(r.backendCallsPerCore)} | ${n0(r.pluginUsPerCall)} | ${n0(r.instanceCallsPerCore)} |`),
     '',
-    '"ops/call": Redis commands run per call (the scripts\' own `redis.call`s included; 2 round trips), PostgreSQL transactions committed per call (2 statements).',
+    '"ops/call": Redis commands run per call (the scripts\' own `redis.call`s included; 2 round trips), PostgreSQL write transactions per call (transaction ids taken; 2 statements, each its own transaction).',
     '',
     '**Planning.** Assumptions: the backend does nothing else; a core at 100 % (leave headroom: plan for 50–70 %); ' +
       `each instance sends ${PLANNING_LOAD} locked calls/s; the figures are this 2-core VM's, on loopback.`,
@@ -89,6 +89,25 @@ function backendPart (c: Capacity, charts: Record<string, string>): string[] {
   return lines
 }
 
+/** What the largest N's rows say against the goal (≤ 1.1× the floor; no instance's p99 over 2× another's). */
+function contentionReading (rows: Capacity['contention']): string[] {
+  const top = Math.max(...rows.map(r => r.parallel))
+  const lost = rows.reduce((n, r) => n + r.lostUpdates, 0)
+  const said = rows.filter(r => r.parallel === top).map(r => {
+    const p99 = r.perInstance.map(i => i.p99).filter(Number.isFinite)
+    const spread = Math.max(...p99) / Math.min(...p99)
+    return `${NAME[r.backend] ?? r.backend} ${n2(r.ratio)}× the floor, the slowest instance's p99 ${n2(spread)}× the fastest's`
+  })
+  return [
+    `Reading it: at ${top} parallel calls, ${said.join('; ')} (goal: at most 1.1× and 2×). The serial floor moves the lease at ` +
+      'every call, which costs more than a call that finds the lease where it is (the N = 1 row sends every call to instance 1); parallel ' +
+      'calls overlap their HTTP and JSON work with their wait for the lock, so the lock adds little beyond serializing them. ' +
+      `${lost === 0 ? 'Every update was kept' : `${lost} updates answered ok were lost`}. ` +
+      'What limits one hot handle is its serial rate (one ÷ one call\'s time), whatever the number of instances: spread the work ' +
+      'over several handles or sessions.'
+  ]
+}
+
 function contentionPart (c: Capacity, charts: Record<string, string>): string[] {
   if (c.contention.length === 0) return []
   const lines = [
@@ -96,13 +115,15 @@ function contentionPart (c: Capacity, charts: Record<string, string>): string[] 
     '### The lock under contention across instances',
     '',
     `\`npx tsx bench/capacity.ts --parts contention\` (${c.meta.date.slice(0, 10)}): N parallel \`basket_add\` calls on one state handle, sent round-robin to 3 instances (child processes) ` +
-      `on one Redis or PostgreSQL; median of ${c.meta.rounds} rounds. The serial floor is N × one call's time alone, measured on the same 3 instances one call at a time ` +
+      `on one Redis or PostgreSQL; the median of ${c.meta.rounds} rounds or more (at least 600 calls for each N). The serial floor is N × one call's time alone, measured on the same 3 instances one call at a time ` +
       '(each call then moves the lease to another instance). Latency is per call as the client sees it (waiting for the lock included), per instance.',
     '',
     '| backend | N | one call alone (ms) | total ÷ serial floor | p50 / p99 ms, instance 1 | instance 2 | instance 3 | lost updates | load avg |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
     ...c.contention.map(r => `| ${NAME[r.backend] ?? r.backend} | ${r.parallel} | ${n2(r.serialUnitMs)} | ${n2(r.ratio)}` +
       ` | ${r.perInstance.map(i => `${n1(i.p50)} / ${n1(i.p99)}`).join(' | ')} | ${r.lostUpdates} | ${n1(r.load)} |`),
+    '',
+    ...contentionReading(c.contention),
     ''
   ]
   charts['capacity-contention.svg'] = lineChart({
@@ -146,6 +167,13 @@ function sizePart (c: Capacity): string[] {
   ]
 }
 
+/** `ok / refused / unknown` summed over the bins from the kill on. */
+function afterKill (bins: Capacity['failover'][number]['bins']): string {
+  const from = bins.filter(b => b.atMs >= 0)
+  const sum = (k: 'ok' | 'refused' | 'unknown'): number => from.reduce((n, b) => n + b[k], 0)
+  return `${sum('ok')} / ${sum('refused')} / ${sum('unknown')}`
+}
+
 function failoverPart (c: Capacity, charts: Record<string, string>): string[] {
   if (c.failover.length === 0) return []
   const lines = [
@@ -156,9 +184,15 @@ function failoverPart (c: Capacity, charts: Record<string, string>): string[] {
       '5 loops of appends (40 ms apart) on one handle and one session; the primary is killed (SIGKILL) at 0. Calls are counted by the 100 ms in which they ended: ' +
       'ok, refused (nothing written: a 503 or a tool error that says so) or unknown (a timeout, a broken connection, a save that may have run).',
     '',
-    '| run | calls | first success after the kill (s) | acknowledged appends lost |',
-    '| --- | ---: | ---: | ---: |',
-    ...c.failover.map(r => `| ${r.variant} | ${r.calls} | ${n1(r.firstSuccessMs / 1000)} | ${r.acknowledgedLost} |`),
+    '| run | calls | first success after the kill (s) | after the kill: ok / refused / unknown | acknowledged appends lost |',
+    '| --- | ---: | ---: | ---: | ---: |',
+    ...c.failover.map(r => `| ${r.variant} | ${r.calls} | ${n1(r.firstSuccessMs / 1000)} | ${afterKill(r.bins)} | ${r.acknowledgedLost} |`),
+    '',
+    'Reading it: the blip is Sentinel noticing the loss (down-after) and promoting the replica, then the instances reconnecting; ' +
+      'meanwhile calls are refused (503 with Retry-After, or the tool\'s error saying nothing was written), and no call answered ok was lost. ' +
+      'With `waitReplicas: 1` and the group\'s only replica promoted, no replica is left to acknowledge a write: every write is refused until one attaches ' +
+      '(the old primary back as a replica, or a second replica that Sentinel points at the new primary) — the price of the promise that a write ' +
+      'answered ok survives the loss of its primary. Run two replicas when writes must go on through a failover with acknowledgement.',
     ''
   ]
   c.failover.forEach((r, i) => {

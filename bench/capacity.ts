@@ -80,8 +80,6 @@ async function redisCpuUs (redis: PrivateRedis): Promise<{ cpuUs: number, comman
 }
 
 async function pgCpuUs (admin: pg.Client, db: string): Promise<{ cpuUs: number, commits: number }> {
-  // Backends report their statistics at most once a second, when idle: wait for the last report.
-  await new Promise(resolve => setTimeout(resolve, 1100))
   const { rows } = await admin.query('SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [db])
   let ticks = 0
   for (const { pid } of rows as Array<{ pid: number }>) {
@@ -91,7 +89,9 @@ async function pgCpuUs (admin: pg.Client, db: string): Promise<{ cpuUs: number, 
       ticks += Number(fields[11]) + Number(fields[12]) // utime, stime (fields 14 and 15)
     } catch {} // a backend that just ended
   }
-  const c = await admin.query('SELECT xact_commit::bigint AS n FROM pg_stat_database WHERE datname = $1', [db])
+  // Write transactions, by the next transaction id (read without taking one): pg_stat_database's
+  // commit counts are reported by idle backends up to 10 s late.
+  const c = await admin.query('SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS n')
   return { cpuUs: ticks * TICK_US, commits: Number(c.rows[0].n) }
 }
 
@@ -162,7 +162,7 @@ async function backendPart (targets: Target[]): Promise<Capacity['backend']> {
           instanceCallsPerCore: 1e6 / pluginUs
         })
         log(`  ${t.backend}, ${p.path}: backend ${backendUs.toFixed(1)} µs/call` +
-          `, plugin ${pluginUs.toFixed(0)} µs/call, ${((after.ops - before.ops) / CALLS).toFixed(2)} ${t.backend === 'redis' ? 'commands' : 'transactions'}/call`)
+          `, plugin ${pluginUs.toFixed(0)} µs/call, ${((after.ops - before.ops) / CALLS).toFixed(2)} ${t.backend === 'redis' ? 'commands' : 'write transactions'}/call`)
       } finally {
         await server.stop()
       }
@@ -197,7 +197,10 @@ async function contentionPart (targets: Target[]): Promise<Capacity['contention'
         const ratios: number[] = []
         const lat: number[][] = [[], [], []]
         let lost = 0
-        for (let round = 0; round < ROUNDS; round++) {
+        // At least 600 calls per size: a burst of 1 or 10 calls lasts a few ms, and one GC pause
+        // or scheduler hiccup would otherwise be the figure.
+        const rounds = Math.max(ROUNDS, Math.ceil(600 / n))
+        for (let round = 0; round < rounds; round++) {
           const before = await basketCount(urls[0] as string, basket)
           const t0 = performance.now()
           const answers = await Promise.all(Array.from({ length: n }, async (_, i) => {
@@ -354,12 +357,12 @@ async function writeDocs (markdown: string, charts: Record<string, string>): Pro
   if (s === -1 || e < s) throw new Error(`--docs: docs/performance.md has no ${START} … ${END} block`)
   await mkdir(join(ROOT, 'docs', 'img'), { recursive: true })
   for (const [name, svg] of Object.entries(charts)) await writeFile(join(ROOT, 'docs', 'img', name), svg)
-  // Parts not run this time keep their previous text: a block per part.
-  let body = text.slice(s + START.length, e)
-  for (const m of markdown.matchAll(/<!-- part:(\w+) -->[\s\S]*?<!-- \/part:\1 -->/g)) {
-    const re = new RegExp(`<!-- part:${m[1]} -->[\\s\\S]*?<!-- /part:${m[1]} -->`)
-    body = re.test(body) ? body.replace(re, () => m[0]) : `${body}\n${m[0]}\n`
-  }
+  // Parts not run this time keep their previous text: a block per part, in the order of PARTS.
+  const blocks = new Map<string, string>()
+  const BLOCK = /<!-- part:(\w+) -->[\s\S]*?<!-- \/part:\1 -->/g
+  for (const m of text.slice(s + START.length, e).matchAll(BLOCK)) blocks.set(m[1] as string, m[0])
+  for (const m of markdown.matchAll(BLOCK)) blocks.set(m[1] as string, m[0])
+  const body = `\n${PARTS.map(p => blocks.get(p)).filter(b => b !== undefined).join('\n\n')}\n`
   await writeFile(page, `${text.slice(0, s + START.length)}${body}${text.slice(e)}`)
   log(`docs/performance.md and docs/img/ (${(await readdir(join(ROOT, 'docs', 'img'))).length} charts) updated`)
 }

@@ -2,7 +2,7 @@
  * `npm run bench` — throughput, latency, CPU and memory of fastify-mcp-http against baselines
  * measured in the same run (not part of `npm test`).
  *
- *   npm run bench                         # every scenario, 5 rounds of 3 s runs: ~10 minutes on 2 cores
+ *   npm run bench                         # every scenario, 5 rounds of 3 s runs, then capacity: ~15 minutes on 2 cores
  *   npm run bench -- --quick              # 2 rounds of 3 s runs: ~5 minutes
  *   npm run bench -- --scenarios modern,session --duration 10 --connections 1,50,100
  *   npm run bench -- --profile --scenarios modern   # + V8 CPU profiles of the servers
@@ -22,11 +22,14 @@
  * server; every run checks that no update was lost), sse (10 progress notifications on SSE),
  * parallel (100 parallel calls on one session with the lock on), idle (10,000 idle sessions),
  * tracing (2025-wire tools/call with the memory lock: telemetry off vs on without an SDK, and with
- * an SDK registered whose span processor does nothing, telemetry off vs on).
+ * an SDK registered whose span processor does nothing, telemetry off vs on), capacity (last, after
+ * the table is written: bench/capacity.ts in its own process — backend CPU per call, contention
+ * across instances, record size, a Redis failover —, with `--docs` its section and charts too).
  * The Redis scenarios start a private redis-server (from PATH) on a free port. Before the first
  * block and after each, a fixed CPU loop runs alone where the servers run (bench/machine-probe.ts):
  * the results say how much the machine's own speed swung.
  */
+import { spawn } from 'node:child_process'
 import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -46,7 +49,7 @@ import { ECHO_TEXT, expectToolResult, initializeRequest, legacyCall, modernCall,
 
 /** Windows of the machine probe (each as long as a measured run) before the first block and after each. */
 const PROBE_WINDOWS = 2
-const SCENARIOS = ['modern', 'session', 'stores', 'handles', 'sse', 'parallel', 'idle', 'tracing'] as const
+const SCENARIOS = ['modern', 'session', 'stores', 'handles', 'sse', 'parallel', 'idle', 'tracing', 'capacity'] as const
 /** The generated block of docs/performance.md lies between these markers (`--docs`). */
 const DOCS_PAGE = 'docs/performance.md'
 const BLOCK_START = '<!-- bench:start -->'
@@ -93,6 +96,7 @@ if (args.help === true) {
                           \`git worktree\` of the commit before a change), with this tree's bench servers,
                           alternating with the others in the same run: rows labelled "@ before"
   --docs                  also replace the block between ${BLOCK_START} and ${BLOCK_END} in ${DOCS_PAGE}
+                          (and, with the capacity scenario, its section of that page and its charts)
   --readme                the old name of --docs
                           with results.md
   --out <dir>             results directory (default bench/results)`)
@@ -686,6 +690,13 @@ function docsBlock (page: string): { start: number, end: number } {
 // ─── main ────────────────────────────────────────────────────────────────────────────────────
 
 async function main (): Promise<void> {
+  const wants = (s: Scenario): boolean => opts.scenarios.includes(s)
+  if (opts.scenarios.some(s => s !== 'capacity')) await table()
+  if (wants('capacity')) await capacity()
+}
+
+/** Every scenario but capacity: the table of docs/performance.md. */
+async function table (): Promise<void> {
   const started = performance.now()
   const wants = (s: Scenario): boolean => opts.scenarios.includes(s)
   const needsRedis = wants('stores') || wants('handles') || wants('parallel')
@@ -755,6 +766,15 @@ async function main (): Promise<void> {
     log(`regenerated the table of ${DOCS_PAGE}`)
   }
   log(`wrote ${join(opts.out, 'results.json')} and results.md in ${((performance.now() - started) / 1000).toFixed(0)} s`)
+}
+
+/** The capacity figures (bench/capacity.ts), in a process of their own: they start their own servers. */
+async function capacity (): Promise<void> {
+  log('\n== capacity (bench/capacity.ts)')
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench', 'capacity.ts'), '--out', opts.out, ...(opts.docs ? ['--docs'] : [])],
+    { cwd: ROOT, stdio: 'inherit' })
+  const code = await new Promise<number | null>((resolve, reject) => { child.once('error', reject); child.once('exit', resolve) })
+  if (code !== 0) throw new Error(`bench/capacity.ts exited with ${String(code)}`)
 }
 
 main().then(() => process.exit(0), (err: unknown) => {
