@@ -4,7 +4,7 @@ import neostandard from 'neostandard'
 import layers from './scripts/eslint-layers.mjs'
 
 export default [
-  ...neostandard({ ts: true, ignores: ['dist/**', 'coverage/**', '.tap/**', 'bench/.build/**', 'bench/.build-before/**'] }),
+  ...neostandard({ ts: true, ignores: ['dist/**', 'coverage/**', '.tap/**', 'bench/.build/**', 'bench/.build-before/**', '.quick/**'] }),
   {
     rules: {
       // `void promise;` marks a promise deliberately left unawaited (its errors handled on it);

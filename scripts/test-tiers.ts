@@ -1,16 +1,18 @@
 /**
  * Runs a test tier (the tiers: scripts/tiers.ts, CONTRIBUTING.md).
  *
- *   tsx scripts/test-tiers.ts quick [tap options]   run the quick tier
+ *   tsx scripts/test-tiers.ts quick [tap options]   run the quick tier (compiled: scripts/quick-mirror.ts)
  *   tsx scripts/test-tiers.ts list                  print every test file's tier and why, then the counts
  */
 import { spawn } from 'node:child_process'
-import { join } from 'node:path'
+import { rmSync } from 'node:fs'
+import { join, relative } from 'node:path'
 import { ROOT, classify, quickFiles, testFiles } from './tiers.js'
+import { MIRRORS, buildMirror, removeStaleMirrors } from './quick-mirror.js'
 
 const TAP = join(ROOT, 'node_modules', '.bin', 'tap')
 
-function main (argv: string[]): void {
+async function main (argv: string[]): Promise<void> {
   const [command, ...rest] = argv
   if (command === 'list') {
     const files = testFiles()
@@ -30,9 +32,17 @@ function main (argv: string[]): void {
   }
   const files = quickFiles()
   console.log(`test:quick: ${files.length} of ${testFiles().length} test files (\`tsx scripts/test-tiers.ts list\` says which and why)`)
-  const tap = spawn(TAP, [...rest, ...files], { cwd: ROOT, stdio: 'inherit' })
-  tap.once('error', err => { console.error(err); process.exitCode = 1 })
-  tap.once('exit', code => { process.exitCode = code ?? 1 })
+  removeStaleMirrors(ROOT)
+  const mirror = join(ROOT, MIRRORS, String(process.pid))
+  const compiled = await buildMirror(ROOT, mirror)
+  console.log(`test:quick: ${compiled} TypeScript files compiled into ${relative(ROOT, mirror)}/, where tap runs them`)
+  const tap = spawn(TAP, [...rest, ...files.map(f => f.replace(/\.ts$/, '.js'))], { cwd: mirror, stdio: 'inherit' })
+  const code = await new Promise<number | null>(resolve => {
+    tap.once('error', err => { console.error(err); resolve(1) })
+    tap.once('exit', resolve)
+  })
+  rmSync(mirror, { recursive: true, force: true })
+  process.exitCode = code ?? 1
 }
 
-main(process.argv.slice(2))
+main(process.argv.slice(2)).catch((err: unknown) => { console.error(err); process.exitCode = 1 })

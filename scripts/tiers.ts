@@ -80,7 +80,8 @@ export function importClosure (file: string, root = ROOT): Map<string, Loaded> {
 /** A relative specifier as TypeScript resolves it (`./x.js` may name `./x.ts`); undefined if absent. */
 function resolveImport (root: string, from: string, specifier: string): string | undefined {
   const base = join(dirname(join(root, from)), specifier)
-  const candidates = [base, base.replace(/\.js$/, '.ts'), base.replace(/\.mjs$/, '.mts'), `${base}.ts`]
+  // The TypeScript source first, as TypeScript looks (the quick tier's mirror has both).
+  const candidates = [base.replace(/\.js$/, '.ts'), base.replace(/\.mjs$/, '.mts'), base, `${base}.ts`]
   const found = candidates.find(c => existsSync(c) && statSync(c).isFile())
   return found === undefined ? undefined : relative(root, found).split(sep).join('/')
 }
