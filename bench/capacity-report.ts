@@ -62,7 +62,8 @@ function backendPart (c: Capacity, charts: Record<string, string>): string[] {
     ...c.backend.map(r => `| ${NAME[r.backend] ?? r.backend} | ${r.path} | ${n1(r.backendUsPerCall)} | ${n2(r.opsPerCall)}` +
       ` | ${n0(r.backendCallsPerCore)} | ${n0(r.pluginUsPerCall)} | ${n0(r.instanceCallsPerCore)} |`),
     '',
-    '"ops/call": Redis commands run per call (the scripts\' own `redis.call`s included; 2 round trips), PostgreSQL write transactions per call (transaction ids taken; 2 statements, each its own transaction).',
+    '"ops/call": Redis commands run per call (the scripts\' own `redis.call`s included; 2 round trips), ' +
+      'PostgreSQL write transactions per call (transaction ids taken; 2 statements, each its own transaction).',
     '',
     '**Planning.** Assumptions: the backend does nothing else; a core at 100 % (leave headroom: plan for 50–70 %); ' +
       `each instance sends ${PLANNING_LOAD} locked calls/s; the figures are this 2-core VM's, on loopback.`,
@@ -90,6 +91,11 @@ function backendPart (c: Capacity, charts: Record<string, string>): string[] {
 }
 
 /** What the largest N's rows say against the goal (≤ 1.1× the floor; no instance's p99 over 2× another's). */
+/** `date, cores × cpu` of the run, for each part's first line. */
+function when (c: Capacity): string {
+  return `${c.meta.date.slice(0, 10)}, ${String(c.meta.cores)} × ${String(c.meta.cpu)}`
+}
+
 function contentionReading (rows: Capacity['contention']): string[] {
   const top = Math.max(...rows.map(r => r.parallel))
   const lost = rows.reduce((n, r) => n + r.lostUpdates, 0)
@@ -114,8 +120,9 @@ function contentionPart (c: Capacity, charts: Record<string, string>): string[] 
     '<!-- part:contention -->',
     '### The lock under contention across instances',
     '',
-    `\`npx tsx bench/capacity.ts --parts contention\` (${c.meta.date.slice(0, 10)}): N parallel \`basket_add\` calls on one state handle, sent round-robin to 3 instances (child processes) ` +
-      `on one Redis or PostgreSQL; the median of ${c.meta.rounds} rounds or more (at least 600 calls for each N). The serial floor is N × one call's time alone, measured on the same 3 instances one call at a time ` +
+    `\`npx tsx bench/capacity.ts --parts contention\` (${when(c)}): N parallel \`basket_add\` calls on one state handle, sent round-robin to 3 instances (child processes) ` +
+      `on one Redis or PostgreSQL; the median of ${c.meta.rounds} rounds or more (at least 600 calls for each N). ` +
+      'The serial floor is N × one call\'s time alone, measured on the same 3 instances one call at a time ' +
       '(each call then moves the lease to another instance). Latency is per call as the client sees it (waiting for the lock included), per instance.',
     '',
     '| backend | N | one call alone (ms) | total ÷ serial floor | p50 / p99 ms, instance 1 | instance 2 | instance 3 | lost updates | load avg |',
@@ -146,7 +153,7 @@ function sizePart (c: Capacity): string[] {
     '<!-- part:size -->',
     '### Record size',
     '',
-    `\`npx tsx bench/capacity.ts --parts size\` (${c.meta.date.slice(0, 10)}). Bytes at rest per idle record, over ${n0(c.meta.records)} records made through the plugin: ` +
+    `\`npx tsx bench/capacity.ts --parts size\` (${when(c)}). Bytes at rest per idle record, over ${n0(c.meta.records)} records made through the plugin: ` +
       'the memory store\'s as the instance\'s heap growth after a full GC, Redis\'s as `used_memory` growth, PostgreSQL\'s as the growth of ' +
       '`pg_total_relation_size` of the state table (its index included, after VACUUM). A session record holds its handshake (client info, capabilities); a handle `{ count: 0 }`.',
     '',
@@ -180,7 +187,7 @@ function failoverPart (c: Capacity, charts: Record<string, string>): string[] {
     '<!-- part:failover -->',
     '### A Redis primary dies',
     '',
-    `\`npx tsx bench/capacity.ts --parts failover\` (${c.meta.date.slice(0, 10)}): a primary, a replica and 3 sentinels on loopback (down-after 1 s), two instances through Sentinel, ` +
+    `\`npx tsx bench/capacity.ts --parts failover\` (${when(c)}): a primary, a replica and 3 sentinels on loopback (down-after 1 s), two instances through Sentinel, ` +
       '5 loops of appends (40 ms apart) on one handle and one session; the primary is killed (SIGKILL) at 0. Calls are counted by the 100 ms in which they ended: ' +
       'ok, refused (nothing written: a 503 or a tool error that says so) or unknown (a timeout, a broken connection, a save that may have run).',
     '',

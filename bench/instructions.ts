@@ -13,7 +13,9 @@
  * `POST /sse` writes the same events straight to the socket (the ceiling), and whose `POST /mcp`
  * answers the JSON requests (`modern`, `session`) with a fixed result. `--keep` copies the
  * window's dump for `callgrind_annotate`. `--request handle` is `basket_add` on one state handle
- * (the 2026 wire's locked path; use it with a Redis store and lock).
+ * (the 2026 wire's locked path; use it with a Redis store and lock). `--request record-small` and
+ * `--request record-1mib` are `blob_touch` (one small key changed) on a session of 10 keys of 10 bytes
+ * and of 16 keys of 64 KiB: how a request's cost grows with its record.
  *
  * `--connections N` keeps N requests in flight at once (warm-up and window alike; fetch's pool
  * opens a connection for each), as the bench's c=50 rows do: what only concurrency costs (more

@@ -9,12 +9,22 @@ export const SSE_STEPS = 10
 
 /** What the measured requests are. */
 export interface LoadOptions {
-  /** `session` (2025 wire), `modern` (2026-07-28 wire), `sse` (a progress call answered on SSE), `handle` (`basket_add` on a state handle). */
+  /**
+   * `session` (2025 wire), `modern` (2026-07-28 wire), `sse` (a progress call answered on SSE),
+   * `handle` (`basket_add` on a state handle), `record-small` / `record-1mib` (`blob_touch`, changing
+   * one small key, on a session of 10 keys of 10 bytes / 16 keys of 64 KiB: the record-size rows).
+   */
   request: string
   /** `ours` (bench/servers/ours.ts) or `bare` (the bare Fastify route). */
   server: 'ours' | 'bare'
   /** `session` only: a session per connection (`many`), or all on the first one (`one`). */
   sessions: 'one' | 'many'
+}
+
+/** The session records of the `record-*` requests: keys × characters each. */
+const RECORDS: Record<string, { keys: number, bytes: number }> = {
+  'record-small': { keys: 10, bytes: 10 },
+  'record-1mib': { keys: 16, bytes: 65_536 }
 }
 
 /** One connection's request, where it goes and what its answer must be. */
@@ -37,7 +47,10 @@ export function loadFromArgs (args: { request: string, server: string, connectio
   if (args.sessions !== 'one' && args.sessions !== 'many') throw new Error('--sessions is one or many')
   if (args.server !== 'ours' && args.server !== 'bare') throw new Error('--server is ours or bare')
   if (args.server === 'bare' && args.request === 'handle') throw new Error('--server bare serves --request sse, modern or session')
-  if (!['session', 'modern', 'sse', 'handle'].includes(args.request)) throw new Error('--request is session, modern, sse or handle')
+  if (args.server === 'bare' && args.request in RECORDS) throw new Error('--server bare serves --request sse, modern or session')
+  if (!['session', 'modern', 'sse', 'handle', ...Object.keys(RECORDS)].includes(args.request)) {
+    throw new Error(`--request is session, modern, sse, handle or ${Object.keys(RECORDS).join(' or ')}`)
+  }
   return { load: { request: args.request, server: args.server, sessions: args.sessions }, connections }
 }
 
@@ -63,6 +76,10 @@ export async function loadSpecs (base: string, connections: number, o: LoadOptio
       const basket = (JSON.parse(created.text) as { result?: { structuredContent?: { basket?: unknown } } }).result?.structuredContent?.basket
       if (typeof basket !== 'string') throw new Error(`basket_create returned no handle: ${created.text.slice(0, 300)}`)
       specs.push({ spec: modernCall('basket_add', { basket, item: 'apple' }), url, want: { text: 'added' } })
+    } else if (o.request in RECORDS) {
+      const sid = await openSession(url)
+      expectToolResult('server', await post(url, legacyCall('blob_fill', RECORDS[o.request] as Record<string, unknown>, sid, 2)), { text: 'filled' })
+      specs.push({ spec: legacyCall('blob_touch', {}, sid, 3), url, want: { text: 'touched' } })
     } else {
       // The bare route answers the same fixed result to any body: the session id is only sent along.
       const sid = o.server === 'bare'
