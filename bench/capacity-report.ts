@@ -183,6 +183,7 @@ function afterKill (bins: Capacity['failover'][number]['bins']): string {
 
 function failoverPart (c: Capacity, charts: Record<string, string>): string[] {
   if (c.failover.length === 0) return []
+  const lost = c.failover.reduce((n, r) => n + r.acknowledgedLost, 0)
   const lines = [
     '<!-- part:failover -->',
     '### A Redis primary dies',
@@ -196,7 +197,8 @@ function failoverPart (c: Capacity, charts: Record<string, string>): string[] {
     ...c.failover.map(r => `| ${r.variant} | ${r.calls} | ${n1(r.firstSuccessMs / 1000)} | ${afterKill(r.bins)} | ${r.acknowledgedLost} |`),
     '',
     'Reading it: the blip is Sentinel noticing the loss (down-after) and promoting the replica, then the instances reconnecting; ' +
-      'meanwhile calls are refused (503 with Retry-After, or the tool\'s error saying nothing was written), and no call answered ok was lost. ' +
+      'meanwhile calls are refused (503 with Retry-After, or the tool\'s error saying nothing was written), and ' +
+      `${lost === 0 ? 'no call answered ok was lost' : `${lost} appends answered ok were lost`}. ` +
       'With `waitReplicas: 1` and the group\'s only replica promoted, no replica is left to acknowledge a write: every write is refused until one attaches ' +
       '(the old primary back as a replica, or a second replica that Sentinel points at the new primary) — the price of the promise that a write ' +
       'answered ok survives the loss of its primary. Run two replicas when writes must go on through a failover with acknowledgement.',

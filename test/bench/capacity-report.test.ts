@@ -37,6 +37,10 @@ t.test('failover: ok / refused / unknown counted from the kill on; the machine a
   const { markdown } = renderCapacity(capacity({ failover: [{ variant: 'waitReplicas 1', bins, firstSuccessMs: Number.NaN, calls: 19, acknowledgedLost: 0 }] }))
   t.match(markdown, /\| waitReplicas 1 \| 19 \| – \| 3 \/ 6 \/ 1 \| 0 \|/, 'the bin before the kill left out; no success: a dash')
   t.match(markdown, /\(2026-12-07, 2 × Test CPU\)/)
+  t.match(markdown, /no call answered ok was lost/)
+  const lost = renderCapacity(capacity({ failover: [{ variant: 'without waitReplicas', bins, firstSuccessMs: 100, calls: 19, acknowledgedLost: 2 }] })).markdown
+  t.match(lost, /2 appends answered ok were lost/)
+  t.notMatch(lost, /no call answered ok was lost/)
 })
 
 t.test('contention: the verdict at the largest N, and lost updates said when there are any', async t => {
