@@ -123,7 +123,8 @@ function contentionPart (c: Capacity, charts: Record<string, string>): string[] 
     `\`npx tsx bench/capacity.ts --parts contention\` (${when(c)}): N parallel \`basket_add\` calls on one state handle, sent round-robin to 3 instances (child processes) ` +
       `on one Redis or PostgreSQL; the median of ${c.meta.rounds} rounds or more (at least 600 calls for each N). ` +
       'The serial floor is N × one call\'s time alone, measured on the same 3 instances one call at a time ' +
-      '(each call then moves the lease to another instance). Latency is per call as the client sees it (waiting for the lock included), per instance.',
+      '(each call then moves the lease to another instance), 100 calls before and 100 after each N\'s rounds, averaged. ' +
+      'Latency is per call as the client sees it (waiting for the lock included), per instance.',
     '',
     '| backend | N | one call alone (ms) | total ÷ serial floor | p50 / p99 ms, instance 1 | instance 2 | instance 3 | lost updates | load avg |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',

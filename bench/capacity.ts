@@ -188,20 +188,23 @@ async function contentionPart (targets: Target[]): Promise<Capacity['contention'
       const basket = await openHandle(urls[0] as string)
       const spec = (): RequestSpec => modernCall('basket_add', { basket, item: 'apple' })
       await drive(urls, 300, 1, spec) // warm-up, every instance
-      // The serial floor: one call at a time, round the three instances (each call moves the lease).
-      const serialN = 150
-      const s0 = performance.now()
-      await drive(urls, serialN, 1, spec)
-      const unitMs = (performance.now() - s0) / serialN
+      // The serial floor: one call at a time, round the three instances (each call moves the lease),
+      // measured before and after each N's rounds (the machine's speed drifts) and averaged.
+      const serialUnit = async (): Promise<number> => {
+        const s0 = performance.now()
+        await drive(urls, 100, 1, spec)
+        return (performance.now() - s0) / 100
+      }
       for (const n of [1, 10, 50, 100]) {
-        const ratios: number[] = []
+        const before = await serialUnit()
+        const totals: number[] = []
         const lat: number[][] = [[], [], []]
         let lost = 0
         // At least 600 calls per size: a burst of 1 or 10 calls lasts a few ms, and one GC pause
         // or scheduler hiccup would otherwise be the figure.
         const rounds = Math.max(ROUNDS, Math.ceil(600 / n))
         for (let round = 0; round < rounds; round++) {
-          const before = await basketCount(urls[0] as string, basket)
+          const count0 = await basketCount(urls[0] as string, basket)
           const t0 = performance.now()
           const answers = await Promise.all(Array.from({ length: n }, async (_, i) => {
             const a0 = performance.now()
@@ -210,10 +213,12 @@ async function contentionPart (targets: Target[]): Promise<Capacity['contention'
           }))
           const totalMs = performance.now() - t0
           const okCount = answers.filter(a => a.ok).length
-          lost += okCount - ((await basketCount(urls[0] as string, basket)) - before)
+          lost += okCount - ((await basketCount(urls[0] as string, basket)) - count0)
           for (const a of answers) if (a.ok) lat[a.instance]?.push(a.ms)
-          ratios.push(totalMs / (n * unitMs))
+          totals.push(totalMs)
         }
+        const unitMs = (before + await serialUnit()) / 2
+        const ratios = totals.map(ms => ms / (n * unitMs))
         const row = {
           backend: t.backend,
           parallel: n,
