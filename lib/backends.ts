@@ -20,7 +20,7 @@ import { RedisSessionLock } from './locks/redis-lock.js'
 import type { SessionLock } from './locks/session-lock.js'
 import type { ResolvedBackends } from './options.js'
 import { createRedisClient } from './redis/client.js'
-import { sessionKey } from './redis/keys.js'
+import { DEFAULT_KEY_PREFIX, sessionKey } from './redis/keys.js'
 import { replicaAckFor, type ReplicaAck } from './redis/replica-ack.js'
 import type { RedisClientLike } from './redis/scripts.js'
 import { isSentinelConnection } from './redis/sentinel.js'
@@ -79,7 +79,7 @@ export function buildBackends (b: ResolvedBackends, log: FastifyBaseLogger): Bac
   const connection = b.redis?.client
   const ownRedis = typeof connection === 'string' || isSentinelConnection(connection) ? createRedisClient(connection, { log }) : undefined
   const redis: RedisClientLike | undefined = ownRedis ?? (typeof connection === 'object' ? connection as RedisClientLike : undefined)
-  const prefix = b.redis?.prefix ?? 'mcp:'
+  const prefix = b.redis?.prefix ?? DEFAULT_KEY_PREFIX
   const bus = b.bus ?? (redis !== undefined ? new RedisBus({ redis, prefix, log }) : new MemoryBus())
   // With the sessions in Redis under the same prefix, a write to the log checks the session's hash
   // (same hash tag, same slot): an ended session's streams are never created again, and no mark of

@@ -55,10 +55,19 @@ export function checkNestedKeys (o: object, known: readonly string[], label: str
   for (const k of Object.keys(o)) if (!known.includes(k)) fail(`${label}.${k.slice(0, 64)}`, `unknown option (misspelt?); known: ${known.join(', ')}`)
 }
 
+/**
+ * An option that is an object of optional keys (`{}` when absent), its keys checked: fails for a
+ * value that is not an object (`why`, default: the keys it takes) or for an unknown key.
+ */
+export function optionObject (value: unknown, name: string, keys: readonly string[], why = `must be { ${keys.map(k => `${k}?`).join(', ')} }`): Record<string, unknown> {
+  if (value !== undefined && (typeof value !== 'object' || value === null)) fail(name, why)
+  const o = (value ?? {}) as Record<string, unknown>
+  checkNestedKeys(o, keys, name)
+  return o
+}
+
 export function checkTasks (t: unknown): { ttlMs: number, pollIntervalMs: number, maxPerPrincipal: number } {
-  if (t !== undefined && (typeof t !== 'object' || t === null)) fail('tasks', 'must be an object')
-  const o = (t ?? {}) as Record<string, unknown>
-  checkNestedKeys(o, ['ttlMs', 'pollIntervalMs', 'maxPerPrincipal'], 'tasks')
+  const o = optionObject(t, 'tasks', ['ttlMs', 'pollIntervalMs', 'maxPerPrincipal'], 'must be an object')
   return Object.freeze({
     ttlMs: boundedInt(o, 'ttlMs', 3_600_000, 1000, 86_400_000, 'tasks.ttlMs'),
     pollIntervalMs: boundedInt(o, 'pollIntervalMs', 1000, 100, 60_000, 'tasks.pollIntervalMs'),
@@ -83,17 +92,13 @@ function checkSecret (secret: unknown): string | readonly string[] | undefined {
 
 /** `requestState`: its secret (`undefined`: a random one per process) and how long a sealed state is valid. */
 export function checkRequestState (r: unknown): { secret: string | readonly string[] | undefined, ttlMs: number } {
-  if (r !== undefined && (typeof r !== 'object' || r === null)) fail('requestState', 'must be { secret?, ttlMs? }')
-  const o = (r ?? {}) as Record<string, unknown>
-  checkNestedKeys(o, ['secret', 'ttlMs'], 'requestState')
+  const o = optionObject(r, 'requestState', ['secret', 'ttlMs'])
   return Object.freeze({ secret: checkSecret(o.secret), ttlMs: nonNegativeInt(o, 'ttlMs', 600_000, 1, 'requestState.ttlMs') })
 }
 
 /** `listen`: open `subscriptions/listen` streams per process and per client. */
 export function checkListen (l: unknown): { max: number, maxPerClient: number } {
-  if (l !== undefined && (typeof l !== 'object' || l === null)) fail('listen', 'must be { max?, maxPerClient? }')
-  const o = (l ?? {}) as Record<string, unknown>
-  checkNestedKeys(o, ['max', 'maxPerClient'], 'listen')
+  const o = optionObject(l, 'listen', ['max', 'maxPerClient'])
   return Object.freeze({ max: nonNegativeInt(o, 'max', 1000, 1, 'listen.max'), maxPerClient: nonNegativeInt(o, 'maxPerClient', 10, 1, 'listen.maxPerClient') })
 }
 

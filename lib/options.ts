@@ -10,12 +10,13 @@ import type { EventLog } from './bus/event-log.js'
 import type { RedisClientLike } from './redis/scripts.js'
 import { isPgPool, type PgPoolLike } from './postgres/pool.js'
 import { DEFAULT_PG_PREFIX, checkPgPrefix } from './postgres/schema.js'
+import { DEFAULT_KEY_PREFIX } from './redis/keys.js'
 import { isSentinelConnection, type RedisSentinelConnection } from './redis/sentinel.js'
 import type { CacheOptions } from './features/cache-hints.js'
 import type { ResolvedIdempotency } from './state/idempotency.js'
 import {
   appIdentity, boundedInt, checkCache, checkIdempotency, checkKnownKeys, checkNestedKeys, checkPostgresUrl,
-  checkListen, checkRedisUrl, checkHosts, checkOrigins, checkRequestState, checkStatusRoute, checkTasks, fail, nonNegativeInt
+  checkListen, checkRedisUrl, checkHosts, checkOrigins, checkRequestState, checkStatusRoute, checkTasks, fail, nonNegativeInt, optionObject
 } from './option-checks.js'
 import { RESOURCE_SERVER_KEYS, resolveAuth, type ResolvedAuth, type ResourceServerOptions } from './auth/resource-server.js'
 import { resolveToolLimits, type ResolvedToolLimits } from './limits/policy.js'
@@ -108,7 +109,7 @@ function checkRedis (r: unknown): ResolvedBackends['redis'] {
   const client = o.client
   if (!isRedisConnection(client)) fail('redis.client', 'must be an ioredis client, Cluster, URL or { sentinels, name }')
   if (typeof client === 'string') checkRedisUrl(client, short ? 'redis' : 'redis.client')
-  const prefix = o.prefix ?? 'mcp:'
+  const prefix = o.prefix ?? DEFAULT_KEY_PREFIX
   if (typeof prefix !== 'string' || /[{}]/.test(prefix)) fail('redis.prefix', 'must be a string without braces')
   return { client, prefix }
 }
@@ -132,9 +133,7 @@ function checkPostgres (p: unknown): ResolvedBackends['postgres'] {
 
 /** `eventLog`: the app's own `store`, and the bounds of the one the plugin makes. */
 function checkEventLog (e: unknown): ResolvedBackends['eventLog'] {
-  if (e !== undefined && (typeof e !== 'object' || e === null)) fail('eventLog', 'must be { store?, maxEvents?, ttlMs? }')
-  const o = (e ?? {}) as Record<string, unknown>
-  checkNestedKeys(o, ['store', 'maxEvents', 'ttlMs'], 'eventLog')
+  const o = optionObject(e, 'eventLog', ['store', 'maxEvents', 'ttlMs'])
   const store = o.store as EventLog | undefined
   if (store !== undefined && (typeof store !== 'object' || store === null || typeof store.append !== 'function')) fail('eventLog.store', 'must implement the EventLog contract')
   return {

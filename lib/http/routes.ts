@@ -17,6 +17,7 @@ import type { ResolvedAuth } from '../auth/resource-server.js'
 import type { McpPrincipal } from '../context.js'
 import { ErrorCode, McpError, echoed, errorReply, errorResponse, type RequestId } from '../jsonrpc/errors.js'
 import { parseBody, type ParsedBody } from '../jsonrpc/messages.js'
+import { retryAfterSeconds } from '../limits/errors.js'
 import type { ResolvedOptions } from '../options.js'
 import type { McpEngine } from '../protocol/engine.js'
 import { checkContentType, checkGetAccept, checkOrigin, checkPostAccept } from './checks.js'
@@ -198,7 +199,7 @@ export async function mcpRoutes (child: FastifyInstance, { opts, engine, access,
   child.setErrorHandler((err: unknown, request, reply) => { answerError(err, null, request, reply, opts) })
   // Every 503 the plugin sends says when to come back (store, lock, bus, JWKS down; busy): an
   // error that names its own Retry-After (a limit, the drain) keeps it.
-  const retryAfter = String(Math.max(1, Math.ceil(opts.retryIntervalMs / 1000)))
+  const retryAfter = retryAfterSeconds(opts.retryIntervalMs)
   child.addHook('onSend', (_request, reply, payload, done) => {
     if (reply.statusCode === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', retryAfter)
     done(null, payload)

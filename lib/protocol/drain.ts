@@ -17,6 +17,7 @@ import type { EventSink } from '../bus/event-sink.js'
 import { FST_ERR_MCP_SERVER_CLOSING } from '../errors.js'
 import { ErrorCode, McpError, errorResponse, type RequestId } from '../jsonrpc/errors.js'
 import type { ParsedBody } from '../jsonrpc/messages.js'
+import { retryAfterSeconds } from '../limits/errors.js'
 import { LinkedList, type Linked } from '../util/linked-list.js'
 import { settleWithin } from '../util/settle.js'
 import { NULL_EVENT_LOG, type ChannelOptions, type Exchange, type ResponseChannel } from './exchange.js'
@@ -48,7 +49,7 @@ export function stoppedError (retryMs: number): McpError {
 
 /** The headers of every answer given while draining. */
 export function closingHeaders (retryMs: number): Record<string, string> {
-  return { 'retry-after': String(Math.max(1, Math.ceil(retryMs / 1000))), connection: 'close' }
+  return { 'retry-after': retryAfterSeconds(retryMs), connection: 'close' }
 }
 
 /** @internal The drain (see the module doc). */

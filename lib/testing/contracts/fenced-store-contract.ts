@@ -65,6 +65,15 @@ async function takeAndRead ({ store, lock }: FencingPair, id: string, timeout?: 
   return { lease, version: record.version }
 }
 
+/** A record holding `data` whose reader stalled past its lease; nobody took the key since. */
+async function stalledHolder (pair: FencingPair, leaseTtl: number, data: Record<string, string>): Promise<{ id: string, a: { lease: SessionLease, version: number | undefined } }> {
+  const id = generateSessionId()
+  await pair.store.create(id, data)
+  const a = await takeAndRead(pair, id)
+  freeze(leaseTtl * 3)
+  return { id, a }
+}
+
 it('under a live lease the save goes through, even after an unlocked writer changed the record', async ({ make }) => {
   const { store, lock } = await make()
   const id = generateSessionId()
@@ -123,10 +132,7 @@ expiring('lease expired while someone else holds it (not yet written): fenced', 
 
 expiring('lease expired, nobody took it, nobody wrote: the save goes through', async ({ make, leaseTtl }) => {
   const { store, lock } = await make(leaseTtl)
-  const id = generateSessionId()
-  await store.create(id, {})
-  const a = await takeAndRead({ store, lock }, id)
-  freeze(leaseTtl * 3)
+  const { id, a } = await stalledHolder({ store, lock }, leaseTtl, {})
   assert.equal(await store.save(id, { set: { x: 'A' }, delete: [] }, { version: a.version, fence: a.lease.fence }), 'ok',
     'the version read proves nobody wrote since: the save is safe')
   assert.deepEqual((await store.load(id))?.data, { x: 'A' })
@@ -135,10 +141,7 @@ expiring('lease expired, nobody took it, nobody wrote: the save goes through', a
 
 expiring('lease expired, nobody took it: without the version read the save is fenced', async ({ make, leaseTtl }) => {
   const { store, lock } = await make(leaseTtl)
-  const id = generateSessionId()
-  await store.create(id, { x: 'first' })
-  const a = await takeAndRead({ store, lock }, id)
-  freeze(leaseTtl * 3)
+  const { id, a } = await stalledHolder({ store, lock }, leaseTtl, { x: 'first' })
   assert.equal(await store.save(id, { set: { x: 'A' }, delete: [] }, { fence: a.lease.fence }), 'fenced',
     'a lost lease with no version read cannot prove that nobody wrote since')
   assert.deepEqual(await store.load(id), { data: { x: 'first' }, version: 0 }, 'nothing written')
@@ -147,10 +150,7 @@ expiring('lease expired, nobody took it: without the version read the save is fe
 
 expiring('lease expired, nobody holds it, but an unlocked writer wrote: fenced', async ({ make, leaseTtl }) => {
   const { store, lock } = await make(leaseTtl)
-  const id = generateSessionId()
-  await store.create(id, {})
-  const a = await takeAndRead({ store, lock }, id)
-  freeze(leaseTtl * 3)
+  const { id, a } = await stalledHolder({ store, lock }, leaseTtl, {})
   assert.equal(await store.save(id, { set: { x: 'unlocked' }, delete: [] }), 'ok')
   assert.equal(await store.save(id, { set: { x: 'A' }, delete: [] }, { version: a.version, fence: a.lease.fence }), 'fenced')
   assert.deepEqual((await store.load(id))?.data, { x: 'unlocked' }, "the unlocked writer's change survives")
