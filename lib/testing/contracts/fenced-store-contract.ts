@@ -65,7 +65,7 @@ async function takeAndRead ({ store, lock }: FencingPair, id: string, timeout?: 
   return { lease, version: record.version }
 }
 
-/** A record holding `data` whose reader stalled past its lease; nobody took the key since. */
+/** A record holding `data` whose reader stalled past its lease (no renewal ran); nobody has taken the key yet. */
 async function stalledHolder (pair: FencingPair, leaseTtl: number, data: Record<string, string>): Promise<{ id: string, a: { lease: SessionLease, version: number | undefined } }> {
   const id = generateSessionId()
   await pair.store.create(id, data)
@@ -101,10 +101,8 @@ it('a record destroyed under a live lease is gone, fenced or not, and not re-cre
 expiring('a paused holder whose lease expired cannot overwrite what the next holder saved', async ({ make, leaseTtl }) => {
   const one = await make(leaseTtl)
   const two = await make(leaseTtl)
-  const id = generateSessionId()
-  await one.store.create(id, { owner: 'nobody' })
-  const a = await takeAndRead(one, id)
-  freeze(leaseTtl * 3) // A stalls (a GC pause): no renewal runs, its lease expires in the backend
+  // A stalls (a GC pause): no renewal runs, its lease expires in the backend.
+  const { id, a } = await stalledHolder(one, leaseTtl, { owner: 'nobody' })
   const b = await takeAndRead(two, id, leaseTtl * 50)
   assert.equal(await two.store.save(id, { set: { owner: 'B' }, delete: [] }, { version: b.version, fence: b.lease.fence }), 'ok')
   await b.lease.release()
@@ -118,10 +116,7 @@ expiring('a paused holder whose lease expired cannot overwrite what the next hol
 expiring('lease expired while someone else holds it (not yet written): fenced', async ({ make, leaseTtl }) => {
   const one = await make(leaseTtl)
   const two = await make(leaseTtl)
-  const id = generateSessionId()
-  await one.store.create(id, { x: 'first' })
-  const a = await takeAndRead(one, id)
-  freeze(leaseTtl * 3)
+  const { id, a } = await stalledHolder(one, leaseTtl, { x: 'first' })
   const b = await takeAndRead(two, id, leaseTtl * 50)
   assert.equal(await one.store.save(id, { set: { x: 'A' }, delete: [] }, { version: a.version, fence: a.lease.fence }), 'fenced',
     'the record is at the version A read, but the key is B\'s: B is about to write')
